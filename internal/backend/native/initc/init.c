@@ -1,0 +1,1132 @@
+/*
+ * pinfold's sandbox init.
+ *
+ * The supervisor executes this program from a sealed memfd with one
+ * SOCK_SEQPACKET socket as fd 0. It runs in two stages:
+ *
+ *   stage 1 (host namespaces): reads M_CONFIG, clones stage 2 into new
+ *   namespaces (sharing this small address space and fd table, and with the
+ *   supervisor as its parent), writes its uid/gid maps, puts it into its
+ *   cgroups, prepares idmapped mounts, reports its pid, releases it, exits.
+ *
+ *   stage 2 (PID 1 of the sandbox): builds the root from the operations in
+ *   the config, reads M_EXEC, starts the command in a vfork child that drops
+ *   privileges and installs the seccomp filter right before execve, then
+ *   reaps children and forwards signals from the supervisor. When the
+ *   command exits it kills everything else in the sandbox, reports the
+ *   status, and exits.
+ *
+ * No C library: every call is a raw system call (see sys_amd64.h). Errors
+ * are reported to the supervisor as M_ERROR and never printed.
+ */
+#include <asm/unistd.h>
+#include "proto.h"
+
+#if defined(__x86_64__)
+#include "sys_amd64.h"
+#else
+#error "unsupported architecture"
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef unsigned long size_t;
+
+/* Kernel ABI constants (from the uapi headers; spelled out to stay freestanding). */
+#define AT_FDCWD -100
+#define AT_SYMLINK_NOFOLLOW 0x100
+#define AT_EMPTY_PATH 0x1000
+#define AT_RECURSIVE 0x8000
+#define O_RDONLY 0
+#define O_WRONLY 1
+#define O_RDWR 2
+#define O_CREAT 0100
+#define O_NOCTTY 0400
+#define O_TRUNC 01000
+#define O_NOFOLLOW 0400000
+#define O_CLOEXEC 02000000
+#define F_DUPFD_CLOEXEC 1030
+#define F_SETFD 2
+#define FD_CLOEXEC 1
+#define OPEN_TREE_CLONE 1
+#define MOVE_MOUNT_F_EMPTY_PATH 4
+#define MOUNT_ATTR_IDMAP 0x100000
+#define MS_RDONLY 1
+#define MS_NOSUID 2
+#define MS_NODEV 4
+#define MS_NOEXEC 8
+#define MS_REMOUNT 32
+#define MS_BIND 4096
+#define MS_REC 16384
+#define MS_PRIVATE (1 << 18)
+#define MNT_DETACH 2
+#define CLONE_VM 0x100
+#define CLONE_FILES 0x400
+#define CLONE_VFORK 0x4000
+#define CLONE_PARENT 0x8000
+#define CLONE_NEWUSER 0x10000000
+#define SIGKILL 9
+#define SIGSTOP 19
+#define SIGCHLD 17
+#define SIG_BLOCK 0
+#define SIG_SETMASK 2
+#define SI_USER 0
+#define WNOHANG 1
+#define WALL 0x40000000
+#define PR_SET_PDEATHSIG 1
+#define PR_SET_DUMPABLE 4
+#define PR_SET_KEEPCAPS 8
+#define PR_CAPBSET_DROP 24
+#define PR_SET_NO_NEW_PRIVS 38
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_RAISE 2
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#define SECCOMP_SET_MODE_FILTER 1
+#define CAPV3 0x20080522
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define TIOCSCTTY 0x540E
+#define TIOCSWINSZ 0x5414
+#define TIOCSPTLCK 0x40045431
+#define TIOCGPTPEER 0x5441
+#define SIOCGIFFLAGS 0x8913
+#define SIOCSIFFLAGS 0x8914
+#define IFF_UP 1
+#define AF_INET 2
+#define SOCK_DGRAM 2
+#define SOCK_CLOEXEC 02000000
+#define SOL_SOCKET 1
+#define SCM_RIGHTS 1
+#define MSG_NOSIGNAL 0x4000
+#define MSG_CMSG_CLOEXEC 0x40000000
+#define STATX_TYPE 1
+#define S_IFMT 0170000
+#define S_IFDIR 0040000
+#define ENOENT 2
+#define EINTR 4
+#define EACCES 13
+#define EEXIST 17
+#define ENOTDIR 20
+#define EINVAL 22
+#define E2BIG 7
+#define ENAMETOOLONG 36
+
+struct iovec {
+	void *base;
+	size_t len;
+};
+struct msghdr {
+	void *name;
+	u32 namelen;
+	struct iovec *iov;
+	size_t iovlen;
+	void *control;
+	size_t controllen;
+	u32 flags;
+};
+struct cmsghdr {
+	size_t len;
+	i32 level;
+	i32 type;
+};
+struct mount_attr {
+	u64 attr_set, attr_clr, propagation, userns_fd;
+};
+struct sock_fprog {
+	u16 len;
+	void *filter;
+};
+struct rlimit64 {
+	u64 cur, max;
+};
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	u64 mask;
+};
+struct siginfo {
+	i32 signo, errcode, code, pad;
+	i32 pid, uid, status;
+	char rest[100];
+};
+struct winsize {
+	u16 rows, cols, x, y;
+};
+struct ifreq {
+	char name[16];
+	short flags;
+	char pad[22];
+};
+
+/* Freestanding helpers; the compiler may also emit calls to mem*. */
+void *memset(void *d, int c, size_t n)
+{
+	u8 *p = d;
+	while (n--)
+		*p++ = (u8)c;
+	return d;
+}
+void *memcpy(void *d, const void *s, size_t n)
+{
+	u8 *a = d;
+	const u8 *b = s;
+	while (n--)
+		*a++ = *b++;
+	return d;
+}
+void *memmove(void *d, const void *s, size_t n)
+{
+	u8 *a = d;
+	const u8 *b = s;
+	if (a < b)
+		while (n--)
+			*a++ = *b++;
+	else
+		while (n--)
+			a[n] = b[n];
+	return d;
+}
+int memcmp(const void *x, const void *y, size_t n)
+{
+	const u8 *a = x, *b = y;
+	for (; n; n--, a++, b++)
+		if (*a != *b)
+			return *a - *b;
+	return 0;
+}
+static size_t slen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+/* scat appends s to the NUL-terminated buffer d of size cap; -1 if it does not fit. */
+static int scat(char *d, size_t cap, const char *s)
+{
+	size_t n = slen(d), m = slen(s);
+	if (n + m + 1 > cap)
+		return -1;
+	memcpy(d + n, s, m + 1);
+	return 0;
+}
+static void utoa(char *d, unsigned long v)
+{
+	char t[24];
+	int n = 0;
+	do
+		t[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*d++ = t[--n];
+	*d = 0;
+}
+
+#define sys0(n) sys6(n, 0, 0, 0, 0, 0, 0)
+#define sys1(n, a) sys6(n, (long)(a), 0, 0, 0, 0, 0)
+#define sys2(n, a, b) sys6(n, (long)(a), (long)(b), 0, 0, 0, 0)
+#define sys3(n, a, b, c) sys6(n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define sys4(n, a, b, c, d) sys6(n, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define sys5(n, a, b, c, d, e) sys6(n, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+static __attribute__((noreturn)) void die(int code)
+{
+	for (;;)
+		sys1(__NR_exit_group, code);
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+#define MAXOPS 512
+#define MAXLIST 64
+
+struct opref {
+	const struct op *op;
+	const char *a, *b, *c, *d;
+	u32 alen;
+	int fd; /* OP_IDMAP: the detached mount stage 1 made */
+};
+
+static struct {
+	u64 nsflags;
+	const char *uidmap, *gidmap, *setgroups, *hostname, *scratch, *tmpcheck;
+	const char *idmap_uid, *idmap_gid;
+	const char *cgroups[MAXLIST];
+	int ncgroups;
+	struct opref ops[MAXOPS];
+	int nops, nidmap;
+	int loup, rootro, nnp, has_user, has_initid;
+	const void *seccomp;
+	u32 seccomp_len;
+	u64 caps;
+	u32 caplast;
+	u32 uid, gid, init_uid, init_gid;
+	const u32 *groups;
+	u32 ngroups;
+	const u8 *rlimits[MAXLIST];
+	int nrlimits;
+	u32 umask;
+	volatile int go; /* stage 1 -> stage 2: 1 proceed, -1 give up */
+} G;
+
+/* Message buffers live in bss: only the pages a message touches fault in. */
+static char cfgbuf[256 * 1024];
+static char execbuf[256 * 1024];
+
+static const int SOCK = 0;
+
+static long sendmsg_fds(const void *buf, size_t len, const int *fds, int nfds)
+{
+	struct iovec iov = {(void *)buf, len};
+	struct msghdr m;
+	union {
+		struct cmsghdr h;
+		char b[sizeof(struct cmsghdr) + 4 * sizeof(int)];
+	} cm;
+	memset(&m, 0, sizeof m);
+	m.iov = &iov;
+	m.iovlen = 1;
+	if (nfds > 0) {
+		memset(&cm, 0, sizeof cm);
+		cm.h.len = sizeof(struct cmsghdr) + (size_t)nfds * sizeof(int);
+		cm.h.level = SOL_SOCKET;
+		cm.h.type = SCM_RIGHTS;
+		memcpy(cm.b + sizeof(struct cmsghdr), fds, (size_t)nfds * sizeof(int));
+		m.control = &cm;
+		m.controllen = cm.h.len;
+	}
+	return sys3(__NR_sendmsg, SOCK, &m, MSG_NOSIGNAL);
+}
+
+static void send_simple(u32 type, const void *payload, u32 n)
+{
+	char b[64];
+	u32 h[2] = {type, n};
+	memcpy(b, h, 8);
+	memcpy(b + 8, payload, n);
+	sendmsg_fds(b, 8 + n, 0, 0);
+}
+
+static void report(u32 step, long err, int opidx, const char *detail)
+{
+	char b[4096 + 32];
+	u32 h[2];
+	i32 body[3] = {(i32)step, (i32)(err < 0 ? -err : err), opidx};
+	size_t dl = detail ? slen(detail) : 0;
+	if (dl > 4095)
+		dl = 4095;
+	h[0] = M_ERROR;
+	h[1] = (u32)(12 + dl + 1);
+	memcpy(b, h, 8);
+	memcpy(b + 8, body, 12);
+	memcpy(b + 20, detail ? detail : "", dl);
+	b[20 + dl] = 0;
+	sendmsg_fds(b, 20 + dl + 1, 0, 0);
+}
+
+/* recv_msg reads one message and up to maxfds passed descriptors. */
+static long recv_msg(char *buf, size_t cap, int *fds, int maxfds, int *nfds)
+{
+	struct iovec iov = {buf, cap};
+	struct msghdr m;
+	union {
+		struct cmsghdr h;
+		char b[sizeof(struct cmsghdr) + 8 * sizeof(int)];
+	} cm;
+	long n;
+	memset(&m, 0, sizeof m);
+	memset(&cm, 0, sizeof cm);
+	m.iov = &iov;
+	m.iovlen = 1;
+	m.control = &cm;
+	m.controllen = sizeof cm;
+	do
+		n = sys3(__NR_recvmsg, SOCK, &m, MSG_CMSG_CLOEXEC);
+	while (n == -EINTR);
+	if (nfds)
+		*nfds = 0;
+	if (n > 0 && m.controllen >= sizeof(struct cmsghdr) && cm.h.level == SOL_SOCKET &&
+	    cm.h.type == SCM_RIGHTS) {
+		int got = (int)((cm.h.len - sizeof(struct cmsghdr)) / sizeof(int));
+		int *in = (int *)(cm.b + sizeof(struct cmsghdr));
+		for (int i = 0; i < got; i++) {
+			if (fds && i < maxfds)
+				fds[(*nfds)++] = in[i];
+			else
+				sys1(__NR_close, in[i]);
+		}
+	}
+	return n;
+}
+
+/* Records: u16 tag, u16 pad, u32 len, data padded to 4. */
+struct rec {
+	u16 tag;
+	u32 len;
+	const char *data;
+};
+
+static int next_rec(const char **p, const char *end, struct rec *r)
+{
+	u16 tag;
+	u32 len;
+	if (end - *p < 8)
+		return 0;
+	memcpy(&tag, *p, 2);
+	memcpy(&len, *p + 4, 4);
+	if ((u64)len > (u64)(end - *p - 8))
+		return -1;
+	r->tag = tag;
+	r->len = len;
+	r->data = *p + 8;
+	*p += 8 + ((len + 3) & ~3u);
+	if (*p > end)
+		*p = end;
+	return 1;
+}
+
+static u32 rd32(const char *p)
+{
+	u32 v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static u64 rd64(const char *p)
+{
+	u64 v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* opstr reads one length-prefixed string of an op; returns NULL for len 0. */
+static const char *opstr(const char **p, const char *end, u32 *lenp)
+{
+	u32 n;
+	const char *s;
+	if (end - *p < 4)
+		return 0;
+	n = rd32(*p);
+	*p += 4;
+	if ((u64)n > (u64)(end - *p))
+		return 0;
+	s = *p;
+	*p += n;
+	if (lenp)
+		*lenp = n;
+	return n ? s : 0;
+}
+
+static int parse_config(const char *buf, long n)
+{
+	const char *p = buf + 8, *end = buf + n;
+	struct rec r;
+	int k;
+	G.caplast = 40;
+	while ((k = next_rec(&p, end, &r)) > 0) {
+		switch (r.tag) {
+		case C_NSFLAGS:
+			G.nsflags = rd64(r.data);
+			break;
+		case C_UIDMAP:
+			G.uidmap = r.data;
+			break;
+		case C_GIDMAP:
+			G.gidmap = r.data;
+			break;
+		case C_SETGROUPS:
+			G.setgroups = r.data;
+			break;
+		case C_CGROUP:
+			if (G.ncgroups == MAXLIST)
+				return -1;
+			G.cgroups[G.ncgroups++] = r.data;
+			break;
+		case C_IDMAP:
+			G.idmap_uid = r.data;
+			G.idmap_gid = r.data + slen(r.data) + 1;
+			break;
+		case C_OP: {
+			const char *q = r.data + sizeof(struct op), *qe = r.data + r.len;
+			struct opref *o;
+			if (G.nops == MAXOPS || r.len < sizeof(struct op))
+				return -1;
+			o = &G.ops[G.nops++];
+			o->op = (const struct op *)r.data;
+			o->a = opstr(&q, qe, &o->alen);
+			o->b = opstr(&q, qe, 0);
+			o->c = opstr(&q, qe, 0);
+			o->d = opstr(&q, qe, 0);
+			o->fd = -1;
+			if (o->op->kind == OP_IDMAP)
+				G.nidmap++;
+			break;
+		}
+		case C_HOSTNAME:
+			G.hostname = r.data;
+			break;
+		case C_SCRATCH:
+			G.scratch = r.data;
+			break;
+		case C_LOUP:
+			G.loup = 1;
+			break;
+		case C_SECCOMP:
+			G.seccomp = r.data;
+			G.seccomp_len = r.len;
+			break;
+		case C_CAPS:
+			G.caps = rd64(r.data);
+			break;
+		case C_RLIMIT:
+			if (G.nrlimits == MAXLIST)
+				return -1;
+			G.rlimits[G.nrlimits++] = (const u8 *)r.data;
+			break;
+		case C_USER:
+			G.has_user = 1;
+			G.uid = rd32(r.data);
+			G.gid = rd32(r.data + 4);
+			break;
+		case C_GROUPS:
+			G.groups = (const u32 *)r.data;
+			G.ngroups = r.len / 4;
+			break;
+		case C_INITID:
+			G.has_initid = 1;
+			G.init_uid = rd32(r.data);
+			G.init_gid = rd32(r.data + 4);
+			break;
+		case C_ROOTRO:
+			G.rootro = 1;
+			break;
+		case C_TMPCHECK:
+			G.tmpcheck = r.data;
+			break;
+		case C_CAPLAST:
+			G.caplast = rd32(r.data);
+			break;
+		case C_NNP:
+			G.nnp = 1;
+			break;
+		}
+	}
+	return k < 0 || !G.scratch ? -1 : 0;
+}
+
+/* ---- stage 1 ---------------------------------------------------------- */
+
+static long write_file(const char *path, const char *data, size_t n)
+{
+	long fd = sys4(__NR_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0), r;
+	if (fd < 0)
+		return fd;
+	r = sys3(__NR_write, fd, data, n);
+	sys1(__NR_close, fd);
+	return r < 0 ? r : 0;
+}
+
+static void procpath(char *b, long pid, const char *leaf)
+{
+	b[0] = 0;
+	scat(b, 64, "/proc/");
+	utoa(b + 6, (unsigned long)pid);
+	scat(b, 64, "/");
+	scat(b, 64, leaf);
+}
+
+static long write_maps(long pid, const char *uidmap, const char *gidmap, const char *setgroups)
+{
+	char path[64];
+	long r;
+	if (setgroups) {
+		procpath(path, pid, "setgroups");
+		if ((r = write_file(path, setgroups, slen(setgroups))) < 0) {
+			report(ST_SETGROUPS, r, -1, path);
+			return r;
+		}
+	}
+	procpath(path, pid, "uid_map");
+	if ((r = write_file(path, uidmap, slen(uidmap))) < 0) {
+		report(ST_UIDMAP, r, -1, uidmap);
+		return r;
+	}
+	procpath(path, pid, "gid_map");
+	if ((r = write_file(path, gidmap, slen(gidmap))) < 0) {
+		report(ST_GIDMAP, r, -1, gidmap);
+		return r;
+	}
+	return 0;
+}
+
+static volatile int helper_word;
+static char helper_stack[16384];
+
+static int helper_main(void *arg)
+{
+	(void)arg;
+	for (;;)
+		sys4(__NR_futex, &helper_word, FUTEX_WAIT, 0, 0);
+	return 0;
+}
+
+/*
+ * idmap_userns returns an fd of a user namespace whose maps are the given
+ * ones, for idmapped mounts that must map differently from the sandbox.
+ */
+static long idmap_userns(void)
+{
+	char path[64];
+	long pid, fd, r;
+	pid = pf_clone(CLONE_NEWUSER | CLONE_VM | SIGCHLD, helper_stack + sizeof helper_stack,
+		       helper_main, 0);
+	if (pid < 0)
+		return pid;
+	r = write_maps(pid, G.idmap_uid, G.idmap_gid, 0);
+	procpath(path, pid, "ns/user");
+	fd = r < 0 ? r : sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	sys2(__NR_kill, pid, SIGKILL);
+	sys4(__NR_wait4, pid, 0, WALL, 0);
+	return fd;
+}
+
+static long prepare_idmaps(long pid)
+{
+	char path[64];
+	long ns, r = 0;
+	if (G.idmap_uid)
+		ns = idmap_userns();
+	else {
+		procpath(path, pid, "ns/user");
+		ns = sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	}
+	if (ns < 0) {
+		report(ST_IDMAP_USERNS, ns, -1, 0);
+		return ns;
+	}
+	for (int i = 0; i < G.nops && r == 0; i++) {
+		struct opref *o = &G.ops[i];
+		struct mount_attr a;
+		long fd;
+		if (o->op->kind != OP_IDMAP)
+			continue;
+		fd = sys3(__NR_open_tree, AT_FDCWD, o->a, OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE);
+		if (fd < 0) {
+			report(ST_OPEN_TREE, fd, i, o->a);
+			r = fd;
+			break;
+		}
+		memset(&a, 0, sizeof a);
+		a.attr_set = MOUNT_ATTR_IDMAP | o->op->attr;
+		a.userns_fd = (u64)ns;
+		r = sys5(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a);
+		if (r < 0) {
+			report(ST_MOUNT_SETATTR, r, i, o->a);
+			sys1(__NR_close, fd);
+			break;
+		}
+		o->fd = (int)fd;
+	}
+	sys1(__NR_close, ns);
+	return r;
+}
+
+static int stage2(void *arg);
+static char stage2_stack[256 * 1024];
+
+void pf_main(void)
+{
+	long n, pid, r = 0;
+	i32 p32;
+	G.umask = (u32)sys1(__NR_umask, 0);
+	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
+	n = recv_msg(cfgbuf, sizeof cfgbuf, 0, 0, 0);
+	if (n < 8 || rd32(cfgbuf) != M_CONFIG || parse_config(cfgbuf, n) < 0) {
+		report(ST_CONFIG, EINVAL, -1, "bad config message");
+		die(1);
+	}
+	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | G.nsflags | SIGCHLD,
+		       stage2_stack + sizeof stage2_stack, stage2, 0);
+	if (pid < 0) {
+		report(ST_CLONE, pid, -1, 0);
+		die(1);
+	}
+	if (G.uidmap)
+		r = write_maps(pid, G.uidmap, G.gidmap, G.setgroups);
+	for (int i = 0; r == 0 && i < G.ncgroups; i++) {
+		char num[24];
+		utoa(num, (unsigned long)pid);
+		if ((r = write_file(G.cgroups[i], num, slen(num))) < 0)
+			report(ST_CGROUP, r, -1, G.cgroups[i]);
+	}
+	if (r == 0 && G.nidmap)
+		r = prepare_idmaps(pid);
+	if (r < 0) {
+		sys2(__NR_kill, pid, SIGKILL);
+		G.go = -1;
+		sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
+		die(1);
+	}
+	p32 = (i32)pid;
+	send_simple(M_PID, &p32, 4);
+	G.go = 1;
+	sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
+	die(0);
+}
+
+/* ---- stage 2: building the root ---------------------------------------- */
+
+static char pathbuf[8192];
+
+/* hostpath maps a host path to where the host root sits after the first pivot. */
+static const char *hostpath(const char *p)
+{
+	pathbuf[0] = 0;
+	if (scat(pathbuf, sizeof pathbuf, "/.old") < 0 || scat(pathbuf, sizeof pathbuf, p) < 0)
+		return 0;
+	return pathbuf;
+}
+
+static long stat_mode(const char *path, u32 *mode)
+{
+	u8 stx[256];
+	long r = sys5(__NR_statx, AT_FDCWD, path, 0, STATX_TYPE, stx);
+	if (r == 0) {
+		u16 m;
+		memcpy(&m, stx + 28, 2);
+		*mode = m;
+	}
+	return r;
+}
+
+static long do_op(struct opref *o)
+{
+	const struct op *op = o->op;
+	const char *src = o->a;
+	long r, fd;
+	u32 mode;
+	if (src && (op->flags & OPF_HOSTSRC) && !(src = hostpath(o->a)))
+		return -ENAMETOOLONG;
+	switch (op->kind) {
+	case OP_MKDIR:
+		r = sys3(__NR_mkdirat, AT_FDCWD, o->b, op->mode);
+		return r == -EEXIST ? 0 : r;
+	case OP_MKFILE:
+		fd = sys4(__NR_openat, AT_FDCWD, o->b, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			  op->mode);
+		if (fd < 0)
+			return fd;
+		r = o->alen ? sys3(__NR_write, fd, o->a, o->alen) : 0;
+		sys1(__NR_close, fd);
+		return r < 0 ? r : 0;
+	case OP_SYMLINK:
+		return sys3(__NR_symlinkat, o->a, AT_FDCWD, o->b);
+	case OP_MOUNT:
+		return sys5(__NR_mount, src, o->b, o->c, op->mflags, o->d);
+	case OP_BIND:
+		if ((op->flags & OPF_OPTIONAL) && stat_mode(src, &mode) == -ENOENT)
+			return 0;
+		r = sys5(__NR_mount, src, o->b, 0, MS_BIND | op->mflags, 0);
+		if (r < 0 || !op->attr)
+			return r;
+		{
+			struct mount_attr a;
+			memset(&a, 0, sizeof a);
+			a.attr_set = op->attr;
+			return sys5(__NR_mount_setattr, AT_FDCWD, o->b, (op->mflags & MS_REC) ? AT_RECURSIVE : 0,
+				    &a, sizeof a);
+		}
+	case OP_IDMAP:
+		r = sys5(__NR_move_mount, o->fd, "", AT_FDCWD, o->b, MOVE_MOUNT_F_EMPTY_PATH);
+		sys1(__NR_close, o->fd);
+		o->fd = -1;
+		return r;
+	case OP_MASK:
+		r = stat_mode(o->b, &mode);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return r;
+		if ((mode & S_IFMT) == S_IFDIR)
+			return sys5(__NR_mount, "tmpfs", o->b, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+				    "size=0,mode=0555");
+		return sys5(__NR_mount, "/dev/null", o->b, 0, MS_BIND, 0);
+	case OP_CHMOD:
+		return sys4(__NR_fchmodat, AT_FDCWD, o->b, op->mode, 0);
+	}
+	return -EINVAL;
+}
+
+static long build_root(void)
+{
+	long r;
+	char old[4096];
+	if ((r = sys5(__NR_mount, 0, "/", 0, MS_REC | MS_PRIVATE, 0)) < 0) {
+		report(ST_PRIVATE, r, -1, "/");
+		return r;
+	}
+	if ((r = sys5(__NR_mount, "tmpfs", G.scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+		      "mode=0755,size=4m,nr_inodes=16384")) < 0) {
+		report(ST_SCRATCH, r, -1, G.scratch);
+		return r;
+	}
+	old[0] = 0;
+	if (scat(old, sizeof old, G.scratch) < 0 || scat(old, sizeof old, "/.old") < 0)
+		return -ENAMETOOLONG;
+	if ((r = sys3(__NR_mkdirat, AT_FDCWD, old, 0700)) < 0 ||
+	    (r = sys2(__NR_pivot_root, G.scratch, old)) < 0 || (r = sys1(__NR_chdir, "/")) < 0) {
+		report(ST_PIVOT, r, -1, G.scratch);
+		return r;
+	}
+	for (int i = 0; i < G.nops; i++) {
+		if ((r = do_op(&G.ops[i])) < 0) {
+			report(ST_OP, r, i, G.ops[i].b);
+			return r;
+		}
+	}
+	if ((r = sys2(__NR_umount2, "/.old", MNT_DETACH)) < 0 ||
+	    (r = sys3(__NR_unlinkat, AT_FDCWD, "/.old", 0x200 /* AT_REMOVEDIR */)) < 0) {
+		report(ST_DETACH, r, -1, "/.old");
+		return r;
+	}
+	if (G.rootro &&
+	    (r = sys5(__NR_mount, 0, "/", 0, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, 0)) < 0) {
+		report(ST_ROOTRO, r, -1, "/");
+		return r;
+	}
+	if (G.hostname && (r = sys2(__NR_sethostname, G.hostname, slen(G.hostname))) < 0) {
+		report(ST_HOSTNAME, r, -1, G.hostname);
+		return r;
+	}
+	if (G.loup) {
+		struct ifreq ifr;
+		long s = sys3(__NR_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		memset(&ifr, 0, sizeof ifr);
+		memcpy(ifr.name, "lo", 3);
+		r = s < 0 ? s : sys3(__NR_ioctl, s, SIOCGIFFLAGS, &ifr);
+		if (r >= 0) {
+			ifr.flags |= IFF_UP;
+			r = sys3(__NR_ioctl, s, SIOCSIFFLAGS, &ifr);
+		}
+		if (s >= 0)
+			sys1(__NR_close, s);
+		if (r < 0) {
+			report(ST_LOUP, r, -1, "lo");
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* ---- stage 2: the command ---------------------------------------------- */
+
+#define MAXARGS 32768
+
+static struct {
+	char *argv[MAXARGS];
+	char *envp[MAXARGS];
+	const char *cwd;
+	const char *path; /* PATH from the command's environment */
+	int tty, setsid;
+	struct winsize ws;
+	int fds[3];
+	int nfds;
+	int slave;
+	/* the vfork child reports a failure here (it shares our memory) */
+	volatile int fail_step;
+	volatile int fail_err;
+} X;
+
+static char child_stack[64 * 1024];
+
+static int parse_exec(long n)
+{
+	const char *p = execbuf + 8, *end = execbuf + n;
+	struct rec r;
+	int k, na = 0, ne = 0;
+	while ((k = next_rec(&p, end, &r)) > 0) {
+		switch (r.tag) {
+		case E_ARG:
+			if (na == MAXARGS - 1)
+				return -E2BIG;
+			X.argv[na++] = (char *)r.data;
+			break;
+		case E_ENV:
+			if (ne == MAXARGS - 1)
+				return -E2BIG;
+			X.envp[ne++] = (char *)r.data;
+			if (!memcmp(r.data, "PATH=", 5))
+				X.path = r.data + 5;
+			break;
+		case E_CWD:
+			X.cwd = r.data;
+			break;
+		case E_TTY:
+			X.tty = 1;
+			memcpy(&X.ws.rows, r.data, 2);
+			memcpy(&X.ws.cols, r.data + 2, 2);
+			break;
+		case E_SETSID:
+			X.setsid = 1;
+			break;
+		}
+	}
+	X.argv[na] = 0;
+	X.envp[ne] = 0;
+	return k < 0 || na == 0 ? -EINVAL : 0;
+}
+
+static __attribute__((noreturn)) void child_fail(int step, long err)
+{
+	X.fail_step = step;
+	X.fail_err = (int)(err < 0 ? -err : err);
+	die(127);
+}
+
+/* exec_path runs argv[0], searching PATH like execvp when it has no slash. */
+static long exec_path(void)
+{
+	const char *name = X.argv[0], *p = X.path ? X.path : "/usr/local/bin:/usr/bin:/bin";
+	char buf[4096];
+	long r, seen_eacces = 0;
+	size_t nl = slen(name);
+	for (const char *s = name; *s; s++)
+		if (*s == '/')
+			return sys3(__NR_execve, name, X.argv, X.envp);
+	if (nl == 0)
+		return -ENOENT;
+	for (;;) {
+		const char *e = p;
+		size_t dl;
+		while (*e && *e != ':')
+			e++;
+		dl = (size_t)(e - p);
+		if (dl + 1 + nl + 1 <= sizeof buf) {
+			if (dl) {
+				memcpy(buf, p, dl);
+				buf[dl++] = '/';
+			}
+			memcpy(buf + dl, name, nl + 1);
+			r = sys3(__NR_execve, buf, X.argv, X.envp);
+			if (r == -EACCES)
+				seen_eacces = 1;
+			else if (r != -ENOENT && r != -ENOTDIR)
+				return r;
+		}
+		if (!*e)
+			break;
+		p = e + 1;
+	}
+	return seen_eacces ? -EACCES : -ENOENT;
+}
+
+static int child_main(void *arg)
+{
+	long r;
+	int hi[3];
+	u64 empty = 0;
+	(void)arg;
+	if ((X.setsid || X.tty) && (r = sys0(__NR_setsid)) < 0)
+		child_fail(ST_STDIO, r);
+	if (X.tty) {
+		if ((r = sys3(__NR_ioctl, X.slave, TIOCSCTTY, 0)) < 0)
+			child_fail(ST_PTY, r);
+		X.fds[0] = X.fds[1] = X.fds[2] = X.slave;
+		X.nfds = 3;
+	}
+	if (X.nfds != 3)
+		child_fail(ST_STDIO, EINVAL);
+	/* Move the descriptors out of 0..2 first so dup3 never sees old == new. */
+	for (int i = 0; i < 3; i++)
+		if ((hi[i] = (int)sys3(__NR_fcntl, X.fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			child_fail(ST_STDIO, hi[i]);
+	for (int i = 0; i < 3; i++)
+		if ((r = sys3(__NR_dup3, hi[i], i, 0)) < 0)
+			child_fail(ST_STDIO, r);
+	if (X.cwd && (r = sys1(__NR_chdir, X.cwd)) < 0)
+		child_fail(ST_CHDIR, r);
+	sys1(__NR_umask, G.umask);
+	for (int i = 0; i < G.nrlimits; i++) {
+		struct rlimit64 l;
+		const u8 *q = G.rlimits[i];
+		l.cur = rd64((const char *)q + 8);
+		l.max = rd64((const char *)q + 16);
+		if ((r = sys4(__NR_prlimit64, 0, rd32((const char *)q), &l, 0)) < 0)
+			child_fail(ST_RLIMIT, r);
+	}
+	for (u32 c = 0; c <= G.caplast; c++)
+		if (!(G.caps & (1ULL << c)) && (r = sys2(__NR_prctl, PR_CAPBSET_DROP, c)) < 0)
+			child_fail(ST_CAPS, r);
+	if (G.caps && (r = sys2(__NR_prctl, PR_SET_KEEPCAPS, 1)) < 0)
+		child_fail(ST_CAPS, r);
+	if (G.has_user) {
+		if (!G.setgroups && (r = sys2(__NR_setgroups, G.ngroups, G.groups)) < 0)
+			child_fail(ST_GROUPS, r);
+		if ((r = sys3(__NR_setresgid, G.gid, G.gid, G.gid)) < 0 ||
+		    (r = sys3(__NR_setresuid, G.uid, G.uid, G.uid)) < 0)
+			child_fail(ST_SETUID, r);
+	}
+	{
+		u32 hdr[2] = {CAPV3, 0};
+		u32 data[6] = {(u32)G.caps, (u32)G.caps, (u32)G.caps, (u32)(G.caps >> 32), (u32)(G.caps >> 32),
+			       (u32)(G.caps >> 32)};
+		if ((r = sys2(__NR_capset, hdr, data)) < 0)
+			child_fail(ST_CAPS, r);
+		sys5(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+		for (u32 c = 0; c <= G.caplast; c++)
+			if ((G.caps & (1ULL << c)) &&
+			    (r = sys5(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0)) < 0)
+				child_fail(ST_CAPS, r);
+	}
+	if (G.nnp && (r = sys5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
+		child_fail(ST_NNP, r);
+	if (G.seccomp_len) {
+		struct sock_fprog f = {(u16)(G.seccomp_len / 8), (void *)G.seccomp};
+		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f)) < 0)
+			child_fail(ST_SECCOMP, r);
+	}
+	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &empty, 0, 8);
+	r = exec_path();
+	child_fail(ST_EXEC, r);
+}
+
+static long open_pty(int *master)
+{
+	long m, s, r;
+	int zero = 0;
+	m = sys4(__NR_openat, AT_FDCWD, "/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC, 0);
+	if (m < 0)
+		return m;
+	if ((r = sys3(__NR_ioctl, m, TIOCSPTLCK, &zero)) < 0 || (r = sys3(__NR_ioctl, m, TIOCSWINSZ, &X.ws)) < 0 ||
+	    (s = sys3(__NR_ioctl, m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		sys1(__NR_close, m);
+		return r < 0 ? r : s;
+	}
+	*master = (int)m;
+	X.slave = (int)s;
+	return 0;
+}
+
+static int stage2(void *arg)
+{
+	u64 all = ~0ULL;
+	long r = 0, n, cmd;
+	int status = 0, master;
+	(void)arg;
+	sys5(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &all, 0, 8);
+	/* Dispositions start clean: ignored signals must not leak into the command. */
+	for (int s = 1; s <= 64; s++) {
+		struct kernel_sigaction sa;
+		if (s == SIGKILL || s == SIGSTOP)
+			continue;
+		memset(&sa, 0, sizeof sa);
+		sys4(__NR_rt_sigaction, s, &sa, 0, 8);
+	}
+	while (G.go == 0)
+		sys4(__NR_futex, &G.go, FUTEX_WAIT, 0, 0);
+	if (G.go < 0)
+		die(1);
+	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
+	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (G.has_initid) {
+		if ((r = sys3(__NR_setresgid, G.init_gid, G.init_gid, G.init_gid)) < 0 ||
+		    (!G.setgroups && (r = sys2(__NR_setgroups, 0, 0)) < 0) ||
+		    (r = sys3(__NR_setresuid, G.init_uid, G.init_uid, G.init_uid)) < 0) {
+			report(ST_SETID, r, -1, 0);
+			die(1);
+		}
+	}
+	if (build_root() < 0)
+		die(1);
+	send_simple(M_READY, 0, 0);
+
+	n = recv_msg(execbuf, sizeof execbuf, X.fds, 3, &X.nfds);
+	if (n <= 0)
+		die(0); /* the supervisor went away */
+	if (n < 8 || rd32(execbuf) != M_EXEC)
+		r = -EINVAL;
+	else
+		r = parse_exec(n);
+	if (r < 0) {
+		report(ST_EXECMSG, r, -1, 0);
+		die(1);
+	}
+	if (X.tty) {
+		if ((r = open_pty(&master)) < 0) {
+			report(ST_PTY, r, -1, "/dev/ptmx");
+			die(1);
+		}
+		{
+			u32 h[2] = {M_PTY, 0};
+			sendmsg_fds(h, 8, &master, 1);
+		}
+		sys1(__NR_close, master);
+	} else if (X.nfds != 3) {
+		/* No stdio given: the command reads and writes /dev/null. */
+		long fd = sys4(__NR_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0) {
+			report(ST_STDIO, fd, -1, "/dev/null");
+			die(1);
+		}
+		X.fds[0] = X.fds[1] = X.fds[2] = (int)fd;
+		X.nfds = 3;
+	}
+	cmd = pf_clone(CLONE_VM | CLONE_VFORK | SIGCHLD, child_stack + sizeof child_stack, child_main, 0);
+	if (cmd < 0) {
+		report(ST_FORK, cmd, -1, 0);
+		die(1);
+	}
+	if (X.fail_step) {
+		sys4(__NR_wait4, cmd, 0, WALL, 0);
+		report((u32)X.fail_step, X.fail_err, -1, X.argv[0]);
+		die(1);
+	}
+	for (int i = 0; i < X.nfds; i++)
+		sys1(__NR_close, X.fds[i]);
+	if (X.tty)
+		sys1(__NR_close, X.slave);
+	{
+		i32 c = (i32)cmd;
+		send_simple(M_STARTED, &c, 4);
+	}
+
+	for (;;) {
+		struct siginfo si;
+		long sig = sys4(__NR_rt_sigtimedwait, &all, &si, 0, 8);
+		if (sig < 0)
+			continue;
+		if (sig == SIGCHLD) {
+			long p;
+			int st, done = 0;
+			while ((p = sys4(__NR_wait4, -1, &st, WNOHANG | WALL, 0)) > 0)
+				if (p == cmd) {
+					status = st;
+					done = 1;
+				}
+			if (done)
+				break;
+			continue;
+		}
+		/* Forward only what the supervisor sent: it is outside our pid
+		 * namespace, so the kernel shows it to us as pid 0. */
+		if (si.code <= SI_USER && si.pid == 0 && sys2(__NR_kill, -cmd, sig) < 0)
+			sys2(__NR_kill, cmd, sig);
+	}
+	/* Nothing the command started may outlive it. */
+	sys2(__NR_kill, -1, SIGKILL);
+	{
+		u32 body[2] = {(u32)status, 0};
+		if (G.tmpcheck) {
+			u64 st[16];
+			if (sys2(__NR_statfs, G.tmpcheck, st) == 0 && st[4] == 0)
+				body[1] |= EXIT_TMP_FULL;
+		}
+		send_simple(M_EXIT, body, 8);
+	}
+	die(0);
+	return 0;
+}

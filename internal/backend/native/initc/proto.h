@@ -1,0 +1,119 @@
+/*
+ * Wire protocol between the pinfold supervisor (Go, internal/backend/native
+ * proto.go) and the sandbox init. Both sides must agree on every number here.
+ *
+ * Transport: one SOCK_SEQPACKET socket, fd 0 of the init. Every message is
+ * a header followed by records:
+ *
+ *   struct msg { u32 type; u32 size; }  size = bytes of records that follow
+ *   struct rec { u16 tag; u16 pad; u32 len; u8 data[len]; } padded to 4
+ *
+ * Strings in records carry their trailing NUL inside len.
+ */
+#ifndef PF_PROTO_H
+#define PF_PROTO_H
+
+/* supervisor -> init */
+#define M_CONFIG 1
+#define M_EXEC 2
+
+/* init -> supervisor */
+#define M_PID 10     /* i32 host pid of the sandbox init (stage 2) */
+#define M_READY 11   /* root built, waiting for M_EXEC */
+#define M_PTY 12     /* SCM_RIGHTS: pty master */
+#define M_STARTED 13 /* i32 pid of the command inside the sandbox */
+#define M_EXIT 14    /* i32 wait status, u32 flags */
+#define M_ERROR 15   /* u32 step, i32 errno, i32 op index, char detail[] */
+
+/* M_EXIT flags */
+#define EXIT_TMP_FULL 1
+
+/* M_CONFIG record tags */
+#define C_NSFLAGS 1   /* u64 clone flags for the namespaces */
+#define C_UIDMAP 2    /* string written to uid_map */
+#define C_GIDMAP 3    /* string written to gid_map */
+#define C_SETGROUPS 4 /* string written to setgroups ("deny") before gid_map */
+#define C_CGROUP 5    /* string: a cgroup.procs file stage 1 writes the init pid to */
+#define C_IDMAP 6     /* two strings: uid_map, gid_map of a separate userns used to idmap mounts */
+#define C_OP 7        /* one root-building operation, see struct op below */
+#define C_HOSTNAME 8  /* string */
+#define C_SCRATCH 9   /* string: host dir the staging tmpfs is mounted on */
+#define C_LOUP 10     /* bring lo up */
+#define C_SECCOMP 11  /* struct sock_filter[] */
+#define C_CAPS 12     /* u64 capability mask the command keeps */
+#define C_RLIMIT 13   /* u32 resource, u32 pad, u64 cur, u64 max */
+#define C_USER 14     /* u32 uid, u32 gid of the command inside */
+#define C_GROUPS 15   /* u32[] supplementary groups of the command */
+#define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
+#define C_ROOTRO 17   /* remount the root read-only when built */
+#define C_TMPCHECK 18 /* string: path whose fullness is reported at exit */
+#define C_CAPLAST 19  /* u32 highest capability number of the kernel */
+#define C_NNP 20      /* set no_new_privs before exec */
+
+/* M_EXEC record tags */
+#define E_ARG 1    /* string, repeated */
+#define E_ENV 2    /* string, repeated */
+#define E_CWD 3    /* string */
+#define E_TTY 4    /* u16 rows, u16 cols: allocate a pty */
+#define E_FDS 5    /* u32 n: SCM_RIGHTS carries n fds for 0..n-1 */
+#define E_SETSID 6 /* start the command in a new session */
+
+/*
+ * C_OP payload: struct op, then four strings (u32 len + bytes each, len 0 =
+ * absent): a, b, c, d.
+ */
+struct op {
+	unsigned int kind;
+	unsigned int flags;
+	unsigned long long mflags; /* MS_* for mount(2) */
+	unsigned long long attr;   /* MOUNT_ATTR_* applied recursively after binds */
+	unsigned int mode;
+	unsigned int pad;
+};
+
+#define OP_MKDIR 1   /* b=path mode */
+#define OP_MKFILE 2  /* b=path mode a=content */
+#define OP_SYMLINK 3 /* a=target b=path */
+#define OP_MOUNT 4   /* a=source b=target c=fstype d=data mflags */
+#define OP_BIND 5    /* a=source b=target mflags attr */
+#define OP_IDMAP 6   /* a=host source b=target attr: stage 1 clones + idmaps, stage 2 attaches */
+#define OP_MASK 7    /* b=path: /dev/null over files, empty read-only tmpfs over dirs */
+#define OP_CHMOD 8   /* b=path mode */
+
+/* op flags */
+#define OPF_HOSTSRC 1  /* a is a host path (resolved under the old root) */
+#define OPF_OPTIONAL 2 /* a missing source is skipped */
+
+/* M_ERROR steps */
+#define ST_CONFIG 1
+#define ST_CLONE 2
+#define ST_SETGROUPS 3
+#define ST_UIDMAP 4
+#define ST_GIDMAP 5
+#define ST_CGROUP 6
+#define ST_IDMAP_USERNS 7
+#define ST_OPEN_TREE 8
+#define ST_MOUNT_SETATTR 9
+#define ST_SETID 10
+#define ST_PRIVATE 11
+#define ST_SCRATCH 12
+#define ST_PIVOT 13
+#define ST_OP 14
+#define ST_DETACH 15
+#define ST_ROOTRO 16
+#define ST_HOSTNAME 17
+#define ST_LOUP 18
+#define ST_EXECMSG 19
+#define ST_PTY 20
+#define ST_CHDIR 21
+#define ST_RLIMIT 22
+#define ST_CAPS 23
+#define ST_GROUPS 24
+#define ST_SETUID 25
+#define ST_NNP 26
+#define ST_SECCOMP 27
+#define ST_EXEC 28
+#define ST_FORK 29
+#define ST_STDIO 30
+
+#endif

@@ -1,0 +1,257 @@
+package native
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// maxMessage bounds one message to what a SOCK_SEQPACKET socket carries
+// without raising the socket buffer beyond an unprivileged user's limit.
+const maxMessage = 200 * 1024
+
+// ErrTooLarge is returned when a config or command does not fit a message.
+var ErrTooLarge = errors.New("arguments and environment too large for the sandbox (limit 200 KiB)")
+
+type encoder struct{ b []byte }
+
+func newEncoder(typ uint32) *encoder {
+	e := &encoder{b: make([]byte, 8, 4096)}
+	binary.NativeEndian.PutUint32(e.b, typ)
+	return e
+}
+
+func (e *encoder) rec(tag uint16, data []byte) {
+	var h [8]byte
+	binary.NativeEndian.PutUint16(h[0:], tag)
+	binary.NativeEndian.PutUint32(h[4:], uint32(len(data)))
+	e.b = append(e.b, h[:]...)
+	e.b = append(e.b, data...)
+	for len(e.b)%4 != 0 {
+		e.b = append(e.b, 0)
+	}
+}
+
+func (e *encoder) str(tag uint16, s string) {
+	e.rec(tag, append([]byte(s), 0))
+}
+
+func (e *encoder) flag(tag uint16) { e.rec(tag, nil) }
+
+func (e *encoder) u32s(tag uint16, v ...uint32) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.NativeEndian.PutUint32(b[4*i:], x)
+	}
+	e.rec(tag, b)
+}
+
+func (e *encoder) u64(tag uint16, v uint64) {
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], v)
+	e.rec(tag, b[:])
+}
+
+func (e *encoder) bytes() ([]byte, error) {
+	if len(e.b) > maxMessage {
+		return nil, ErrTooLarge
+	}
+	binary.NativeEndian.PutUint32(e.b[4:], uint32(len(e.b)-8))
+	return e.b, nil
+}
+
+// opString encodes one op string: u32 length then bytes. Paths carry a NUL;
+// file content (Op.A of OpMkfile) is sent as is.
+func opString(b []byte, s string, nul bool) []byte {
+	n := len(s)
+	if n > 0 && nul {
+		n++
+	}
+	b = binary.NativeEndian.AppendUint32(b, uint32(n))
+	b = append(b, s...)
+	if n > 0 && nul {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func encodeOp(op *Op) []byte {
+	b := make([]byte, 32, 64+len(op.A)+len(op.B)+len(op.C)+len(op.D))
+	binary.NativeEndian.PutUint32(b[0:], op.Kind)
+	binary.NativeEndian.PutUint32(b[4:], op.Flags)
+	binary.NativeEndian.PutUint64(b[8:], op.MountFlags)
+	binary.NativeEndian.PutUint64(b[16:], op.Attr)
+	binary.NativeEndian.PutUint32(b[24:], op.Mode)
+	b = opString(b, op.A, op.Kind != OpMkfile)
+	b = opString(b, op.B, true)
+	b = opString(b, op.C, true)
+	return opString(b, op.D, true)
+}
+
+// EncodeConfig returns the M_CONFIG message for c.
+func EncodeConfig(c *Config) ([]byte, error) {
+	if c.Scratch == "" {
+		return nil, errors.New("config has no scratch directory")
+	}
+	e := newEncoder(msgConfig)
+	e.u64(cNSFlags, c.Namespaces)
+	if c.UIDMap != "" {
+		e.str(cUIDMap, c.UIDMap)
+		e.str(cGIDMap, c.GIDMap)
+	}
+	if c.SetgroupsDeny {
+		e.str(cSetgroups, "deny")
+	}
+	for _, cg := range c.Cgroups {
+		e.str(cCgroup, cg)
+	}
+	if c.IDMapUID != "" {
+		e.rec(cIDMap, []byte(c.IDMapUID+"\x00"+c.IDMapGID+"\x00"))
+	}
+	for i := range c.Ops {
+		e.rec(cOp, encodeOp(&c.Ops[i]))
+	}
+	if c.Hostname != "" {
+		e.str(cHostname, c.Hostname)
+	}
+	e.str(cScratch, c.Scratch)
+	if c.LoopbackUp {
+		e.flag(cLoUp)
+	}
+	if len(c.Seccomp) > 0 {
+		e.rec(cSeccomp, c.Seccomp)
+	}
+	e.u64(cCaps, c.Caps)
+	e.u32s(cCapLast, c.CapLast)
+	for _, r := range c.Rlimits {
+		b := make([]byte, 24)
+		binary.NativeEndian.PutUint32(b, r.Resource)
+		binary.NativeEndian.PutUint64(b[8:], r.Cur)
+		binary.NativeEndian.PutUint64(b[16:], r.Max)
+		e.rec(cRlimit, b)
+	}
+	if c.User != nil {
+		e.u32s(cUser, c.User.UID, c.User.GID)
+		e.u32s(cGroups, c.Groups...)
+	}
+	if c.InitID != nil {
+		e.u32s(cInitID, c.InitID.UID, c.InitID.GID)
+	}
+	if c.RootReadOnly {
+		e.flag(cRootRO)
+	}
+	if c.TmpCheck != "" {
+		e.str(cTmpCheck, c.TmpCheck)
+	}
+	if c.NoNewPrivs {
+		e.flag(cNNP)
+	}
+	return e.bytes()
+}
+
+// EncodeExec returns the M_EXEC message for x.
+func EncodeExec(x *Exec) ([]byte, error) {
+	if len(x.Args) == 0 {
+		return nil, errors.New("no command")
+	}
+	if x.TTY == nil && len(x.Stdio) != 0 && len(x.Stdio) != 3 {
+		return nil, fmt.Errorf("need 3 stdio descriptors, have %d", len(x.Stdio))
+	}
+	e := newEncoder(msgExec)
+	for _, a := range x.Args {
+		e.str(eArg, a)
+	}
+	for _, v := range x.Env {
+		e.str(eEnv, v)
+	}
+	if x.Dir != "" {
+		e.str(eCwd, x.Dir)
+	}
+	if x.TTY != nil {
+		var b [4]byte
+		binary.NativeEndian.PutUint16(b[0:], x.TTY.Rows)
+		binary.NativeEndian.PutUint16(b[2:], x.TTY.Cols)
+		e.rec(eTTY, b[:])
+	} else if len(x.Stdio) == 3 {
+		e.u32s(eFDs, 3)
+	}
+	if x.Setsid {
+		e.flag(eSetsid)
+	}
+	return e.bytes()
+}
+
+// Setup steps reported by the init (ST_* in initc/proto.h).
+var stepNames = [...]string{
+	1: "reading the sandbox config", 2: "creating namespaces", 3: "writing setgroups",
+	4: "writing the uid map", 5: "writing the gid map", 6: "joining cgroup",
+	7: "creating the idmap user namespace", 8: "cloning mount", 9: "idmapping mount",
+	10: "switching ids", 11: "making mounts private", 12: "mounting the staging root",
+	13: "pivoting into the new root", 14: "building the root", 15: "detaching the host root",
+	16: "making the root read-only", 17: "setting the hostname", 18: "bringing up loopback",
+	19: "reading the command", 20: "allocating a terminal", 21: "changing directory",
+	22: "setting resource limits", 23: "dropping capabilities", 24: "setting groups",
+	25: "switching user", 26: "setting no_new_privs", 27: "installing the seccomp filter",
+	28: "executing", 29: "starting the command", 30: "setting up stdio",
+}
+
+// Step numbers callers branch on.
+const (
+	StepOp   = 14
+	StepExec = 28
+)
+
+// SetupError is a failure the init reported while building the sandbox or
+// starting the command.
+type SetupError struct {
+	Step   int
+	Errno  syscall.Errno
+	Op     *Op    // the failing op for StepOp
+	Detail string // a path or name the step was working on
+}
+
+func (e *SetupError) Error() string {
+	what := "setting up the sandbox"
+	if e.Step > 0 && e.Step < len(stepNames) {
+		what = stepNames[e.Step]
+	}
+	if e.Op != nil && e.Op.What != "" {
+		what = e.Op.What
+	} else if e.Detail != "" {
+		what += " " + e.Detail
+	}
+	return what + ": " + e.Errno.Error()
+}
+
+func (e *SetupError) Unwrap() error { return e.Errno }
+
+func decodeError(p []byte, c *Config) *SetupError {
+	if len(p) < 12 {
+		return &SetupError{Errno: syscall.EPROTO}
+	}
+	e := &SetupError{
+		Step:  int(binary.NativeEndian.Uint32(p)),
+		Errno: syscall.Errno(binary.NativeEndian.Uint32(p[4:])),
+	}
+	op := int(int32(binary.NativeEndian.Uint32(p[8:])))
+	if d := p[12:]; len(d) > 0 {
+		if i := indexNUL(d); i >= 0 {
+			d = d[:i]
+		}
+		e.Detail = string(d)
+	}
+	if c != nil && op >= 0 && op < len(c.Ops) {
+		e.Op = &c.Ops[op]
+	}
+	return e
+}
+
+func indexNUL(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,318 @@
+package native
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsupported is returned on architectures without a built init.
+var ErrUnsupported = errors.New("the native sandbox is not available on this architecture")
+
+// Status is how a sandboxed command ended.
+type Status struct {
+	// Wait is the command's wait status; meaningful unless Killed.
+	Wait syscall.WaitStatus
+	// Killed is set when the init died before reporting (it was killed,
+	// e.g. by a timeout or the OOM killer).
+	Killed  bool
+	TmpFull bool
+}
+
+// Init is a started sandbox init.
+type Init struct {
+	cfg    *Config
+	sock   int
+	pid    int // stage 2: the sandbox's PID 1, a child of this process
+	stage1 int
+
+	mu     sync.Mutex
+	reaped bool
+	closed bool
+}
+
+var initExe struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// initPath returns an executable path for the embedded init: a sealed
+// memfd, so no process in the sandbox can reach (let alone modify) a file
+// of the host through /proc/*/exe.
+func initPath() (string, error) {
+	initExe.Do(func() {
+		if len(initBinary) == 0 {
+			initExe.err = ErrUnsupported
+			return
+		}
+		fd, err := unix.MemfdCreate("pinfold-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+		if err == unix.EINVAL { // kernels before 6.3 do not know MFD_EXEC
+			fd, err = unix.MemfdCreate("pinfold-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		}
+		if err != nil {
+			initExe.err = fmt.Errorf("creating the init memfd: %w", err)
+			return
+		}
+		for b := initBinary; len(b) > 0; {
+			n, err := unix.Write(fd, b)
+			if err != nil {
+				unix.Close(fd)
+				initExe.err = fmt.Errorf("writing the init memfd: %w", err)
+				return
+			}
+			b = b[n:]
+		}
+		seals := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+			unix.Close(fd)
+			initExe.err = fmt.Errorf("sealing the init memfd: %w", err)
+			return
+		}
+		initExe.path = "/proc/self/fd/" + strconv.Itoa(fd)
+	})
+	return initExe.path, initExe.err
+}
+
+// Start launches a sandbox init for c. The returned Init has created the
+// sandbox's namespaces; its root is being built while Start returns.
+func Start(c *Config) (*Init, error) {
+	msg, err := EncodeConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	exe, err := initPath()
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("creating the init socket: %w", err)
+	}
+	// Queue the config before the init exists: it reads it first thing.
+	if err := unix.Sendmsg(fds[0], msg, nil, nil, 0); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("sending the sandbox config: %w", err)
+	}
+	pid, err := syscall.ForkExec(exe, []string{"pinfold-init"}, &syscall.ProcAttr{
+		Env:   []string{},
+		Files: []uintptr{uintptr(fds[1])},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	unix.Close(fds[1])
+	if err != nil {
+		unix.Close(fds[0])
+		return nil, fmt.Errorf("starting the sandbox init: %w", err)
+	}
+	in := &Init{cfg: c, sock: fds[0], stage1: pid}
+	typ, p, _, err := in.read()
+	switch {
+	case err != nil:
+		in.Close()
+		return nil, fmt.Errorf("starting the sandbox init: %w", err)
+	case typ == msgError:
+		in.Close()
+		return nil, decodeError(p, c)
+	case typ != msgPID || len(p) < 4:
+		in.Close()
+		return nil, fmt.Errorf("sandbox init: unexpected message %d", typ)
+	}
+	in.pid = int(int32(binary.NativeEndian.Uint32(p)))
+	return in, nil
+}
+
+// Pid returns the host pid of the sandbox's PID 1.
+func (in *Init) Pid() int { return in.pid }
+
+// read receives one message; fd is a descriptor passed with it, or -1.
+func (in *Init) read() (typ uint32, payload []byte, fd int, err error) {
+	buf := make([]byte, 8192)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	fd = -1
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(in.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, nil, -1, err
+		}
+		if n == 0 {
+			return 0, nil, -1, io.EOF
+		}
+		if oobn > 0 {
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, m := range msgs {
+					if fds, err := unix.ParseUnixRights(&m); err == nil {
+						for _, f := range fds {
+							if fd < 0 {
+								fd = f
+							} else {
+								unix.Close(f)
+							}
+						}
+					}
+				}
+			}
+		}
+		if n < 8 {
+			return 0, nil, fd, fmt.Errorf("short message from the sandbox init")
+		}
+		return binary.NativeEndian.Uint32(buf), buf[8:n], fd, nil
+	}
+}
+
+// Ready waits until the init has built the root.
+func (in *Init) Ready() error {
+	typ, p, fd, err := in.read()
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	switch {
+	case err == io.EOF:
+		return in.died()
+	case err != nil:
+		return err
+	case typ == msgError:
+		return decodeError(p, in.cfg)
+	case typ != msgReady:
+		return fmt.Errorf("sandbox init: unexpected message %d", typ)
+	}
+	return nil
+}
+
+// Exec starts the command. With x.TTY it returns the master side of the
+// terminal the command runs on.
+func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
+	msg, err := EncodeExec(x)
+	if err != nil {
+		return nil, err
+	}
+	var oob []byte
+	if x.TTY == nil && len(x.Stdio) == 3 {
+		oob = unix.UnixRights(x.Stdio...)
+	}
+	if err := unix.Sendmsg(in.sock, msg, oob, nil, 0); err != nil {
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			return nil, in.died()
+		}
+		return nil, fmt.Errorf("sending the command: %w", err)
+	}
+	for {
+		typ, p, fd, err := in.read()
+		switch {
+		case err == io.EOF:
+			return nil, in.died()
+		case err != nil:
+			return nil, err
+		case typ == msgReady:
+		case typ == msgPTY && fd >= 0:
+			pty = os.NewFile(uintptr(fd), "/dev/ptmx")
+		case typ == msgStarted:
+			return pty, nil
+		case typ == msgError:
+			if pty != nil {
+				pty.Close()
+			}
+			return nil, decodeError(p, in.cfg)
+		default:
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}
+}
+
+// Wait blocks until the command has exited and everything it started is
+// gone (the init kills the rest before reporting), or the init died.
+func (in *Init) Wait() (Status, error) {
+	for {
+		typ, p, fd, err := in.read()
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		switch {
+		case err == io.EOF:
+			return Status{Killed: true}, nil
+		case err != nil:
+			return Status{}, err
+		case typ == msgExit && len(p) >= 8:
+			return Status{
+				Wait:    syscall.WaitStatus(binary.NativeEndian.Uint32(p)),
+				TmpFull: binary.NativeEndian.Uint32(p[4:])&exitTmpFull != 0,
+			}, nil
+		case typ == msgError:
+			return Status{}, decodeError(p, in.cfg)
+		}
+	}
+}
+
+// Signal sends sig to the init, which forwards it to the command's process
+// group.
+func (in *Init) Signal(sig syscall.Signal) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.reaped || in.pid == 0 {
+		return os.ErrProcessDone
+	}
+	return unix.Kill(in.pid, sig)
+}
+
+// Kill kills the init and with it everything in the sandbox.
+func (in *Init) Kill() error { return in.Signal(syscall.SIGKILL) }
+
+// died explains an init that closed its socket without a report.
+func (in *Init) died() error {
+	in.Reap()
+	return errors.New("the sandbox init exited unexpectedly")
+}
+
+// Reap waits until the init processes are gone. After Reap the sandbox's
+// namespaces are torn down and its cgroups are empty.
+func (in *Init) Reap() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.reaped {
+		return
+	}
+	in.reaped = true
+	for _, pid := range []int{in.stage1, in.pid} {
+		if pid > 0 {
+			for {
+				_, err := unix.Wait4(pid, nil, unix.WALL, nil)
+				if err != unix.EINTR {
+					break
+				}
+			}
+		}
+	}
+}
+
+// Close kills the sandbox if it is still running, reaps it and releases
+// the socket.
+func (in *Init) Close() error {
+	in.mu.Lock()
+	if !in.reaped && in.pid > 0 {
+		unix.Kill(in.pid, syscall.SIGKILL)
+	}
+	if !in.reaped && in.pid == 0 && in.stage1 > 0 {
+		unix.Kill(in.stage1, syscall.SIGKILL)
+	}
+	in.mu.Unlock()
+	in.Reap()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.closed {
+		in.closed = true
+		return unix.Close(in.sock)
+	}
+	return nil
+}
