@@ -26,6 +26,7 @@ const (
 	OpIDMap   = 6
 	OpMask    = 7
 	OpChmod   = 8
+	OpSetattr = 9
 
 	// OpHostSource marks Op.A as a path on the host.
 	OpHostSource = 1

@@ -68,6 +68,7 @@ typedef unsigned long size_t;
 #define CLONE_VFORK 0x4000
 #define CLONE_PARENT 0x8000
 #define CLONE_NEWUSER 0x10000000
+#define CLONE_NEWCGROUP 0x02000000
 #define SIGKILL 9
 #define SIGSTOP 19
 #define SIGCHLD 17
@@ -648,7 +649,8 @@ void pf_main(void)
 		report(ST_CONFIG, EINVAL, -1, "bad config message");
 		die(1);
 	}
-	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | G.nsflags | SIGCHLD,
+	/* The cgroup namespace is made by stage 2 once it is in its cgroups. */
+	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | (G.nsflags & ~(u64)CLONE_NEWCGROUP) | SIGCHLD,
 		       stage2_stack + sizeof stage2_stack, stage2, 0);
 	if (pid < 0) {
 		report(ST_CLONE, pid, -1, 0);
@@ -715,8 +717,9 @@ static long do_op(struct opref *o)
 		r = sys3(__NR_mkdirat, AT_FDCWD, o->b, op->mode);
 		return r == -EEXIST ? 0 : r;
 	case OP_MKFILE:
-		fd = sys4(__NR_openat, AT_FDCWD, o->b, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			  op->mode);
+		/* An empty op only makes a mount point: never truncate what is there. */
+		fd = sys4(__NR_openat, AT_FDCWD, o->b,
+			  O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (o->alen ? O_TRUNC : 0), op->mode);
 		if (fd < 0)
 			return fd;
 		r = o->alen ? sys3(__NR_write, fd, o->a, o->alen) : 0;
@@ -756,6 +759,13 @@ static long do_op(struct opref *o)
 		return sys5(__NR_mount, "/dev/null", o->b, 0, MS_BIND, 0);
 	case OP_CHMOD:
 		return sys4(__NR_fchmodat, AT_FDCWD, o->b, op->mode, 0);
+	case OP_SETATTR: {
+		struct mount_attr a;
+		memset(&a, 0, sizeof a);
+		a.attr_set = op->attr;
+		return sys5(__NR_mount_setattr, AT_FDCWD, o->b, (op->mflags & MS_REC) ? AT_RECURSIVE : 0, &a,
+			    sizeof a);
+	}
 	}
 	return -EINVAL;
 }
@@ -1030,6 +1040,10 @@ static int stage2(void *arg)
 		sys4(__NR_futex, &G.go, FUTEX_WAIT, 0, 0);
 	if (G.go < 0)
 		die(1);
+	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
+		report(ST_CLONE, r, -1, "cgroup namespace");
+		die(1);
+	}
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (G.has_initid) {
@@ -1082,7 +1096,7 @@ static int stage2(void *arg)
 	}
 	if (X.fail_step) {
 		sys4(__NR_wait4, cmd, 0, WALL, 0);
-		report((u32)X.fail_step, X.fail_err, -1, X.argv[0]);
+		report((u32)X.fail_step, X.fail_err, -1, X.fail_step == ST_CHDIR ? X.cwd : X.argv[0]);
 		die(1);
 	}
 	for (int i = 0; i < X.nfds; i++)

@@ -79,6 +79,7 @@ struct op {
 #define OP_IDMAP 6   /* a=host source b=target attr: stage 1 clones + idmaps, stage 2 attaches */
 #define OP_MASK 7    /* b=path: /dev/null over files, empty read-only tmpfs over dirs */
 #define OP_CHMOD 8   /* b=path mode */
+#define OP_SETATTR 9 /* b=path attr, recursive when mflags has MS_REC */
 
 /* op flags */
 #define OPF_HOSTSRC 1  /* a is a host path (resolved under the old root) */

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+func cleanMain(ctx context.Context, io *IO, args []string) int {
+	fs := newFlagSet("clean")
+	rest, err := fs.Parse(args)
+	if err != nil {
+		return fail(io, err)
+	}
+	if fs.help {
+		fmt.Fprint(io.Stdout, "Usage: pinfold clean\n\nRemoves cgroups and temporary directories that runs killed before they\ncould clean up left behind. Sandboxes still running are not touched.\n\nFlags:\n")
+		fs.Usage(io.Stdout)
+		return 0
+	}
+	if len(rest) > 0 {
+		return fail(io, fault.New(fault.Usage, "pinfold clean takes no arguments", "", "run pinfold clean", nil))
+	}
+	removed, err := sandbox.Clean(ctx, "")
+	for _, r := range removed {
+		fmt.Fprintf(io.Stdout, "removed %s\n", r)
+	}
+	if err != nil {
+		return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "run pinfold clean as the user (or root) that ran the sandboxes", err))
+	}
+	return 0
+}

@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+const runUsage = `Usage: pinfold run [flags] [--] COMMAND [ARGS...]
+
+Runs COMMAND in a sandbox: the current directory (the workspace) is
+mounted at its own path, the host's system directories are read-only, and
+nothing else of the host is visible. COMMAND's exit status is pinfold's.
+
+Flags:
+`
+
+func runFlags(f *plan.Flags, asJSON *bool) *flagSet {
+	fs := newFlagSet("run")
+	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), dir:PATH or tar:PATH")
+	fs.String(&f.Access, "access", 0, "MODE", "workspace access: rw (default), ro or none")
+	fs.String(&f.Workspace, "workspace", 0, "PATH", "workspace directory (default: current directory)")
+	fs.String(&f.Workdir, "workdir", 'w', "PATH", "working directory inside (default: cwd if in the workspace)")
+	fs.List(&f.Mounts, "mount", 'v', "SRC:DST[:ro]", "bind a host path into the sandbox (repeatable)")
+	fs.List(&f.Env, "env", 'e', "NAME[=VALUE]", "set a variable, or pass the host's value (repeatable)")
+	fs.String(&f.User, "user", 'u', "root", "run as root inside the user namespace (default: your ids)")
+	fs.String(&f.Hostname, "hostname", 0, "NAME", "hostname inside (default: sandbox)")
+	fs.String(&f.Network, "network", 0, "MODE", "network: none (default: loopback only) or host")
+	fs.List(&f.CapAdd, "cap-add", 0, "CAP", "grant a capability inside the sandbox (repeatable)")
+	fs.String(&f.Memory, "memory", 'm', "SIZE", "memory limit, like 512m or 2g")
+	fs.String(&f.Pids, "pids", 0, "N", "limit on processes and threads")
+	fs.String(&f.CPUs, "cpus", 0, "N", "CPU limit, like 0.5 or 2")
+	fs.String(&f.Timeout, "timeout", 0, "DURATION", "kill the sandbox after this long (exit status 124)")
+	fs.String(&f.TmpSize, "tmp-size", 0, "SIZE", "size of /tmp (default 1g)")
+	fs.Bool(&f.TTY, "tty", 't', "run the command on a pseudo-terminal")
+	fs.Bool(&f.Interactive, "interactive", 'i', "keep stdin attached")
+	fs.Bool(asJSON, "json", 0, "print the result as JSON on stdout when the command ends")
+	return fs
+}
+
+func runMain(ctx context.Context, io *IO, args []string) int {
+	var f plan.Flags
+	var asJSON bool
+	fs := runFlags(&f, &asJSON)
+	rest, err := fs.Parse(args)
+	if err != nil {
+		return fail(io, err)
+	}
+	if fs.help {
+		fmt.Fprint(io.Stdout, runUsage)
+		fs.Usage(io.Stdout)
+		return 0
+	}
+	cwd, err := os.Getwd()
+	if err == nil {
+		if real, e := filepath.EvalSymlinks(cwd); e == nil {
+			cwd = real
+		}
+	}
+	p, err := plan.Resolve(&plan.Request{Args: rest, Flags: f, Cwd: cwd, Getenv: os.LookupEnv, Term: os.Getenv("TERM")})
+	if err != nil {
+		return fail(io, err)
+	}
+	res, err := execute(ctx, io, p)
+	if err != nil {
+		return fail(io, classify(err, p))
+	}
+	report(io, res, asJSON)
+	return res.ExitCode
+}
+
+// execute runs a Plan on the native backend with the terminal attached.
+func execute(ctx context.Context, io *IO, p *plan.Plan) (*sandbox.Result, error) {
+	// Catch signals before the sandbox exists: from then on they are the
+	// command's, not ours.
+	sigs := make(chan os.Signal, 8)
+	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+	if p.TTY {
+		forwarded = append(forwarded, syscall.SIGWINCH)
+	}
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	sb, err := sandbox.New(ctx, p.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sb.Close()
+	cmd := &sandbox.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir, Timeout: p.Timeout}
+	var restore func()
+	if p.TTY {
+		cmd.TTY = true
+		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+			cmd.Rows, cmd.Cols = ws.Row, ws.Col
+		}
+		if p.Interactive {
+			restore = rawMode(io.Stdin)
+		}
+	} else {
+		cmd.Stdout, cmd.Stderr = io.Stdout, io.Stderr
+		if p.Interactive {
+			cmd.Stdin = io.Stdin
+		}
+	}
+	if restore != nil {
+		defer restore()
+	}
+	proc, err := sb.Run(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	outDone := make(chan struct{})
+	if proc.PTY != nil {
+		go func() {
+			copyTTY(io.Stdout, proc.PTY)
+			close(outDone)
+		}()
+		if p.Interactive {
+			go copyTTY(proc.PTY, io.Stdin)
+		}
+	} else {
+		close(outDone)
+	}
+	waited := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGWINCH {
+					if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+						proc.Resize(ws.Row, ws.Col)
+					}
+					continue
+				}
+				proc.Signal(s)
+			case <-waited:
+				return
+			}
+		}
+	}()
+	res, err := proc.Wait()
+	close(waited)
+	// The terminal's output ends once every process holding it is gone,
+	// which the init ensures before it reports.
+	select {
+	case <-outDone:
+	case <-time.After(2 * time.Second):
+	}
+	return res, err
+}
+
+// copyTTY copies until the terminal closes (EIO once the sandbox is gone).
+func copyTTY(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// rawMode puts a terminal into raw mode and returns how to restore it.
+func rawMode(f *os.File) func() {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil // not a terminal: nothing to do
+	}
+	t := *old
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+		return nil
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
+}
+
+// jsonResult is the --json output.
+type jsonResult struct {
+	Status     int      `json:"status"`
+	Signal     string   `json:"signal,omitempty"`
+	Reason     string   `json:"reason"`
+	DurationMS float64  `json:"duration_ms"`
+	LimitsHit  []string `json:"limits_hit"`
+	Limits     struct {
+		Memory  int64   `json:"memory,omitempty"`
+		Pids    int64   `json:"pids,omitempty"`
+		CPUs    float64 `json:"cpus,omitempty"`
+		TmpSize int64   `json:"tmp_size"`
+		Timeout float64 `json:"timeout_s,omitempty"`
+	} `json:"limits"`
+}
+
+// report tells the user about limits the command hit, and prints the JSON
+// result when asked.
+func report(io *IO, r *sandbox.Result, asJSON bool) {
+	if asJSON {
+		var j jsonResult
+		j.Status, j.Reason = r.ExitCode, string(r.Reason)
+		if r.Signal != 0 {
+			j.Signal = unix.SignalName(r.Signal)
+		}
+		j.DurationMS = float64(r.Duration.Microseconds()) / 1000
+		j.LimitsHit = r.LimitsHit
+		if j.LimitsHit == nil {
+			j.LimitsHit = []string{}
+		}
+		j.Limits.Memory, j.Limits.Pids, j.Limits.CPUs = r.Limits.Memory, r.Limits.Pids, r.Limits.CPUs
+		j.Limits.TmpSize, j.Limits.Timeout = r.Limits.TmpSize, r.Timeout.Seconds()
+		b, _ := json.Marshal(&j)
+		io.Stdout.Write(append(b, '\n'))
+		return
+	}
+	for _, l := range r.LimitsHit {
+		fmt.Fprintf(io.Stderr, "pinfold: %s\n", limitMessage(r, l))
+	}
+}
+
+func limitMessage(r *sandbox.Result, limit string) string {
+	switch limit {
+	case sandbox.LimitTimeout:
+		return "killed: timeout (limit " + r.Timeout.String() + ")"
+	case sandbox.LimitMemory:
+		verb := "limit hit"
+		if r.Reason == sandbox.ReasonOOM {
+			verb = "killed"
+		}
+		return verb + ": out of memory (limit " + plan.FormatSize(r.Limits.Memory) + ")"
+	case sandbox.LimitPids:
+		return fmt.Sprintf("limit hit: process limit, fork refused (limit %d)", r.Limits.Pids)
+	case sandbox.LimitTmp:
+		return "limit hit: /tmp is full (limit " + plan.FormatSize(r.Limits.TmpSize) + ")"
+	}
+	return "limit hit: " + limit
+}
+
+// classify turns a library error into a coded user error.
+func classify(err error, p *plan.Plan) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	var ee *sandbox.ExecError
+	if errors.As(err, &ee) {
+		if errors.Is(ee.Err, fs.ErrNotExist) {
+			e := fault.New(fault.NotFound, "command not found in the sandbox: "+ee.Name,
+				"no executable "+ee.Name+" in the sandbox's PATH, or its interpreter is missing",
+				"give the full path, install it in the base, or mount its directory with --mount", err)
+			e.Exit = fault.ExitNotFound
+			return e
+		}
+		e := fault.New(fault.CannotExec, "cannot execute "+ee.Name+" in the sandbox",
+			ee.Err.Error(), "check that it is an executable file for this machine", err)
+		e.Exit = fault.ExitCannotExec
+		return e
+	}
+	var se *sandbox.SpecError
+	if errors.As(err, &se) {
+		switch se.Field {
+		case "workspace":
+			if errors.Is(err, sandbox.ErrWorkspace) {
+				return fault.New(fault.WorkspaceRefuse, se.Err.Error(),
+					"exposing it would hand the sandbox the host's system or other users' files",
+					"run pinfold from your project directory, or pass --workspace DIR or --access none", err)
+			}
+			return fault.New(fault.WorkspaceMissing, "workspace "+p.Sandbox.Workspace+" cannot be used",
+				se.Err.Error(), "pass an existing directory with --workspace", err)
+		case "base":
+			if p.Sandbox.Base.Kind == sandbox.BaseTar {
+				return fault.New(fault.BaseImport, "cannot use tarball base "+p.Sandbox.Base.Path,
+					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
+			}
+			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
+				se.Err.Error(), "use --base host, dir:PATH to a directory, or tar:PATH", err)
+		case "mount":
+			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
+				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
+		case "limits":
+			return fault.New(fault.Limits, "cannot enforce the requested limits", se.Err.Error(),
+				"run pinfold as root, or inside a cgroup delegated to you; or drop --memory/--pids/--cpus", err)
+		case "store":
+			return fault.New(fault.Store, "cannot use pinfold's store", se.Err.Error(),
+				"set PINFOLD_STORE to a writable directory", err)
+		}
+		return fault.New(fault.BadValue, se.Error(), "", "", err)
+	}
+	if errors.Is(err, native.ErrUnsupported) {
+		return fault.New(fault.Unsupported, "the native sandbox is not built for this architecture", "",
+			"use an amd64 machine", err)
+	}
+	var setup *native.SetupError
+	if errors.As(err, &setup) {
+		if strings.Contains(err.Error(), "idmapped") {
+			return fault.New(fault.IDMap, "cannot show the workspace with its owner's ids",
+				err.Error(), "run pinfold as the workspace's owner instead of root", err)
+		}
+		return fault.New(fault.Setup, "cannot build the sandbox: "+err.Error(),
+			"the kernel refused a step; user namespaces may be disabled or restricted",
+			"check that sysctl user.max_user_namespaces is above 0 (and kernel.unprivileged_userns_clone=1 "+
+				"or the AppArmor userns restriction off, where the distribution has them)", err)
+	}
+	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+}

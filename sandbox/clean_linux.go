@@ -1,0 +1,69 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/store"
+)
+
+// Clean removes what sandboxes of processes that no longer exist left
+// behind: their cgroups and the store's temporary directories. A process
+// killed with SIGKILL takes its sandbox down with it (the kernel kills the
+// sandbox's PID 1 and with it the namespaces and mounts), but cannot remove
+// those. Sandboxes of live processes are left alone. storeDir empty means
+// the default store. It returns what it removed.
+func Clean(ctx context.Context, storeDir string) ([]string, error) {
+	var removed []string
+	var errs []error
+	if sys, err := cgroup.Detect(); err == nil {
+		names, err := sys.Clean(instanceAlive)
+		for _, n := range names {
+			removed = append(removed, "cgroup "+n)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if storeDir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return removed, err
+		}
+		storeDir = d
+	}
+	if _, err := os.Stat(storeDir); err == nil {
+		st, err := store.Open(storeDir)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			dirs, err := st.CleanTmp()
+			for _, d := range dirs {
+				removed = append(removed, "temporary directory "+d)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// instanceAlive reports whether the process that named an instance
+// "<pid>-<start time>-<n>" still runs. Names of another form are kept.
+func instanceAlive(name string) bool {
+	f := strings.SplitN(name, "-", 3)
+	if len(f) < 2 {
+		return true
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return processStart(pid) == start
+}

@@ -1,0 +1,258 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/pinfold/pinfold/internal/backend/native"
+)
+
+// Mount attributes (MOUNT_ATTR_* of mount_setattr).
+const (
+	attrRdonly = 0x1
+	attrNosuid = 0x2
+	attrNodev  = 0x4
+	attrNoexec = 0x8
+)
+
+// hostSystemDirs is what the host base shows: system directories only.
+var hostSystemDirs = [...]string{"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt"}
+
+// ownMounts are the paths the sandbox provides itself, whatever the base has.
+var ownMounts = [...]string{"/dev", "/proc", "/sys", "/tmp"}
+
+// procReadOnly are /proc paths the command may read but never write.
+var procReadOnly = [...]string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"}
+
+// procMasked are /proc paths hidden entirely: they describe the host
+// kernel's memory, keys and devices.
+var procMasked = [...]string{
+	"/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/kallsyms", "/proc/timer_list",
+	"/proc/sched_debug", "/proc/latency_stats", "/proc/acpi", "/proc/scsi", "/proc/asound",
+	"/proc/pagetypeinfo", "/proc/sysvipc",
+}
+
+// hostDevices are bound from the host into the sandbox's /dev.
+var hostDevices = [...]string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// layout collects the operations that build a root.
+type layout struct {
+	ops  []native.Op
+	made map[string]bool // directories created in the new root
+}
+
+func (l *layout) add(op native.Op) { l.ops = append(l.ops, op) }
+
+// mkdirAll creates dir and its missing parents in the new root.
+func (l *layout) mkdirAll(dir string, mode uint32) {
+	if dir == "/" || l.made[dir] {
+		return
+	}
+	l.mkdirAll(filepath.Dir(dir), 0o755)
+	l.made[dir] = true
+	l.add(native.Op{Kind: native.OpMkdir, B: dir, Mode: mode})
+}
+
+// under reports whether p is dir or inside it.
+func under(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// placeBase lays out one entry of the base (host path src, shown at dst).
+// Entries that hold a mount point are recreated as directories and their
+// children placed one by one, so mount points can be made inside what is
+// otherwise a read-only bind.
+func (l *layout) placeBase(src, dst string, points []string) {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return
+	}
+	holds, is := false, false
+	for _, p := range points {
+		if p == dst {
+			is = true
+		} else if under(p, dst) {
+			holds = true
+		}
+	}
+	mode := uint32(fi.Mode().Perm())
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		if holds || is {
+			l.mkdirAll(dst, 0o755)
+			return
+		}
+		target, err := os.Readlink(src)
+		if err != nil {
+			return
+		}
+		l.add(native.Op{Kind: native.OpSymlink, A: target, B: dst})
+	case fi.IsDir():
+		l.made[dst] = true
+		l.add(native.Op{Kind: native.OpMkdir, B: dst, Mode: mode})
+		if is {
+			return
+		}
+		if !holds {
+			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
+				MountFlags: syscall.MS_REC, Attr: attrRdonly | attrNosuid | attrNodev,
+				What: "mounting " + src + " from the base"})
+			return
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			l.placeBase(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), points)
+		}
+	case fi.Mode().IsRegular():
+		l.add(native.Op{Kind: native.OpMkfile, B: dst, Mode: mode})
+		if !is {
+			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
+				Attr: attrRdonly | attrNosuid | attrNodev, What: "mounting " + src + " from the base"})
+		}
+	}
+	// Sockets, fifos and devices of the base are never shown.
+}
+
+// baseEntries lists the top-level entries of the base's root directory.
+func baseEntries(root string, host bool) []string {
+	if host {
+		return hostSystemDirs[:]
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// bind is one host path shown inside (the workspace or a Mount).
+type bind struct {
+	src, dst string
+	ro       bool
+	file     bool
+}
+
+// rootPlan is what buildRoot needs beyond the Spec.
+type rootPlan struct {
+	baseRoot string // host directory holding the base
+	hostBase bool
+	binds    []bind // sorted, parents first
+	idmap    bool   // binds are idmapped (root supervisors)
+	tmpSize  int64
+	hideExe  string // the host's pinfold binary, when the base shows it
+}
+
+// buildRoot returns the operations that build the sandbox's root.
+func buildRoot(p *rootPlan) []native.Op {
+	l := &layout{made: map[string]bool{"/": true}, ops: make([]native.Op, 0, 64)}
+	points := make([]string, 0, len(ownMounts)+len(p.binds))
+	points = append(points, ownMounts[:]...)
+	for _, b := range p.binds {
+		points = append(points, b.dst)
+	}
+	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
+		dst := "/" + name
+		if !p.hostBase && isOwnMount(dst) {
+			continue
+		}
+		l.placeBase(filepath.Join(p.baseRoot, name), dst, points)
+	}
+	if p.hostBase && !l.made["/var"] {
+		l.mkdirAll("/var", 0o755)
+		l.add(native.Op{Kind: native.OpSymlink, A: "../tmp", B: "/var/tmp"})
+	}
+
+	// /dev: a small tmpfs with the host's harmless devices bound in, its own
+	// devpts instance and /dev/shm, read-only once built.
+	l.mkdirAll("/dev", 0o755)
+	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/dev", C: "tmpfs", D: "mode=0755,size=64k",
+		MountFlags: syscall.MS_NOSUID | syscall.MS_NOEXEC, What: "mounting /dev"})
+	for _, d := range hostDevices {
+		l.add(native.Op{Kind: native.OpMkfile, B: "/dev/" + d, Mode: 0o666})
+		l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: "/dev/" + d, B: "/dev/" + d,
+			Attr: attrNosuid | attrNoexec, What: "binding /dev/" + d})
+	}
+	l.add(native.Op{Kind: native.OpMkdir, B: "/dev/pts", Mode: 0o755})
+	l.add(native.Op{Kind: native.OpMount, A: "devpts", B: "/dev/pts", C: "devpts", D: "newinstance,ptmxmode=0666,mode=0620",
+		MountFlags: syscall.MS_NOSUID | syscall.MS_NOEXEC, What: "mounting /dev/pts"})
+	l.add(native.Op{Kind: native.OpSymlink, A: "pts/ptmx", B: "/dev/ptmx"})
+	l.add(native.Op{Kind: native.OpMkdir, B: "/dev/shm", Mode: 0o1777})
+	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/dev/shm", C: "tmpfs", D: "mode=1777,size=64m",
+		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "mounting /dev/shm"})
+	for i, name := range [...]string{"stdin", "stdout", "stderr"} {
+		l.add(native.Op{Kind: native.OpSymlink, A: "/proc/self/fd/" + strconv.Itoa(i), B: "/dev/" + name})
+	}
+	l.add(native.Op{Kind: native.OpSymlink, A: "/proc/self/fd", B: "/dev/fd"})
+
+	// /proc of the sandbox's own pid namespace, with the host kernel's
+	// sensitive files hidden and its tunables read-only.
+	l.mkdirAll("/proc", 0o555)
+	l.add(native.Op{Kind: native.OpMount, A: "proc", B: "/proc", C: "proc",
+		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "mounting /proc"})
+	for _, path := range procReadOnly {
+		l.add(native.Op{Kind: native.OpBind, Flags: native.OpOptional, A: path, B: path,
+			MountFlags: syscall.MS_REC, Attr: attrRdonly | attrNosuid | attrNodev | attrNoexec,
+			What: "making " + path + " read-only"})
+	}
+	for _, path := range procMasked {
+		l.add(native.Op{Kind: native.OpMask, B: path, What: "hiding " + path})
+	}
+
+	l.mkdirAll("/tmp", 0o1777)
+	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs",
+		D:          "mode=1777,size=" + strconv.FormatInt(p.tmpSize, 10),
+		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "mounting /tmp"})
+	l.mkdirAll("/sys", 0o555) // empty: nothing of the host's /sys is shown
+
+	for _, b := range p.binds {
+		if b.file {
+			l.mkdirAll(filepath.Dir(b.dst), 0o755)
+			l.add(native.Op{Kind: native.OpMkfile, B: b.dst, Mode: 0o644})
+		} else {
+			l.mkdirAll(b.dst, 0o755)
+		}
+		attr := uint64(attrNosuid | attrNodev)
+		if b.ro {
+			attr |= attrRdonly
+		}
+		what := "mounting " + b.src + " at " + b.dst
+		if p.idmap {
+			l.add(native.Op{Kind: native.OpIDMap, A: b.src, B: b.dst, Attr: attr, What: what})
+		} else {
+			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: b.src, B: b.dst,
+				MountFlags: syscall.MS_REC, Attr: attr, What: what})
+		}
+	}
+	if p.hideExe != "" {
+		l.add(native.Op{Kind: native.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
+	}
+	l.add(native.Op{Kind: native.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
+	return l.ops
+}
+
+func isOwnMount(p string) bool {
+	for _, m := range ownMounts {
+		if p == m {
+			return true
+		}
+	}
+	return false
+}
+
+// sortBinds orders binds so that a mount point's parents are mounted first.
+func sortBinds(b []bind) {
+	sort.SliceStable(b, func(i, j int) bool {
+		return strings.Count(b[i].dst, "/") < strings.Count(b[j].dst, "/")
+	})
+}

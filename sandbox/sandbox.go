@@ -1,0 +1,208 @@
+// Package sandbox runs commands in pinfold's own sandbox: new user, mount,
+// pid, ipc, uts, cgroup and (unless the network is the host's) network
+// namespaces, a read-only root built from a base, the workspace mounted at
+// its own path, no capabilities, no_new_privs, a seccomp filter, and
+// cgroup limits. It needs no daemon and no container engine.
+//
+// A Sandbox is a template made by New from a Spec; every Run starts the
+// command in a fresh instance of it, so nothing one command does to /tmp or
+// its processes is seen by the next:
+//
+//	sb, err := sandbox.New(ctx, sandbox.Spec{Workspace: dir})
+//	if err != nil { ... }
+//	defer sb.Close()
+//	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"make", "test"}, Stdout: os.Stdout})
+//	if err != nil { ... }
+//	res, err := p.Wait()
+//
+// WithPool keeps instances built ahead of time so that Run only has to
+// start the command.
+package sandbox
+
+import (
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// BaseKind names where a sandbox's root filesystem comes from.
+type BaseKind string
+
+const (
+	// BaseHost is a read-only view of the host's system directories (/usr,
+	// /etc, /opt and the /bin, /lib links), without home directories,
+	// /root, /run, /var or /sys.
+	BaseHost BaseKind = "host"
+	// BaseDir uses a directory as the root, read-only.
+	BaseDir BaseKind = "dir"
+	// BaseTar uses a tarball (.tar, gzip, bzip2, xz or zstd), extracted once
+	// into the store and reused.
+	BaseTar BaseKind = "tar"
+)
+
+// Base is the root filesystem of a sandbox.
+type Base struct {
+	Kind BaseKind
+	Path string // for BaseDir and BaseTar
+}
+
+// Access is what the command may do to the workspace.
+type Access string
+
+const (
+	AccessReadWrite Access = "rw"
+	AccessReadOnly  Access = "ro"
+	AccessNone      Access = "none"
+)
+
+// Network selects the sandbox's network.
+type Network string
+
+const (
+	// NetworkNone gives the sandbox its own network namespace with only
+	// loopback up.
+	NetworkNone Network = "none"
+	// NetworkHost shares the host's network namespace.
+	NetworkHost Network = "host"
+)
+
+// Mount binds a host path into the sandbox.
+type Mount struct {
+	Source   string // host path
+	Target   string // absolute path inside
+	ReadOnly bool
+}
+
+// Limits bound what one command may use. Zero values mean no limit,
+// except TmpSize, which defaults to DefaultTmpSize.
+type Limits struct {
+	Memory  int64   // bytes of memory (and swap) for everything in the sandbox
+	Pids    int64   // processes and threads
+	CPUs    float64 // CPU time, in CPUs
+	TmpSize int64   // bytes in /tmp
+}
+
+// DefaultTmpSize is the size of /tmp when Limits.TmpSize is zero.
+const DefaultTmpSize = 1 << 30
+
+// DefaultHostname is the hostname inside when Spec.Hostname is empty.
+const DefaultHostname = "sandbox"
+
+// Spec describes a sandbox.
+type Spec struct {
+	Base Base // zero value: the host base
+	// Workspace is a host directory mounted at the same path inside.
+	// Empty means no workspace.
+	Workspace string
+	Access    Access // default AccessReadWrite when there is a workspace
+	Mounts    []Mount
+	Hostname  string
+	Network   Network // default NetworkNone
+	// Root runs the command as root inside the user namespace (uid 0,
+	// still without capabilities unless granted). Otherwise the command
+	// runs with the invoking user's ids.
+	Root bool
+	// Capabilities are granted to the command, by name ("CAP_NET_RAW" or
+	// "net_raw"). Capabilities only ever apply inside the sandbox's user
+	// namespace.
+	Capabilities []string
+	Limits       Limits
+	// Store is pinfold's store directory (tar bases live there). Empty
+	// means the default location.
+	Store string
+}
+
+// Cmd is one command to run in a sandbox.
+type Cmd struct {
+	Args []string
+	// Env is the command's whole environment. Nil means DefaultEnv.
+	Env []string
+	// Dir is the working directory inside. Empty means the workspace, or
+	// "/" without one.
+	Dir string
+	// Stdin, Stdout and Stderr connect the command's standard streams. An
+	// *os.File is handed to the command as it is; other readers and writers
+	// are copied through pipes; nil connects /dev/null, unless Pipes is set.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Pipes makes nil streams into pipes that Process exposes.
+	Pipes bool
+	// TTY runs the command on a new pseudo-terminal of size Rows x Cols
+	// (the streams above are ignored; Process.PTY is the terminal).
+	TTY        bool
+	Rows, Cols uint16
+	// Timeout kills the sandbox after this long. Zero means no limit.
+	Timeout time.Duration
+}
+
+// Reason says why a command ended.
+type Reason string
+
+const (
+	ReasonExited   Reason = "exited"
+	ReasonSignaled Reason = "signaled"
+	ReasonTimeout  Reason = "timeout"
+	ReasonOOM      Reason = "out-of-memory"
+	ReasonKilled   Reason = "killed"
+)
+
+// Limit names used in Result.LimitsHit.
+const (
+	LimitMemory  = "memory"
+	LimitPids    = "pids"
+	LimitTmp     = "tmp"
+	LimitTimeout = "timeout"
+)
+
+// Result is how a command ended.
+type Result struct {
+	// ExitCode is the command's exit status, 128+N when signal N killed
+	// it, or 124 when the timeout fired.
+	ExitCode int
+	Signal   syscall.Signal // the signal that killed the command, if any
+	Reason   Reason
+	Duration time.Duration
+	// LimitsHit names the limits the command ran into.
+	LimitsHit []string
+	// Limits are the limits it ran with, for messages.
+	Limits  Limits
+	Timeout time.Duration
+}
+
+// ExitCodeTimeout is Result.ExitCode when Cmd.Timeout fired.
+const ExitCodeTimeout = 124
+
+// ExecError reports a command that could not be executed inside the
+// sandbox: it is missing (errors.Is(err, fs.ErrNotExist)) or not
+// executable (errors.Is(err, fs.ErrPermission)).
+type ExecError struct {
+	Name string
+	Err  error
+}
+
+func (e *ExecError) Error() string { return "executing " + e.Name + ": " + e.Err.Error() }
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// SpecError reports a part of a Spec that cannot be used. Field is
+// "base", "workspace", "mount", "network", "capabilities", "limits" or
+// "store".
+type SpecError struct {
+	Field string
+	Err   error
+}
+
+func (e *SpecError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// ErrClosed is returned by Run on a closed Sandbox.
+var ErrClosed = errors.New("sandbox is closed")
+
+// stdio is the standard streams handed to one command.
+type stdio struct {
+	files   [3]*os.File // what the command gets
+	closers []*os.File  // our copies of the command's ends, closed after start
+	copies  int         // goroutines copying pipes
+	done    chan error
+}

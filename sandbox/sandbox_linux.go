@@ -1,0 +1,734 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/seccomp"
+	"github.com/pinfold/pinfold/internal/store"
+	"golang.org/x/sys/unix"
+)
+
+// Option configures a Sandbox.
+type Option func(*options)
+
+type options struct {
+	pool int
+}
+
+// WithPool keeps n instances of the sandbox built ahead of time, so Run
+// only has to start the command. Each instance serves one command.
+func WithPool(n int) Option { return func(o *options) { o.pool = n } }
+
+// Sandbox is a sandbox template; see the package documentation.
+type Sandbox struct {
+	spec   Spec
+	tmpl   native.Config
+	cgsys  *cgroup.System
+	limits cgroup.Limits
+	name   string // prefix of cgroup names: "<pid>-<starttime>"
+	seq    atomic.Uint64
+
+	pool    chan *instance
+	closing chan struct{}
+	mu      sync.Mutex
+	closed  bool
+	bg      sync.WaitGroup // refills and cleanups
+}
+
+// instance is one built sandbox that will run one command.
+type instance struct {
+	init *native.Init
+	cg   *cgroup.Group
+}
+
+// New checks spec, prepares its base (importing a tarball into the store
+// the first time) and returns a Sandbox ready to Run commands.
+func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := normalize(&spec); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{spec: spec, closing: make(chan struct{})}
+	if err := s.configure(ctx); err != nil {
+		return nil, err
+	}
+	if o.pool > 0 {
+		s.pool = make(chan *instance, o.pool)
+		for i := 0; i < o.pool; i++ {
+			s.refill()
+		}
+	}
+	return s, nil
+}
+
+// normalize fills defaults and checks the spec.
+func normalize(s *Spec) error {
+	if s.Base.Kind == "" {
+		s.Base.Kind = BaseHost
+	}
+	if s.Hostname == "" {
+		s.Hostname = DefaultHostname
+	}
+	if s.Network == "" {
+		s.Network = NetworkNone
+	}
+	if s.Limits.TmpSize == 0 {
+		s.Limits.TmpSize = DefaultTmpSize
+	}
+	switch s.Base.Kind {
+	case BaseHost:
+	case BaseDir, BaseTar:
+		if s.Base.Path == "" {
+			return &SpecError{"base", fmt.Errorf("base %s needs a path", s.Base.Kind)}
+		}
+	default:
+		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, dir or tar)", s.Base.Kind)}
+	}
+	switch s.Network {
+	case NetworkNone, NetworkHost:
+	default:
+		return &SpecError{"network", fmt.Errorf("unknown network %q (want none or host)", s.Network)}
+	}
+	if s.Workspace != "" {
+		if s.Access == "" {
+			s.Access = AccessReadWrite
+		}
+		ws, err := canonicalDir(s.Workspace)
+		if err != nil {
+			return &SpecError{"workspace", err}
+		}
+		if err := checkWorkspace(ws); err != nil {
+			return &SpecError{"workspace", err}
+		}
+		s.Workspace = ws
+	} else {
+		s.Access = AccessNone
+	}
+	switch s.Access {
+	case AccessReadWrite, AccessReadOnly, AccessNone:
+	default:
+		return &SpecError{"workspace", fmt.Errorf("unknown workspace access %q (want rw, ro or none)", s.Access)}
+	}
+	for i := range s.Mounts {
+		m := &s.Mounts[i]
+		src, err := filepath.EvalSymlinks(m.Source)
+		if err != nil {
+			return &SpecError{"mount", err}
+		}
+		if src, err = filepath.Abs(src); err != nil {
+			return &SpecError{"mount", err}
+		}
+		m.Source = src
+		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
+			return &SpecError{"mount", fmt.Errorf("target %q must be a clean absolute path other than /", m.Target)}
+		}
+		for _, own := range [...]string{"/proc", "/dev"} {
+			if under(m.Target, own) {
+				return &SpecError{"mount", fmt.Errorf("target %s: %s belongs to the sandbox", m.Target, own)}
+			}
+		}
+	}
+	if s.Limits.TmpSize < 1<<20 {
+		return &SpecError{"limits", fmt.Errorf("tmp size %d is below 1MiB", s.Limits.TmpSize)}
+	}
+	return nil
+}
+
+// canonicalDir resolves p to an absolute path without symlinks and checks
+// it is a directory.
+func canonicalDir(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", real)
+	}
+	return real, nil
+}
+
+// ErrWorkspace is wrapped by errors about a workspace pinfold refuses.
+var ErrWorkspace = errors.New("refused workspace")
+
+// checkWorkspace refuses directories whose exposure would undo the
+// sandbox: the root, system directories, and places holding other users'
+// files or host sockets.
+func checkWorkspace(ws string) error {
+	refused := ws == "/"
+	for _, d := range hostSystemDirs {
+		refused = refused || ws == "/"+d
+	}
+	for _, d := range [...]string{"/proc", "/dev", "/sys", "/tmp", "/run", "/var", "/var/run", "/var/tmp", "/home", "/root", "/boot"} {
+		refused = refused || ws == d
+	}
+	if refused {
+		return fmt.Errorf("%w %s: it is the root or a system directory", ErrWorkspace, ws)
+	}
+	return nil
+}
+
+// configure builds the template config shared by every instance.
+func (s *Sandbox) configure(ctx context.Context) error {
+	sp := &s.spec
+	plan := rootPlan{tmpSize: sp.Limits.TmpSize}
+	switch sp.Base.Kind {
+	case BaseHost:
+		plan.baseRoot, plan.hostBase = "/", true
+	case BaseDir:
+		d, err := canonicalDir(sp.Base.Path)
+		if err != nil {
+			return &SpecError{"base", err}
+		}
+		plan.baseRoot = d
+	case BaseTar:
+		root, err := s.tarBase(ctx)
+		if err != nil {
+			return err
+		}
+		plan.baseRoot = root
+	}
+
+	var owner *native.ID
+	if sp.Access != AccessNone {
+		plan.binds = append(plan.binds, bind{src: sp.Workspace, dst: sp.Workspace, ro: sp.Access == AccessReadOnly})
+		var st unix.Stat_t
+		if err := unix.Stat(sp.Workspace, &st); err != nil {
+			return &SpecError{"workspace", err}
+		}
+		owner = &native.ID{UID: st.Uid, GID: st.Gid}
+	}
+	for _, m := range sp.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return &SpecError{"mount", err}
+		}
+		plan.binds = append(plan.binds, bind{src: m.Source, dst: m.Target, ro: m.ReadOnly, file: !fi.IsDir()})
+	}
+	sortBinds(plan.binds)
+
+	ids := planIDs(os.Geteuid(), os.Getegid(), sp.Root, owner)
+	plan.idmap = ids.idmap
+	if plan.hostBase {
+		plan.hideExe = hostExecutable()
+	}
+
+	caps, err := capMask(sp.Capabilities)
+	if err != nil {
+		return &SpecError{"capabilities", err}
+	}
+	prog, err := seccomp.Default().Program()
+	if err != nil {
+		return fmt.Errorf("building the seccomp filter: %w", err)
+	}
+	ns := uint64(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if sp.Network != NetworkHost {
+		ns |= unix.CLONE_NEWNET
+	}
+	user := ids.user
+	s.tmpl = native.Config{
+		Namespaces:    ns,
+		UIDMap:        ids.uidMap,
+		GIDMap:        ids.gidMap,
+		SetgroupsDeny: ids.setgroupsDeny,
+		IDMapUID:      ids.idmapUID,
+		IDMapGID:      ids.idmapGID,
+		Ops:           buildRoot(&plan),
+		Hostname:      sp.Hostname,
+		Scratch:       scratchDir(),
+		LoopbackUp:    sp.Network != NetworkHost,
+		Seccomp:       seccomp.Encode(prog),
+		Caps:          caps,
+		CapLast:       capLast(),
+		Rlimits:       []native.Rlimit{{Resource: unix.RLIMIT_CORE}},
+		User:          &user,
+		InitID:        ids.initID,
+		RootReadOnly:  true,
+		TmpCheck:      "/tmp",
+		NoNewPrivs:    true,
+	}
+
+	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}
+	if !s.limits.Zero() {
+		sys, err := cgroup.Detect()
+		if err == nil {
+			err = sys.Supports(s.limits)
+		}
+		if err != nil {
+			return &SpecError{"limits", fmt.Errorf("%w: %w", ErrLimits, err)}
+		}
+		s.cgsys = sys
+		s.name = instancePrefix()
+	}
+	return nil
+}
+
+// ErrLimits is wrapped by errors about limits this host cannot enforce.
+var ErrLimits = errors.New("cannot enforce the limits")
+
+func (s *Sandbox) tarBase(ctx context.Context) (string, error) {
+	dir := s.spec.Store
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return "", &SpecError{"store", err}
+		}
+		dir = d
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return "", &SpecError{"store", err}
+	}
+	var shift uint32
+	if os.Geteuid() == 0 {
+		shift = hostIDBase
+	}
+	b, err := st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
+	if err != nil {
+		return "", &SpecError{"base", err}
+	}
+	return b.Root, nil
+}
+
+// hostExecutable is the running binary when it lies in a directory the
+// host base shows; the sandbox masks it.
+func hostExecutable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	for _, d := range hostSystemDirs {
+		if under(exe, "/"+d) {
+			return exe
+		}
+	}
+	return ""
+}
+
+// scratchDir is a host directory the init may mount its staging tmpfs on
+// (inside its own mount namespace; the host never sees it).
+func scratchDir() string {
+	for _, d := range [...]string{"/tmp", "/mnt", "/dev"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			return d
+		}
+	}
+	return "/proc"
+}
+
+var capLastOnce struct {
+	sync.Once
+	n uint32
+}
+
+func capLast() uint32 {
+	capLastOnce.Do(func() {
+		capLastOnce.n = uint32(len(capNames) - 1)
+		b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+		if err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n < 64 {
+				capLastOnce.n = uint32(n)
+			}
+		}
+	})
+	return capLastOnce.n
+}
+
+// instancePrefix names this process's sandbox instances "<pid>-<start
+// time>": unique on the host, and recognisably stale once the process is
+// gone (see Clean).
+func instancePrefix() string {
+	pid := os.Getpid()
+	return strconv.Itoa(pid) + "-" + strconv.FormatUint(processStart(pid), 10)
+}
+
+// processStart returns field 22 of /proc/<pid>/stat, or 0.
+func processStart(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// newInstance builds one sandbox.
+func (s *Sandbox) newInstance() (*instance, error) {
+	cfg := s.tmpl
+	inst := &instance{}
+	if s.cgsys != nil {
+		name := s.name + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+		g, err := s.cgsys.New(name, s.limits)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrLimits, err)
+		}
+		inst.cg = g
+		cfg.Cgroups = g.ProcsFiles()
+	}
+	in, err := native.Start(&cfg)
+	if err != nil {
+		if inst.cg != nil {
+			inst.cg.Remove()
+		}
+		return nil, explainSetup(err)
+	}
+	inst.init = in
+	return inst, nil
+}
+
+// discard tears an instance down in the background.
+func (s *Sandbox) discard(inst *instance) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		inst.init.Close()
+		if inst.cg != nil {
+			inst.cg.Remove()
+		}
+	}()
+}
+
+func (s *Sandbox) refill() {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		inst, err := s.newInstance()
+		if err == nil {
+			if err = inst.init.Ready(); err != nil {
+				s.discard(inst)
+			}
+		}
+		if err != nil {
+			return // Run builds one itself and reports the error
+		}
+		select {
+		case s.pool <- inst:
+		case <-s.closing:
+			s.discard(inst)
+		}
+	}()
+}
+
+func (s *Sandbox) take() (*instance, error) {
+	if s.pool != nil {
+		select {
+		case inst := <-s.pool:
+			s.refill()
+			return inst, nil
+		default:
+		}
+	}
+	return s.newInstance()
+}
+
+// DefaultEnv is the environment of a command whose Cmd.Env is nil: a PATH
+// of the standard system directories, HOME=/tmp (the only writable place
+// besides the workspace), HOSTNAME, and TERM for terminals.
+func DefaultEnv(spec *Spec, tty bool) []string {
+	host := spec.Hostname
+	if host == "" {
+		host = DefaultHostname
+	}
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/tmp",
+		"HOSTNAME=" + host,
+	}
+	if tty {
+		term := os.Getenv("TERM")
+		if term == "" {
+			term = "xterm"
+		}
+		env = append(env, "TERM="+term)
+	}
+	return env
+}
+
+// Run starts cmd in a fresh instance of the sandbox.
+func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
+	if len(cmd.Args) == 0 {
+		return nil, errors.New("no command given")
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := &Process{sb: s, timeout: cmd.Timeout, done: make(chan struct{})}
+	io, err := p.openStdio(cmd)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.take()
+	if err != nil {
+		io.abort()
+		return nil, err
+	}
+	env := cmd.Env
+	if env == nil {
+		env = DefaultEnv(&s.spec, cmd.TTY)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "/"
+		if s.spec.Access != AccessNone {
+			dir = s.spec.Workspace
+		}
+	}
+	x := &native.Exec{Args: cmd.Args, Env: env, Dir: dir, Setsid: true}
+	if cmd.TTY {
+		rows, cols := cmd.Rows, cmd.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		x.TTY = &native.Winsize{Rows: rows, Cols: cols}
+	} else if io.files[0] != nil {
+		x.Stdio = []int{int(io.files[0].Fd()), int(io.files[1].Fd()), int(io.files[2].Fd())}
+	}
+	p.start = time.Now()
+	pty, err := inst.init.Exec(x)
+	io.started()
+	if err != nil {
+		io.abort()
+		s.discard(inst)
+		return nil, explainExec(err, cmd.Args[0])
+	}
+	p.inst, p.io, p.PTY = inst, io, pty
+	if cmd.Timeout > 0 {
+		p.timer = time.AfterFunc(cmd.Timeout, func() {
+			p.timedOut.Store(true)
+			inst.init.Kill()
+		})
+	}
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				inst.init.Kill()
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+// Close stops building instances, discards the pooled ones and waits for
+// every background cleanup. Processes already running are not affected.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+	if s.pool != nil {
+	drain:
+		for {
+			select {
+			case inst := <-s.pool:
+				s.discard(inst)
+			default:
+				break drain
+			}
+		}
+	}
+	s.bg.Wait()
+	if s.pool != nil {
+		for {
+			select {
+			case inst := <-s.pool:
+				inst.init.Close()
+				if inst.cg != nil {
+					inst.cg.Remove()
+				}
+			default:
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// Run is New, Sandbox.Run and Process.Wait in one call.
+func Run(ctx context.Context, spec Spec, cmd *Cmd) (*Result, error) {
+	s, err := New(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	p, err := s.Run(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Process is a command running in a sandbox.
+type Process struct {
+	// Stdin, Stdout and Stderr are pipes to the command when Cmd.Pipes was
+	// set and the corresponding Cmd stream was nil.
+	Stdin          io.WriteCloser
+	Stdout, Stderr io.ReadCloser
+	// PTY is the command's terminal when Cmd.TTY was set.
+	PTY *os.File
+
+	sb       *Sandbox
+	inst     *instance
+	io       *stdio
+	start    time.Time
+	timeout  time.Duration
+	timer    *time.Timer
+	timedOut atomic.Bool
+	done     chan struct{}
+	waitOnce sync.Once
+	result   *Result
+	err      error
+}
+
+// Pid returns the host pid of the sandbox's init (PID 1 inside).
+func (p *Process) Pid() int { return p.inst.init.Pid() }
+
+// Signal sends sig to the command's process group.
+func (p *Process) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return errors.New("unsupported signal type")
+	}
+	return p.inst.init.Signal(s)
+}
+
+// Kill ends the sandbox at once, with everything in it.
+func (p *Process) Kill() error { return p.inst.init.Kill() }
+
+// Resize changes the size of the command's terminal.
+func (p *Process) Resize(rows, cols uint16) error {
+	if p.PTY == nil {
+		return errors.New("the command has no terminal")
+	}
+	return unix.IoctlSetWinsize(int(p.PTY.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+}
+
+// Wait waits for the command to end and reports how. By then nothing the
+// command started is running.
+func (p *Process) Wait() (*Result, error) {
+	p.waitOnce.Do(func() { p.result, p.err = p.wait() })
+	return p.result, p.err
+}
+
+func (p *Process) wait() (*Result, error) {
+	st, err := p.inst.init.Wait()
+	dur := time.Since(p.start)
+	close(p.done)
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	ioErr := p.io.wait()
+	var stats cgroup.Stats
+	if p.inst.cg != nil {
+		stats, _ = p.inst.cg.Stats()
+		// The group can only go once the init is gone.
+		p.inst.init.Close()
+		p.inst.cg.Remove()
+	} else {
+		p.sb.bg.Add(1)
+		go func() {
+			defer p.sb.bg.Done()
+			p.inst.init.Close()
+		}()
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout}
+	switch {
+	case p.timedOut.Load():
+		r.ExitCode, r.Reason, r.Signal = ExitCodeTimeout, ReasonTimeout, syscall.SIGKILL
+		r.LimitsHit = append(r.LimitsHit, LimitTimeout)
+	case st.Killed:
+		r.ExitCode, r.Reason, r.Signal = 128+int(syscall.SIGKILL), ReasonKilled, syscall.SIGKILL
+	case st.Wait.Signaled():
+		r.Signal = st.Wait.Signal()
+		r.ExitCode, r.Reason = 128+int(r.Signal), ReasonSignaled
+	default:
+		r.ExitCode, r.Reason = st.Wait.ExitStatus(), ReasonExited
+	}
+	if stats.OOMKills > 0 {
+		r.LimitsHit = append(r.LimitsHit, LimitMemory)
+		if r.Reason != ReasonExited && r.Reason != ReasonTimeout {
+			r.Reason = ReasonOOM
+		}
+	}
+	if stats.PidsMaxHits > 0 {
+		r.LimitsHit = append(r.LimitsHit, LimitPids)
+	}
+	if st.TmpFull {
+		r.LimitsHit = append(r.LimitsHit, LimitTmp)
+	}
+	return r, ioErr
+}
+
+// explainSetup turns setup failures the user can fix into clearer errors.
+func explainSetup(err error) error {
+	var se *native.SetupError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if se.Step == 9 && se.Errno == unix.EINVAL { // idmapping a mount
+		return fmt.Errorf("%w: the filesystem of %s does not support idmapped mounts; "+
+			"run pinfold as the owner of the directory instead of root", err, se.Detail)
+	}
+	return fmt.Errorf("setting up the sandbox: %w", err)
+}
+
+// explainExec reports a command the sandbox could not execute.
+func explainExec(err error, name string) error {
+	var se *native.SetupError
+	if errors.As(err, &se) && se.Step == native.StepExec {
+		return &ExecError{Name: name, Err: se.Errno}
+	}
+	if errors.As(err, &se) && se.Step == 21 { // chdir
+		return fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)
+	}
+	return explainSetup(err)
+}

@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipe returns a blocking pipe. Unlike os.Pipe it does not register with
+// the runtime's poller, so neither end turns non-blocking under the command.
+func pipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+// openStdio prepares the command's standard streams.
+func (p *Process) openStdio(c *Cmd) (*stdio, error) {
+	s := &stdio{done: make(chan error, 3)}
+	if c.TTY || (c.Stdin == nil && c.Stdout == nil && c.Stderr == nil && !c.Pipes) {
+		return s, nil // a terminal, or /dev/null opened by the init
+	}
+	var devnull *os.File
+	null := func() (*os.File, error) {
+		if devnull == nil {
+			f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				return nil, err
+			}
+			devnull = f
+			s.closers = append(s.closers, f)
+		}
+		return devnull, nil
+	}
+	var err error
+	switch in := c.Stdin.(type) {
+	case *os.File:
+		s.files[0] = in
+	case nil:
+		if c.Pipes {
+			r, w, e := pipe()
+			if e != nil {
+				return nil, e
+			}
+			s.files[0], p.Stdin = r, w
+			s.closers = append(s.closers, r)
+		} else if s.files[0], err = null(); err != nil {
+			return nil, err
+		}
+	default:
+		r, w, e := pipe()
+		if e != nil {
+			return nil, e
+		}
+		s.files[0] = r
+		s.closers = append(s.closers, r)
+		s.copies++
+		go func() {
+			_, err := io.Copy(w, in)
+			w.Close()
+			if err != nil && isBrokenPipe(err) {
+				err = nil // the command stopped reading
+			}
+			s.done <- err
+		}()
+	}
+	outs := [2]io.Writer{c.Stdout, c.Stderr}
+	for i, out := range outs {
+		fd := i + 1
+		switch o := out.(type) {
+		case *os.File:
+			s.files[fd] = o
+		case nil:
+			if c.Pipes {
+				r, w, e := pipe()
+				if e != nil {
+					s.abort()
+					return nil, e
+				}
+				s.files[fd] = w
+				s.closers = append(s.closers, w)
+				if fd == 1 {
+					p.Stdout = r
+				} else {
+					p.Stderr = r
+				}
+			} else if s.files[fd], err = null(); err != nil {
+				s.abort()
+				return nil, err
+			}
+		default:
+			r, w, e := pipe()
+			if e != nil {
+				s.abort()
+				return nil, e
+			}
+			s.files[fd] = w
+			s.closers = append(s.closers, w)
+			s.copies++
+			go func() {
+				_, err := io.Copy(o, r)
+				r.Close()
+				s.done <- err
+			}()
+		}
+	}
+	return s, nil
+}
+
+// started closes this process's copies of the command's ends, so pipes see
+// end-of-file once the sandbox is gone.
+func (s *stdio) started() {
+	for _, f := range s.closers {
+		f.Close()
+	}
+	s.closers = nil
+}
+
+// abort releases everything when the command never started.
+func (s *stdio) abort() { s.started() }
+
+// wait waits for the pipe copies to finish.
+func (s *stdio) wait() error {
+	var first error
+	for i := 0; i < s.copies; i++ {
+		if err := <-s.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func isBrokenPipe(err error) bool {
+	pe, ok := err.(*os.PathError)
+	return ok && pe.Err == unix.EPIPE
+}
