@@ -25,21 +25,21 @@ const (
 type Code string
 
 const (
-	Usage           Code = "PF101" // unknown flag, missing value, bad syntax
-	BadValue        Code = "PF102" // a flag value that does not parse
-	WorkspaceRefuse Code = "PF110" // a workspace pinfold will not expose
+	Usage            Code = "PF101" // unknown flag, missing value, bad syntax
+	BadValue         Code = "PF102" // a flag value that does not parse
+	WorkspaceRefuse  Code = "PF110" // a workspace pinfold will not expose
 	WorkspaceMissing Code = "PF111" // the workspace does not exist
-	BadBase         Code = "PF120" // the base cannot be used
-	BaseImport      Code = "PF121" // importing a tarball base failed
-	BadMount        Code = "PF122" // a --mount cannot be made
-	Limits          Code = "PF130" // this host cannot enforce a requested limit
-	Setup           Code = "PF140" // the kernel refused a step of building the sandbox
-	IDMap           Code = "PF141" // idmapped mounts unsupported where needed
-	Unsupported     Code = "PF142" // no native sandbox on this architecture
-	NotFound        Code = "PF150" // the command is not in the sandbox
-	CannotExec      Code = "PF151" // the command cannot be executed
-	Store           Code = "PF160" // the store cannot be used
-	Internal        Code = "PF199" // a bug in pinfold
+	BadBase          Code = "PF120" // the base cannot be used
+	BaseImport       Code = "PF121" // importing a tarball base failed
+	BadMount         Code = "PF122" // a --mount cannot be made
+	Limits           Code = "PF130" // this host cannot enforce a requested limit
+	Setup            Code = "PF140" // the kernel refused a step of building the sandbox
+	IDMap            Code = "PF141" // idmapped mounts unsupported where needed
+	Unsupported      Code = "PF142" // no native sandbox on this architecture
+	NotFound         Code = "PF150" // the command is not in the sandbox
+	CannotExec       Code = "PF151" // the command cannot be executed
+	Store            Code = "PF160" // the store cannot be used
+	Internal         Code = "PF199" // a bug in pinfold
 )
 
 // Error is a failure explained for users.

@@ -55,9 +55,9 @@ func (c *Command) Environ() []string {
 // and nil slices mean "not given".
 type Flags struct {
 	Base, Access, Workspace, Workdir, User, Hostname, Network string
-	Memory, Pids, CPUs, Timeout, TmpSize                       string
-	Mounts, Env, CapAdd                                        []string
-	TTY, Interactive                                           bool
+	Memory, Pids, CPUs, Timeout, TmpSize                      string
+	Mounts, Env, CapAdd                                       []string
+	TTY, Interactive                                          bool
 }
 
 // Request is everything Resolve looks at.

@@ -1,4 +1,0 @@
-// Package probe is a placeholder removed once real code lands.
-package probe
-
-import _ "golang.org/x/sys/unix"
