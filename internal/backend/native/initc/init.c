@@ -1020,6 +1020,20 @@ static long open_pty(int *master)
 	return 0;
 }
 
+struct pollfd {
+	int fd;
+	short events, revents;
+};
+#define POLLHUP 0x10
+#define POLLRDHUP 0x2000
+
+static int supervisor_gone(void)
+{
+	struct pollfd p = {SOCK, POLLRDHUP, 0};
+	long zero[2] = {0, 0};
+	return sys5(__NR_ppoll, &p, 1, zero, 0, 8) > 0 && (p.revents & (POLLHUP | POLLRDHUP));
+}
+
 static int stage2(void *arg)
 {
 	u64 all = ~0ULL;
@@ -1053,6 +1067,12 @@ static int stage2(void *arg)
 			report(ST_SETID, r, -1, 0);
 			die(1);
 		}
+		/* Changing credentials cleared the parent-death signal: set it
+		 * again, then make sure the supervisor did not die meanwhile
+		 * (its end of the socket hangs up when it does). */
+		sys5(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (supervisor_gone())
+			die(1);
 	}
 	if (build_root() < 0)
 		die(1);

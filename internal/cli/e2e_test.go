@@ -1,0 +1,353 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pinfold is the binary under test, built once by TestMain.
+var pinfold string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pinfold-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755)
+	pinfold = filepath.Join(dir, "pinfold")
+	build := exec.Command("go", "build", "-o", pinfold, "github.com/pinfold/pinfold/cmd/pinfold")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pinfold: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// pf runs pinfold in dir and returns stdout, stderr and the exit status.
+func pf(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(pinfold, args...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 2 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running pinfold: %v", err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestExitCodes(t *testing.T) {
+	ws := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"run", "--", "true"}, 0, ""},
+		{[]string{"run", "--", "sh", "-c", "exit 3"}, 3, ""},
+		{[]string{"run", "sh", "-c", "kill -INT $$"}, 130, ""},
+		{[]string{"run", "--", "no-such-command"}, 127, "PF150"},
+		{[]string{"run", "--", "/etc/hostname"}, 126, "PF151"},
+		{[]string{"run", "--no-such-flag", "--", "true"}, 125, "PF101"},
+		{[]string{"run", "--memory", "lots", "--", "true"}, 125, "PF102"},
+		{[]string{"run", "--base", "dir:/no/such/dir", "--", "true"}, 125, "PF120"},
+		{[]string{"run", "--workspace", "/usr", "--", "true"}, 125, "PF110"},
+		{[]string{"run", "--timeout", "0.2", "--", "sleep", "10"}, 124, "killed: timeout"},
+		{[]string{"run"}, 125, "PF101"},
+		{[]string{"frobnicate"}, 125, "PF101"},
+	} {
+		_, errs, code := pf(t, ws, c.args...)
+		if code != c.code || !strings.Contains(errs, c.err) {
+			t.Errorf("%v: status %d stderr %q, want %d and %q", c.args, code, errs, c.code, c.err)
+		}
+	}
+}
+
+func TestFlagsReachTheSandbox(t *testing.T) {
+	ws := t.TempDir()
+	sub := filepath.Join(ws, "sub")
+	os.Mkdir(sub, 0o755)
+	t.Setenv("PINFOLD_HOST_VAR", "from-host")
+	t.Setenv("PINFOLD_NOT_PASSED", "secret")
+	out, errs, code := pf(t, sub, "run", "-e", "A=1", "--env", "PINFOLD_HOST_VAR", "--hostname", "box", "--",
+		"sh", "-c", `echo "$A $PINFOLD_HOST_VAR $PINFOLD_NOT_PASSED"; hostname; pwd; cat /proc/self/uid_map | wc -l`)
+	if code != 0 || out != "1 from-host \nbox\n"+sub+"\n1\n" {
+		t.Errorf("got %d %q %q", code, out, errs)
+	}
+	out, _, _ = pf(t, sub, "run", "--workspace", ws, "-w", "/tmp", "--", "pwd")
+	if out != "/tmp\n" {
+		t.Errorf("--workdir: %q", out)
+	}
+}
+
+func TestJSONResult(t *testing.T) {
+	ws := t.TempDir()
+	out, _, code := pf(t, ws, "run", "--json", "--tmp-size", "4m", "--", "sh", "-c", "echo hi; head -c 9000000 /dev/zero > /tmp/f")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var r struct {
+		Status    int      `json:"status"`
+		Reason    string   `json:"reason"`
+		LimitsHit []string `json:"limits_hit"`
+		Duration  float64  `json:"duration_ms"`
+		Limits    struct {
+			TmpSize int64 `json:"tmp_size"`
+		} `json:"limits"`
+	}
+	if len(lines) != 2 || lines[0] != "hi" {
+		t.Fatalf("output %q", out)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &r); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || r.Status != 1 || r.Reason != "exited" || len(r.LimitsHit) != 1 || r.LimitsHit[0] != "tmp" ||
+		r.Limits.TmpSize != 4<<20 || r.Duration <= 0 {
+		t.Errorf("got %d %+v", code, r)
+	}
+}
+
+// startMarked starts pinfold running a marked long sleep and waits until it runs.
+func startMarked(t *testing.T, ws string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	args := append([]string{"run"}, extra...)
+	args = append(args, "--", "sh", "-c", "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done", "pinfold-test-marker")
+	cmd := exec.Command(pinfold, args...)
+	cmd.Dir = ws
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// A leaked sandbox would hold the pipe open: fail instead of hanging.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !strings.Contains(out.String(), "started"); i++ {
+		if i > 500 {
+			cmd.Process.Kill()
+			t.Fatalf("sandbox did not start: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd, &out
+}
+
+func marked() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte("pinfold-test-marker")) && !bytes.HasPrefix(b, []byte(pinfold)) {
+			pid, _ := strconv.Atoi(e.Name())
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func waitGone(t *testing.T, d time.Duration) {
+	t.Helper()
+	for start := time.Now(); len(marked()) > 0; {
+		if time.Since(start) > d {
+			t.Fatalf("sandbox processes survived: %v", marked())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSignalsReachTheCommand(t *testing.T) {
+	ws := t.TempDir()
+	cmd, out := startMarked(t, ws)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 || !strings.Contains(out.String(), "got-term") {
+		t.Errorf("SIGTERM: %v %q", err, out.String())
+	}
+	waitGone(t, time.Second)
+}
+
+func pinfoldCgroups() []string {
+	var found []string
+	for _, ctrl := range []string{"memory", "pids", "cpu", "unified"} {
+		ents, _ := os.ReadDir("/sys/fs/cgroup/" + ctrl + "/pinfold")
+		for _, e := range ents {
+			if e.IsDir() {
+				found = append(found, ctrl+"/"+e.Name())
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/sys/fs/cgroup/pinfold"); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				found = append(found, e.Name())
+			}
+		}
+	}
+	return found
+}
+
+func TestKill9LeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("limits need root here")
+	}
+	ws := t.TempDir()
+	mountsBefore, _ := os.ReadFile("/proc/self/mountinfo")
+	cmd, _ := startMarked(t, ws, "--memory", "64m", "--pids", "64")
+	pid := cmd.Process.Pid
+	if len(marked()) == 0 {
+		t.Fatal("no sandbox processes found")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 2*time.Second)
+	mountsAfter, _ := os.ReadFile("/proc/self/mountinfo")
+	if !bytes.Equal(mountsBefore, mountsAfter) {
+		t.Errorf("host mounts changed:\n%s\nvs\n%s", mountsBefore, mountsAfter)
+	}
+	prefix := strconv.Itoa(pid) + "-"
+	stale := 0
+	for _, g := range pinfoldCgroups() {
+		if strings.Contains(g, prefix) {
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("expected the killed run's cgroups to be left for clean")
+	}
+	out, errs, code := pf(t, ws, "clean")
+	if code != 0 || !strings.Contains(out, "cgroup "+prefix) {
+		t.Errorf("clean: %d %q %q", code, out, errs)
+	}
+	for _, g := range pinfoldCgroups() {
+		if strings.Contains(g, prefix) {
+			t.Errorf("cgroup %s left after clean", g)
+		}
+	}
+	// A run that ends normally leaves no cgroup either.
+	pf(t, ws, "run", "--memory", "64m", "--", "true")
+	if g := pinfoldCgroups(); len(g) != 0 {
+		t.Errorf("cgroups left after a normal run: %v", g)
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	ws := t.TempDir()
+	master, slave := openPTY(t)
+	defer master.Close()
+	unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 101})
+	cmd := exec.Command(pinfold, "run", "-it", "--", "sh", "-c", "tty; stty size; echo ready; read line; stty size; echo got $line; exit 5")
+	cmd.Dir = ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() { io.Copy(&out, master); close(done) }()
+	for i := 0; !strings.Contains(out.String(), "ready"); i++ {
+		if i > 500 {
+			t.Fatalf("no prompt: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Resizing the outer terminal reaches the command's terminal.
+	unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 44, Col: 120})
+	time.Sleep(100 * time.Millisecond)
+	master.Write([]byte("typed\r"))
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Errorf("exit: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	got := strings.ReplaceAll(out.String(), "\r", "")
+	for _, w := range []string{"/dev/pts/0\n", "33 101\n", "44 120\n", "got typed\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("terminal output lacks %q: %q", w, got)
+		}
+	}
+}
+
+func TestUnprivilegedUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching to another user needs root")
+	}
+	ws := t.TempDir()
+	os.Chmod(filepath.Dir(ws), 0o755)
+	if err := os.Chown(ws, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(pinfold, args...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	out, code := run("run", "--", "sh", "-c", "id -u; touch made; cat /proc/self/uid_map")
+	if code != 0 || !strings.HasPrefix(out, "65534\n") {
+		t.Fatalf("unprivileged run: %d %q", code, out)
+	}
+	out, code = run("run", "--user", "root", "--", "sh", "-c", "id -u; touch made-as-root")
+	if code != 0 || out != "0\n" {
+		t.Fatalf("--user root: %d %q", code, out)
+	}
+	for _, f := range []string{"made", "made-as-root"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(ws, f), &st); err != nil || st.Uid != 65534 {
+			t.Errorf("%s: %v uid %d, want 65534", f, err, st.Uid)
+		}
+	}
+	// Limits need cgroups the user cannot create here: a clear error.
+	out, code = run("run", "--memory", "64m", "--", "true")
+	if code != 125 || !strings.Contains(out, "PF130") {
+		t.Errorf("unprivileged --memory: %d %q", code, out)
+	}
+}
+
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
