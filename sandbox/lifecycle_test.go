@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -298,6 +299,47 @@ func TestRefusedWorkspaces(t *testing.T) {
 		_, err := sandbox.New(t.Context(), sandbox.Spec{Workspace: ws})
 		if !errors.Is(err, sandbox.ErrWorkspace) {
 			t.Errorf("workspace %s: got %v", ws, err)
+		}
+	}
+}
+
+// initsOf lists this process's children that are sandbox inits.
+func initsOf(pid int) []string {
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && strings.HasPrefix(string(cmd), "pinfold-init") {
+			found = append(found, e.Name()+" "+f[0])
+		}
+	}
+	return found
+}
+
+func TestFailedNewLeavesNothing(t *testing.T) {
+	spec := baseSpec(t)
+	spec.Base = sandbox.Base{Kind: sandbox.BaseDir, Path: "/no/such/dir"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := sandbox.New(t.Context(), spec)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("New accepted a missing base")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("New hung on a failed config")
+	}
+	for start := time.Now(); len(initsOf(os.Getpid())) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("inits left behind: %v", initsOf(os.Getpid()))
 		}
 	}
 }

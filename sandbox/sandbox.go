@@ -112,6 +112,9 @@ type Spec struct {
 	// Store is pinfold's store directory (tar bases live there). Empty
 	// means the default location.
 	Store string
+	// Trace records a timeline of how each instance started, returned in
+	// Result.Trace (for benchmarks and diagnosis).
+	Trace bool
 }
 
 // Cmd is one command to run in a sandbox.
@@ -169,6 +172,14 @@ type Result struct {
 	// Limits are the limits it ran with, for messages.
 	Limits  Limits
 	Timeout time.Duration
+	// Trace is the timeline of the instance when Spec.Trace was set.
+	Trace []TracePoint
+}
+
+// TracePoint is one step of a sandbox's start, at a CLOCK_MONOTONIC time.
+type TracePoint struct {
+	Step string
+	Mono int64 // nanoseconds
 }
 
 // ExitCodeTimeout is Result.ExitCode when Cmd.Timeout fired.

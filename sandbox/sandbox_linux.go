@@ -41,6 +41,11 @@ type Sandbox struct {
 	name   string // prefix of cgroup names: "<pid>-<starttime>"
 	seq    atomic.Uint64
 
+	// pre is an init spawned by New while it was still preparing the
+	// config, taken by the first Run.
+	pre     chan spawned
+	preUsed atomic.Bool
+	ids     idPlan
 	pool    chan *instance
 	closing chan struct{}
 	mu      sync.Mutex
@@ -54,6 +59,11 @@ type instance struct {
 	cg   *cgroup.Group
 }
 
+type spawned struct {
+	init *native.Init
+	err  error
+}
+
 // New checks spec, prepares its base (importing a tarball into the store
 // the first time) and returns a Sandbox ready to Run commands.
 func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
@@ -65,7 +75,21 @@ func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
+	if err := s.planSpawn(); err != nil {
+		return nil, err
+	}
+	// Spawn the first instance's init now: it creates the namespaces and
+	// writes the id maps while this process prepares the rest of the
+	// config. (Spawn returns once the init is executing, so this costs
+	// the caller little; a goroutine would often not be scheduled until
+	// configure had finished.)
+	s.pre = make(chan spawned, 1)
+	in, err := native.Spawn(&s.tmpl.SpawnConfig)
+	s.pre <- spawned{in, err}
 	if err := s.configure(ctx); err != nil {
+		if sp := <-s.pre; sp.init != nil {
+			sp.init.Close()
+		}
 		return nil, err
 	}
 	if o.pool > 0 {
@@ -191,7 +215,37 @@ func checkWorkspace(ws string) error {
 	return nil
 }
 
-// configure builds the template config shared by every instance.
+// planSpawn decides the namespaces and id maps: all a spawn needs.
+func (s *Sandbox) planSpawn() error {
+	sp := &s.spec
+	var owner *native.ID
+	if sp.Access != AccessNone {
+		var st unix.Stat_t
+		if err := unix.Stat(sp.Workspace, &st); err != nil {
+			return &SpecError{"workspace", err}
+		}
+		owner = &native.ID{UID: st.Uid, GID: st.Gid}
+	}
+	ids := planIDs(os.Geteuid(), os.Getegid(), sp.Root, owner)
+	s.ids = ids
+	ns := uint64(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if sp.Network != NetworkHost {
+		ns |= unix.CLONE_NEWNET
+	}
+	s.tmpl.SpawnConfig = native.SpawnConfig{
+		Namespaces:    ns,
+		UIDMap:        ids.uidMap,
+		GIDMap:        ids.gidMap,
+		SetgroupsDeny: ids.setgroupsDeny,
+		InitID:        ids.initID,
+		Trace:         sp.Trace,
+	}
+	return nil
+}
+
+// configure builds the rest of the template config shared by every
+// instance.
 func (s *Sandbox) configure(ctx context.Context) error {
 	sp := &s.spec
 	plan := rootPlan{tmpSize: sp.Limits.TmpSize}
@@ -212,14 +266,8 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		plan.baseRoot = root
 	}
 
-	var owner *native.ID
 	if sp.Access != AccessNone {
 		plan.binds = append(plan.binds, bind{src: sp.Workspace, dst: sp.Workspace, ro: sp.Access == AccessReadOnly})
-		var st unix.Stat_t
-		if err := unix.Stat(sp.Workspace, &st); err != nil {
-			return &SpecError{"workspace", err}
-		}
-		owner = &native.ID{UID: st.Uid, GID: st.Gid}
 	}
 	for _, m := range sp.Mounts {
 		fi, err := os.Stat(m.Source)
@@ -230,7 +278,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	}
 	sortBinds(plan.binds)
 
-	ids := planIDs(os.Geteuid(), os.Getegid(), sp.Root, owner)
+	ids := s.ids
 	plan.idmap = ids.idmap
 	if plan.hostBase {
 		plan.hideExe = hostExecutable()
@@ -244,32 +292,23 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("building the seccomp filter: %w", err)
 	}
-	ns := uint64(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
-		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	if sp.Network != NetworkHost {
-		ns |= unix.CLONE_NEWNET
-	}
 	user := ids.user
 	s.tmpl = native.Config{
-		Namespaces:    ns,
-		UIDMap:        ids.uidMap,
-		GIDMap:        ids.gidMap,
-		SetgroupsDeny: ids.setgroupsDeny,
-		IDMapUID:      ids.idmapUID,
-		IDMapGID:      ids.idmapGID,
-		Ops:           buildRoot(&plan),
-		Hostname:      sp.Hostname,
-		Scratch:       scratchDir(),
-		LoopbackUp:    sp.Network != NetworkHost,
-		Seccomp:       seccomp.Encode(prog),
-		Caps:          caps,
-		CapLast:       capLast(),
-		Rlimits:       []native.Rlimit{{Resource: unix.RLIMIT_CORE}},
-		User:          &user,
-		InitID:        ids.initID,
-		RootReadOnly:  true,
-		TmpCheck:      "/tmp",
-		NoNewPrivs:    true,
+		SpawnConfig:  s.tmpl.SpawnConfig,
+		IDMapUID:     ids.idmapUID,
+		IDMapGID:     ids.idmapGID,
+		Ops:          buildRoot(&plan),
+		Hostname:     sp.Hostname,
+		Scratch:      scratchDir(),
+		LoopbackUp:   sp.Network != NetworkHost,
+		Seccomp:      seccomp.Encode(prog),
+		Caps:         caps,
+		CapLast:      capLast(),
+		Rlimits:      []native.Rlimit{{Resource: unix.RLIMIT_CORE}},
+		User:         &user,
+		RootReadOnly: true,
+		TmpCheck:     "/tmp",
+		NoNewPrivs:   true,
 	}
 
 	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}
@@ -400,7 +439,19 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		inst.cg = g
 		cfg.Cgroups = g.ProcsFiles()
 	}
-	in, err := native.Start(&cfg)
+	var in *native.Init
+	var err error
+	if s.preUsed.CompareAndSwap(false, true) {
+		sp := <-s.pre
+		in, err = sp.init, sp.err
+	} else {
+		in, err = native.Spawn(&cfg.SpawnConfig)
+	}
+	if err == nil {
+		if err = in.Configure(&cfg); err != nil {
+			in.Close()
+		}
+	}
 	if err != nil {
 		if inst.cg != nil {
 			inst.cg.Remove()
@@ -562,6 +613,11 @@ func (s *Sandbox) Close() error {
 	s.closed = true
 	close(s.closing)
 	s.mu.Unlock()
+	if s.preUsed.CompareAndSwap(false, true) {
+		if sp := <-s.pre; sp.init != nil {
+			s.discard(&instance{init: sp.init})
+		}
+	}
 	if s.pool != nil {
 	drain:
 		for {
@@ -671,16 +727,17 @@ func (p *Process) wait() (*Result, error) {
 		p.inst.init.Close()
 		p.inst.cg.Remove()
 	} else {
-		p.sb.bg.Add(1)
-		go func() {
-			defer p.sb.bg.Done()
-			p.inst.init.Close()
-		}()
+		// Everything in the sandbox is dead by now; the init is only
+		// tearing down its namespaces. Nobody needs to wait for that.
+		go p.inst.init.Close()
 	}
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout}
+	for _, m := range st.Marks {
+		r.Trace = append(r.Trace, TracePoint{Step: m.Step, Mono: m.Mono})
+	}
 	switch {
 	case p.timedOut.Load():
 		r.ExitCode, r.Reason, r.Signal = ExitCodeTimeout, ReasonTimeout, syscall.SIGKILL

@@ -54,6 +54,8 @@ func runFlags(f *plan.Flags, asJSON *bool) *flagSet {
 }
 
 func runMain(ctx context.Context, io *IO, args []string) int {
+	tr := newTracer()
+	tr.mark("pinfold: main")
 	var f plan.Flags
 	var asJSON bool
 	fs := runFlags(&f, &asJSON)
@@ -76,31 +78,28 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	res, err := execute(ctx, io, p)
+	tr.mark("pinfold: planned")
+	p.Sandbox.Trace = tr != nil
+	res, err := execute(ctx, io, p, tr)
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
 	report(io, res, asJSON)
+	if tr != nil {
+		tr.mark("pinfold: exiting")
+		tr.print(io.Stderr, res)
+	}
 	return res.ExitCode
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan) (*sandbox.Result, error) {
-	// Catch signals before the sandbox exists: from then on they are the
-	// command's, not ours.
-	sigs := make(chan os.Signal, 8)
-	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-	if p.TTY {
-		forwarded = append(forwarded, syscall.SIGWINCH)
-	}
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer) (*sandbox.Result, error) {
 	sb, err := sandbox.New(ctx, p.Sandbox)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Close()
+	tr.mark("pinfold: sandbox prepared")
 	cmd := &sandbox.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir, Timeout: p.Timeout}
 	var restore func()
 	if p.TTY {
@@ -120,10 +119,25 @@ func execute(ctx context.Context, io *IO, p *plan.Plan) (*sandbox.Result, error)
 	if restore != nil {
 		defer restore()
 	}
+	// Signals become the command's once it runs. Enabling them costs the
+	// runtime a thread and a handshake per signal: that happens while this
+	// goroutine waits for the init to build the root. One arriving earlier
+	// kills pinfold, and with it the sandbox (the parent-death signal).
+	sigs := make(chan os.Signal, 8)
+	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+	if p.TTY {
+		forwarded = append(forwarded, syscall.SIGWINCH)
+	}
+	notified := make(chan struct{})
+	go func() {
+		signal.Notify(sigs, forwarded...)
+		close(notified)
+	}()
 	proc, err := sb.Run(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
+	tr.mark("pinfold: command started")
 	outDone := make(chan struct{})
 	if proc.PTY != nil {
 		go func() {
@@ -138,6 +152,7 @@ func execute(ctx context.Context, io *IO, p *plan.Plan) (*sandbox.Result, error)
 	}
 	waited := make(chan struct{})
 	go func() {
+		<-notified
 		for {
 			select {
 			case s := <-sigs:
@@ -154,6 +169,7 @@ func execute(ctx context.Context, io *IO, p *plan.Plan) (*sandbox.Result, error)
 		}
 	}()
 	res, err := proc.Wait()
+	tr.mark("pinfold: command ended")
 	close(waited)
 	// The terminal's output ends once every process holding it is gone,
 	// which the init ensures before it reports.

@@ -35,6 +35,7 @@ const (
 )
 
 const (
+	msgSpawn   = 3
 	msgConfig  = 1
 	msgExec    = 2
 	msgPID     = 10
@@ -68,6 +69,7 @@ const (
 	cTmpCheck  = 18
 	cCapLast   = 19
 	cNNP       = 20
+	cTrace     = 21
 
 	eArg    = 1
 	eEnv    = 2
@@ -99,13 +101,22 @@ type Rlimit struct {
 	Cur, Max uint64
 }
 
-// Config is everything the init needs to build one sandbox.
-type Config struct {
+// SpawnConfig is what the init needs to create a sandbox's namespaces: sent
+// first, so that this work overlaps with the supervisor preparing Config.
+type SpawnConfig struct {
 	Namespaces    uint64 // CLONE_NEW* flags
 	UIDMap        string // uid_map contents for the sandbox user namespace
 	GIDMap        string
-	SetgroupsDeny bool     // unprivileged supervisors must deny setgroups
-	Cgroups       []string // cgroup.procs files the init joins
+	SetgroupsDeny bool // unprivileged supervisors must deny setgroups
+	InitID        *ID  // ids the init switches to after the maps are written
+	// Trace has the init record when it passed each step (Status.Marks).
+	Trace bool
+}
+
+// Config is everything else the init needs to build one sandbox.
+type Config struct {
+	SpawnConfig
+	Cgroups []string // cgroup.procs files the init joins
 	// IDMapUID/GID, when set, describe a separate user namespace used for
 	// OpIDMap mounts instead of the sandbox's own.
 	IDMapUID, IDMapGID string
@@ -119,7 +130,6 @@ type Config struct {
 	Rlimits            []Rlimit
 	User               *ID // the command's ids inside; nil keeps the init's
 	Groups             []uint32
-	InitID             *ID // ids the init switches to after the maps are written
 	RootReadOnly       bool
 	TmpCheck           string // reported full at exit when no space is left
 	NoNewPrivs         bool

@@ -89,20 +89,32 @@ func encodeOp(op *Op) []byte {
 	return opString(b, op.D, true)
 }
 
-// EncodeConfig returns the M_CONFIG message for c.
+// EncodeSpawn returns the M_SPAWN message for s.
+func EncodeSpawn(s *SpawnConfig) ([]byte, error) {
+	e := newEncoder(msgSpawn)
+	e.u64(cNSFlags, s.Namespaces)
+	if s.UIDMap != "" {
+		e.str(cUIDMap, s.UIDMap)
+		e.str(cGIDMap, s.GIDMap)
+	}
+	if s.SetgroupsDeny {
+		e.str(cSetgroups, "deny")
+	}
+	if s.InitID != nil {
+		e.u32s(cInitID, s.InitID.UID, s.InitID.GID)
+	}
+	if s.Trace {
+		e.flag(cTrace)
+	}
+	return e.bytes()
+}
+
+// EncodeConfig returns the M_CONFIG message for c (without c.SpawnConfig).
 func EncodeConfig(c *Config) ([]byte, error) {
 	if c.Scratch == "" {
 		return nil, errors.New("config has no scratch directory")
 	}
 	e := newEncoder(msgConfig)
-	e.u64(cNSFlags, c.Namespaces)
-	if c.UIDMap != "" {
-		e.str(cUIDMap, c.UIDMap)
-		e.str(cGIDMap, c.GIDMap)
-	}
-	if c.SetgroupsDeny {
-		e.str(cSetgroups, "deny")
-	}
 	for _, cg := range c.Cgroups {
 		e.str(cCgroup, cg)
 	}
@@ -134,9 +146,6 @@ func EncodeConfig(c *Config) ([]byte, error) {
 	if c.User != nil {
 		e.u32s(cUser, c.User.UID, c.User.GID)
 		e.u32s(cGroups, c.Groups...)
-	}
-	if c.InitID != nil {
-		e.u32s(cInitID, c.InitID.UID, c.InitID.GID)
 	}
 	if c.RootReadOnly {
 		e.flag(cRootRO)

@@ -26,10 +26,12 @@ func TestSmoke(t *testing.T) {
 		{Kind: OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs", D: "mode=1777,size=16m", MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV},
 	}
 	c := &Config{
-		Namespaces: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
-		UIDMap:     "0 1879048192 65536\n", GIDMap: "0 1879048192 65536\n",
-		InitID: &ID{0, 0}, User: &ID{0, 0},
-		Ops: ops, Hostname: "sandbox", Scratch: "/tmp", LoopbackUp: true, RootReadOnly: true, CapLast: 40, NoNewPrivs: true,
+		SpawnConfig: SpawnConfig{
+			Namespaces: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
+			UIDMap:     "0 1879048192 65536\n", GIDMap: "0 1879048192 65536\n", InitID: &ID{0, 0},
+		},
+		User: &ID{0, 0},
+		Ops:  ops, Hostname: "sandbox", Scratch: "/tmp", LoopbackUp: true, RootReadOnly: true, CapLast: 40, NoNewPrivs: true,
 	}
 	in, err := Start(c)
 	if err != nil {

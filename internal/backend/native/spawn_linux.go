@@ -24,6 +24,23 @@ type Status struct {
 	// e.g. by a timeout or the OOM killer).
 	Killed  bool
 	TmpFull bool
+	// Marks are the init's timeline (SpawnConfig.Trace): CLOCK_MONOTONIC
+	// nanoseconds by step name.
+	Marks []Mark
+}
+
+// Mark is one point of the init's timeline.
+type Mark struct {
+	Step string
+	Mono int64
+}
+
+// markNames name the init's tmark ids (initc/init.c).
+var markNames = [...]string{
+	1: "init: spawn received", 2: "init: namespaces created", 3: "init: id maps written",
+	4: "init: config received", 5: "init: cgroups and idmaps ready", 11: "init: ids switched",
+	12: "init: released", 13: "init: root built", 14: "init: command received",
+	15: "init: command executed", 16: "init: command exited",
 }
 
 // Init is a started sandbox init.
@@ -81,10 +98,24 @@ func initPath() (string, error) {
 	return initExe.path, initExe.err
 }
 
-// Start launches a sandbox init for c. The returned Init has created the
-// sandbox's namespaces; its root is being built while Start returns.
+// Start launches a sandbox init for c: Spawn, then Configure.
 func Start(c *Config) (*Init, error) {
-	msg, err := EncodeConfig(c)
+	in, err := Spawn(&c.SpawnConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Configure(c); err != nil {
+		in.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// Spawn executes the init and has it create the sandbox's namespaces. It
+// returns once the sandbox's PID 1 exists; the init then waits for
+// Configure.
+func Spawn(s *SpawnConfig) (*Init, error) {
+	msg, err := EncodeSpawn(s)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +127,11 @@ func Start(c *Config) (*Init, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the init socket: %w", err)
 	}
-	// Queue the config before the init exists: it reads it first thing.
+	// Queue the message before the init exists: it reads it first thing.
 	if err := unix.Sendmsg(fds[0], msg, nil, nil, 0); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, fmt.Errorf("sending the sandbox config: %w", err)
+		return nil, fmt.Errorf("sending the spawn config: %w", err)
 	}
 	pid, err := syscall.ForkExec(exe, []string{"pinfold-init"}, &syscall.ProcAttr{
 		Env:   []string{},
@@ -112,7 +143,7 @@ func Start(c *Config) (*Init, error) {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
-	in := &Init{cfg: c, sock: fds[0], stage1: pid}
+	in := &Init{sock: fds[0], stage1: pid}
 	typ, p, _, err := in.read()
 	switch {
 	case err != nil:
@@ -120,13 +151,30 @@ func Start(c *Config) (*Init, error) {
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	case typ == msgError:
 		in.Close()
-		return nil, decodeError(p, c)
+		return nil, decodeError(p, nil)
 	case typ != msgPID || len(p) < 4:
 		in.Close()
 		return nil, fmt.Errorf("sandbox init: unexpected message %d", typ)
 	}
 	in.pid = int(int32(binary.NativeEndian.Uint32(p)))
 	return in, nil
+}
+
+// Configure sends the rest of the config; it does not wait for the init
+// to act on it (Ready, Exec and Wait report failures).
+func (in *Init) Configure(c *Config) error {
+	msg, err := EncodeConfig(c)
+	if err != nil {
+		return err
+	}
+	in.cfg = c
+	if err := unix.Sendmsg(in.sock, msg, nil, nil, 0); err != nil {
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			return in.died()
+		}
+		return fmt.Errorf("sending the sandbox config: %w", err)
+	}
+	return nil
 }
 
 // Pid returns the host pid of the sandbox's PID 1.
@@ -245,10 +293,17 @@ func (in *Init) Wait() (Status, error) {
 		case err != nil:
 			return Status{}, err
 		case typ == msgExit && len(p) >= 8:
-			return Status{
+			st := Status{
 				Wait:    syscall.WaitStatus(binary.NativeEndian.Uint32(p)),
 				TmpFull: binary.NativeEndian.Uint32(p[4:])&exitTmpFull != 0,
-			}, nil
+			}
+			for m := p[8:]; len(m) >= 16; m = m[16:] {
+				id := binary.NativeEndian.Uint64(m)
+				if id < uint64(len(markNames)) {
+					st.Marks = append(st.Marks, Mark{markNames[id], int64(binary.NativeEndian.Uint64(m[8:]))})
+				}
+			}
+			return st, nil
 		case typ == msgError:
 			return Status{}, decodeError(p, in.cfg)
 		}
@@ -297,22 +352,23 @@ func (in *Init) Reap() {
 }
 
 // Close kills the sandbox if it is still running, reaps it and releases
-// the socket.
+// the socket. Closing the socket first also ends a stage 1 still waiting
+// for its config.
 func (in *Init) Close() error {
 	in.mu.Lock()
-	if !in.reaped && in.pid > 0 {
-		unix.Kill(in.pid, syscall.SIGKILL)
+	var err error
+	if !in.closed {
+		in.closed = true
+		err = unix.Close(in.sock)
 	}
-	if !in.reaped && in.pid == 0 && in.stage1 > 0 {
-		unix.Kill(in.stage1, syscall.SIGKILL)
+	if !in.reaped {
+		for _, pid := range []int{in.pid, in.stage1} {
+			if pid > 0 {
+				unix.Kill(pid, syscall.SIGKILL)
+			}
+		}
 	}
 	in.mu.Unlock()
 	in.Reap()
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if !in.closed {
-		in.closed = true
-		return unix.Close(in.sock)
-	}
-	return nil
+	return err
 }

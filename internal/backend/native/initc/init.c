@@ -271,10 +271,26 @@ static struct {
 	const u8 *rlimits[MAXLIST];
 	int nrlimits;
 	u32 umask;
+	int trace, ntrace;
+	u64 marks[64][2];
 	volatile int go; /* stage 1 -> stage 2: 1 proceed, -1 give up */
 } G;
 
+/* tmark records when a step happened, for benchmarks (C_TRACE). */
+static void tmark(u64 id)
+{
+	long ts[2];
+	if (!G.trace)
+		return;
+	if (G.ntrace < 64 && sys2(__NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, ts) == 0) {
+		G.marks[G.ntrace][0] = id;
+		G.marks[G.ntrace][1] = (u64)ts[0] * 1000000000ULL + (u64)ts[1];
+		G.ntrace++;
+	}
+}
+
 /* Message buffers live in bss: only the pages a message touches fault in. */
+static char spawnbuf[8192];
 static char cfgbuf[256 * 1024];
 static char execbuf[256 * 1024];
 
@@ -421,12 +437,11 @@ static const char *opstr(const char **p, const char *end, u32 *lenp)
 	return n ? s : 0;
 }
 
-static int parse_config(const char *buf, long n)
+static int parse_spawn(const char *buf, long n)
 {
 	const char *p = buf + 8, *end = buf + n;
 	struct rec r;
 	int k;
-	G.caplast = 40;
 	while ((k = next_rec(&p, end, &r)) > 0) {
 		switch (r.tag) {
 		case C_NSFLAGS:
@@ -441,6 +456,27 @@ static int parse_config(const char *buf, long n)
 		case C_SETGROUPS:
 			G.setgroups = r.data;
 			break;
+		case C_INITID:
+			G.has_initid = 1;
+			G.init_uid = rd32(r.data);
+			G.init_gid = rd32(r.data + 4);
+			break;
+		case C_TRACE:
+			G.trace = 1;
+			break;
+		}
+	}
+	return k < 0 ? -1 : 0;
+}
+
+static int parse_config(const char *buf, long n)
+{
+	const char *p = buf + 8, *end = buf + n;
+	struct rec r;
+	int k;
+	G.caplast = 40;
+	while ((k = next_rec(&p, end, &r)) > 0) {
+		switch (r.tag) {
 		case C_CGROUP:
 			if (G.ncgroups == MAXLIST)
 				return -1;
@@ -496,11 +532,6 @@ static int parse_config(const char *buf, long n)
 			G.groups = (const u32 *)r.data;
 			G.ngroups = r.len / 4;
 			break;
-		case C_INITID:
-			G.has_initid = 1;
-			G.init_uid = rd32(r.data);
-			G.init_gid = rd32(r.data + 4);
-			break;
 		case C_ROOTRO:
 			G.rootro = 1;
 			break;
@@ -513,6 +544,7 @@ static int parse_config(const char *buf, long n)
 		case C_NNP:
 			G.nnp = 1;
 			break;
+
 		}
 	}
 	return k < 0 || !G.scratch ? -1 : 0;
@@ -638,17 +670,28 @@ static long prepare_idmaps(long pid)
 static int stage2(void *arg);
 static char stage2_stack[256 * 1024];
 
+/*
+ * G.go tells stage 2 how far stage 1 got: 1 once the id maps are written,
+ * 2 once the cgroups and idmapped mounts are ready, -1 to give up.
+ */
+static void release(int v)
+{
+	G.go = v;
+	sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
+}
+
 void pf_main(void)
 {
 	long n, pid, r = 0;
 	i32 p32;
 	G.umask = (u32)sys1(__NR_umask, 0);
 	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
-	n = recv_msg(cfgbuf, sizeof cfgbuf, 0, 0, 0);
-	if (n < 8 || rd32(cfgbuf) != M_CONFIG || parse_config(cfgbuf, n) < 0) {
-		report(ST_CONFIG, EINVAL, -1, "bad config message");
+	n = recv_msg(spawnbuf, sizeof spawnbuf, 0, 0, 0);
+	if (n < 8 || rd32(spawnbuf) != M_SPAWN || parse_spawn(spawnbuf, n) < 0) {
+		report(ST_CONFIG, EINVAL, -1, "bad spawn message");
 		die(1);
 	}
+	tmark(1);
 	/* The cgroup namespace is made by stage 2 once it is in its cgroups. */
 	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | (G.nsflags & ~(u64)CLONE_NEWCGROUP) | SIGCHLD,
 		       stage2_stack + sizeof stage2_stack, stage2, 0);
@@ -656,8 +699,26 @@ void pf_main(void)
 		report(ST_CLONE, pid, -1, 0);
 		die(1);
 	}
+	/* First thing: the supervisor must be able to kill and reap stage 2
+	 * whatever happens next. */
+	tmark(2);
+	p32 = (i32)pid;
+	send_simple(M_PID, &p32, 4);
 	if (G.uidmap)
 		r = write_maps(pid, G.uidmap, G.gidmap, G.setgroups);
+	if (r < 0)
+		goto fail;
+	/* Stage 2 switches ids while the supervisor finishes the config. */
+	tmark(3);
+	release(1);
+	n = recv_msg(cfgbuf, sizeof cfgbuf, 0, 0, 0);
+	if (n < 8 || rd32(cfgbuf) != M_CONFIG || parse_config(cfgbuf, n) < 0) {
+		if (n != 0) /* n == 0: the supervisor went away */
+			report(ST_CONFIG, EINVAL, -1, "bad config message");
+		r = -EINVAL;
+		goto fail;
+	}
+	tmark(4);
 	for (int i = 0; r == 0 && i < G.ncgroups; i++) {
 		char num[24];
 		utoa(num, (unsigned long)pid);
@@ -666,17 +727,15 @@ void pf_main(void)
 	}
 	if (r == 0 && G.nidmap)
 		r = prepare_idmaps(pid);
-	if (r < 0) {
-		sys2(__NR_kill, pid, SIGKILL);
-		G.go = -1;
-		sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
-		die(1);
-	}
-	p32 = (i32)pid;
-	send_simple(M_PID, &p32, 4);
-	G.go = 1;
-	sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
+	if (r < 0)
+		goto fail;
+	tmark(5);
+	release(2);
 	die(0);
+fail:
+	sys2(__NR_kill, pid, SIGKILL);
+	release(-1);
+	die(1);
 }
 
 /* ---- stage 2: building the root ---------------------------------------- */
@@ -1027,6 +1086,16 @@ struct pollfd {
 #define POLLHUP 0x10
 #define POLLRDHUP 0x2000
 
+/* await blocks until stage 1 has moved past state v. */
+static void await(int v)
+{
+	int g;
+	while ((g = G.go) == v)
+		sys4(__NR_futex, &G.go, FUTEX_WAIT, v, 0);
+	if (g < 0)
+		die(1);
+}
+
 static int supervisor_gone(void)
 {
 	struct pollfd p = {SOCK, POLLRDHUP, 0};
@@ -1050,14 +1119,7 @@ static int stage2(void *arg)
 		memset(&sa, 0, sizeof sa);
 		sys4(__NR_rt_sigaction, s, &sa, 0, 8);
 	}
-	while (G.go == 0)
-		sys4(__NR_futex, &G.go, FUTEX_WAIT, 0, 0);
-	if (G.go < 0)
-		die(1);
-	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
-		report(ST_CLONE, r, -1, "cgroup namespace");
-		die(1);
-	}
+	await(0);
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (G.has_initid) {
@@ -1074,8 +1136,16 @@ static int stage2(void *arg)
 		if (supervisor_gone())
 			die(1);
 	}
+	tmark(11);
+	await(1);
+	tmark(12);
+	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
+		report(ST_CLONE, r, -1, "cgroup namespace");
+		die(1);
+	}
 	if (build_root() < 0)
 		die(1);
+	tmark(13);
 	send_simple(M_READY, 0, 0);
 
 	n = recv_msg(execbuf, sizeof execbuf, X.fds, 3, &X.nfds);
@@ -1089,6 +1159,7 @@ static int stage2(void *arg)
 		report(ST_EXECMSG, r, -1, 0);
 		die(1);
 	}
+	tmark(14);
 	if (X.tty) {
 		if ((r = open_pty(&master)) < 0) {
 			report(ST_PTY, r, -1, "/dev/ptmx");
@@ -1119,6 +1190,7 @@ static int stage2(void *arg)
 		report((u32)X.fail_step, X.fail_err, -1, X.fail_step == ST_CHDIR ? X.cwd : X.argv[0]);
 		die(1);
 	}
+	tmark(15);
 	for (int i = 0; i < X.nfds; i++)
 		sys1(__NR_close, X.fds[i]);
 	if (X.tty)
@@ -1141,8 +1213,10 @@ static int stage2(void *arg)
 					status = st;
 					done = 1;
 				}
-			if (done)
+			if (done) {
+				tmark(16);
 				break;
+			}
 			continue;
 		}
 		/* Forward only what the supervisor sent: it is outside our pid
@@ -1159,7 +1233,15 @@ static int stage2(void *arg)
 			if (sys2(__NR_statfs, G.tmpcheck, st) == 0 && st[4] == 0)
 				body[1] |= EXIT_TMP_FULL;
 		}
-		send_simple(M_EXIT, body, 8);
+		if (G.trace) {
+			char b[8 + 8 + sizeof G.marks];
+			u32 h[2] = {M_EXIT, (u32)(8 + 16 * G.ntrace)};
+			memcpy(b, h, 8);
+			memcpy(b + 8, body, 8);
+			memcpy(b + 16, G.marks, 16 * (size_t)G.ntrace);
+			sendmsg_fds(b, 16 + 16 * (size_t)G.ntrace, 0, 0);
+		} else
+			send_simple(M_EXIT, body, 8);
 	}
 	die(0);
 	return 0;

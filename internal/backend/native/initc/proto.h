@@ -13,8 +13,9 @@
 #ifndef PF_PROTO_H
 #define PF_PROTO_H
 
-/* supervisor -> init */
-#define M_CONFIG 1
+/* supervisor -> init, in this order */
+#define M_SPAWN 3  /* namespaces and id maps: enough to create the sandbox */
+#define M_CONFIG 1 /* everything else: cgroups, idmaps, the root, the command's privileges */
 #define M_EXEC 2
 
 /* init -> supervisor */
@@ -22,17 +23,21 @@
 #define M_READY 11   /* root built, waiting for M_EXEC */
 #define M_PTY 12     /* SCM_RIGHTS: pty master */
 #define M_STARTED 13 /* i32 pid of the command inside the sandbox */
-#define M_EXIT 14    /* i32 wait status, u32 flags */
+#define M_EXIT 14    /* i32 wait status, u32 flags, then with C_TRACE: u64 pairs (mark, CLOCK_MONOTONIC ns) */
 #define M_ERROR 15   /* u32 step, i32 errno, i32 op index, char detail[] */
 
 /* M_EXIT flags */
 #define EXIT_TMP_FULL 1
 
-/* M_CONFIG record tags */
+/* M_SPAWN record tags */
 #define C_NSFLAGS 1   /* u64 clone flags for the namespaces */
 #define C_UIDMAP 2    /* string written to uid_map */
 #define C_GIDMAP 3    /* string written to gid_map */
 #define C_SETGROUPS 4 /* string written to setgroups ("deny") before gid_map */
+#define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
+#define C_TRACE 21    /* record timestamps and send them with M_EXIT (benchmarks) */
+
+/* M_CONFIG record tags */
 #define C_CGROUP 5    /* string: a cgroup.procs file stage 1 writes the init pid to */
 #define C_IDMAP 6     /* two strings: uid_map, gid_map of a separate userns used to idmap mounts */
 #define C_OP 7        /* one root-building operation, see struct op below */
@@ -44,7 +49,6 @@
 #define C_RLIMIT 13   /* u32 resource, u32 pad, u64 cur, u64 max */
 #define C_USER 14     /* u32 uid, u32 gid of the command inside */
 #define C_GROUPS 15   /* u32[] supplementary groups of the command */
-#define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
 #define C_ROOTRO 17   /* remount the root read-only when built */
 #define C_TMPCHECK 18 /* string: path whose fullness is reported at exit */
 #define C_CAPLAST 19  /* u32 highest capability number of the kernel */

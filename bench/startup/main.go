@@ -1,0 +1,206 @@
+// Command startup measures how fast pinfold starts a sandbox, against
+// bubblewrap with the same isolation, podman, and plain /bin/true, in one
+// run. Runs are paired: each round runs every command once, in rotating
+// order, so that both sides of a ratio see the same machine state; the
+// reported ratio is the median of the per-round ratios.
+//
+//	go run ./bench/startup -pinfold ./pinfold -rounds 300
+//
+// It also measures the library path: a warm Go process calling
+// sandbox.Run for /bin/true with a pool of pre-built instances, paired
+// with the same bubblewrap command.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// bwrapArgs is bubblewrap with the isolation pinfold gives by default:
+// user, pid, ipc, uts and network namespaces, a read-only root, /proc,
+// /dev and a tmpfs /tmp.
+var bwrapArgs = []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+	"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"}
+
+type runner struct {
+	name string
+	run  func() error
+	d    []time.Duration
+}
+
+func command(name string, args ...string) func() error {
+	return func() error {
+		cmd := exec.Command(name, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s %v: %v: %s", name, args, err, out.String())
+		}
+		return nil
+	}
+}
+
+func main() {
+	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure")
+	rounds := flag.Int("rounds", 200, "paired rounds per comparison")
+	podman := flag.Bool("podman", true, "include podman (slow) in the CLI table")
+	library := flag.Bool("library", true, "measure the library path")
+	flag.Parse()
+	bin, err := filepath.Abs(*pinfold)
+	if err != nil {
+		fail(err)
+	}
+	// A workspace of our own: pinfold mounts the current directory.
+	ws, err := os.MkdirTemp("", "pinfold-bench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(ws)
+	if err := os.Chdir(ws); err != nil {
+		fail(err)
+	}
+
+	cli := []*runner{
+		{name: "pinfold run --network none -- /bin/true", run: command(bin, "run", "--network", "none", "--", "/bin/true")},
+		{name: "bwrap (same isolation) /bin/true", run: command("bwrap", bwrapArgs...)},
+		{name: "/bin/true", run: command("/bin/true")},
+	}
+	if *podman {
+		if p, err := podmanRunner(ws); err != nil {
+			fmt.Fprintf(os.Stderr, "podman skipped: %v\n", err)
+		} else {
+			cli = append(cli, p)
+		}
+	}
+	measure(cli, *rounds)
+	report("CLI, cold start", cli, 0, 1)
+
+	if *library {
+		lib, cleanup, err := libraryRunner(ws)
+		if err != nil {
+			fail(err)
+		}
+		pair := []*runner{lib, {name: "bwrap (same isolation) /bin/true", run: command("bwrap", bwrapArgs...)}}
+		measure(pair, *rounds)
+		cleanup()
+		report("library, warm process with a pool", pair, 0, 1)
+	}
+}
+
+// podmanRunner runs /bin/true with podman in a minimal root filesystem
+// made of /bin/true and its libraries.
+func podmanRunner(ws string) (*runner, error) {
+	if _, err := exec.LookPath("podman"); err != nil {
+		return nil, err
+	}
+	root := filepath.Join(ws, "podman-root")
+	for _, f := range []string{"/bin/true", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"} {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			return nil, err
+		}
+		dst := filepath.Join(root, f)
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		b, err := os.ReadFile(real)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(dst, b, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// This machine's rlimits are above what podman's OCI runtime accepts.
+	r := &runner{name: "podman run --network none /bin/true", run: command("podman", "run", "--rm", "--network", "none",
+		"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000", "--rootfs", root, "/bin/true")}
+	return r, r.run()
+}
+
+// libraryRunner times sandbox.Run + Wait of /bin/true in this process.
+func libraryRunner(ws string) (*runner, func(), error) {
+	ctx := context.Background()
+	sb, err := sandbox.New(ctx, sandbox.Spec{Workspace: ws}, sandbox.WithPool(2))
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &runner{name: "sandbox.Run /bin/true (pool of 2)", run: func() error {
+		p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"/bin/true"}})
+		if err != nil {
+			return err
+		}
+		res, err := p.Wait()
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit status %d", res.ExitCode)
+		}
+		return err
+	}}
+	return r, func() { sb.Close() }, nil
+}
+
+// measure runs every runner once per round, rotating who goes first.
+func measure(rs []*runner, rounds int) {
+	for _, r := range rs { // warm up caches and pools
+		for i := 0; i < 10; i++ {
+			if err := r.run(); err != nil {
+				fail(err)
+			}
+		}
+	}
+	for i := 0; i < rounds; i++ {
+		for j := range rs {
+			r := rs[(i+j)%len(rs)]
+			start := time.Now()
+			if err := r.run(); err != nil {
+				fail(err)
+			}
+			r.d = append(r.d, time.Since(start))
+		}
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
+
+// report prints each runner's median and the median of the per-round
+// ratios of runner a to runner b.
+func report(title string, rs []*runner, a, b int) {
+	fmt.Printf("\n%s (%d rounds)\n", title, len(rs[0].d))
+	fmt.Printf("  %-44s %10s %10s %10s\n", "command", "median", "p10", "p90")
+	for _, r := range rs {
+		fmt.Printf("  %-44s %8.2fms %8.2fms %8.2fms\n", r.name, ms(median(r.d)), ms(percentile(r.d, 0.1)), ms(percentile(r.d, 0.9)))
+	}
+	ratios := make([]float64, len(rs[a].d))
+	for i := range ratios {
+		ratios[i] = float64(rs[a].d[i]) / float64(rs[b].d[i])
+	}
+	sort.Float64s(ratios)
+	fmt.Printf("  ratio %s / %s: median %.3f (p25 %.3f, p75 %.3f)\n", short(rs[a].name), short(rs[b].name),
+		ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4])
+}
+
+func short(s string) string { return strings.Fields(s)[0] }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "startup:", err)
+	os.Exit(1)
+}
