@@ -1,0 +1,7 @@
+#!/bin/sh
+# Runs the benchmarks recorded in docs/benchmarks.md.
+set -eu
+cd "$(dirname "$0")/.."
+. scripts/goenv.sh
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold ./cmd/pinfold
+CGO_ENABLED=0 go run ./bench/startup -pinfold bin/pinfold -rounds "${ROUNDS:-300}"

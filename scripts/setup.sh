@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs what pinfold's build, tests and benchmarks need on Debian 12,
+# builds pinfold, and installs it as /usr/local/bin/pinfold.
+# Run as root. Packages come from the machine's configured apt mirror.
+set -eu
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+need=""
+for pkg in gcc xz-utils zstd bzip2 bubblewrap hyperfine podman uidmap; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
+done
+if [ -n "$need" ]; then
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi
+
+. scripts/goenv.sh
+mkdir -p bin
+# A static binary without cgo: the sandbox init is embedded (see
+# internal/backend/native/initc), and pinfold starts on every command.
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pinfold/pinfold/internal/cli.Version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/pinfold ./cmd/pinfold
+install -m 0755 bin/pinfold /usr/local/bin/pinfold
+echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"
