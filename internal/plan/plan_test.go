@@ -1,0 +1,138 @@
+package plan
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestResolveDefaults(t *testing.T) {
+	p, err := Resolve(&Request{Args: []string{"npm", "test"}, Cwd: "/work/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Spec{
+		Base:      sandbox.Base{Kind: sandbox.BaseHost},
+		Workspace: "/work/app",
+		Access:    sandbox.AccessReadWrite,
+		Hostname:  "sandbox",
+		Network:   sandbox.NetworkNone,
+		Limits:    sandbox.Limits{TmpSize: sandbox.DefaultTmpSize},
+	}
+	if !reflect.DeepEqual(p.Sandbox, want) {
+		t.Errorf("spec:\n got %+v\nwant %+v", p.Sandbox, want)
+	}
+	if p.Command.Dir != "/work/app" || p.Sources["workspace"] != FromCwd || p.Sources["network"] != FromDefault {
+		t.Errorf("dir %q sources %v", p.Command.Dir, p.Sources)
+	}
+	names := []string{}
+	for _, v := range p.Command.Env {
+		names = append(names, v.Name)
+		if v.From != FromDefault {
+			t.Errorf("%s from %s", v.Name, v.From)
+		}
+	}
+	if !reflect.DeepEqual(names, []string{"PATH", "HOME", "HOSTNAME"}) {
+		t.Errorf("env %v", names)
+	}
+}
+
+func TestResolveFlags(t *testing.T) {
+	p, err := Resolve(&Request{
+		Args: []string{"make"},
+		Cwd:  "/work/app/sub",
+		Flags: Flags{Base: "tar:/b/root.tgz", Access: "ro", Workspace: "/work/app", User: "root",
+			Hostname: "box", Network: "host", Memory: "512m", Pids: "64", CPUs: "1.5", TmpSize: "2g",
+			Timeout: "90", Mounts: []string{"data:/data:ro", "/etc/x:/x"}, TTY: true,
+			Env: []string{"A=1", "HOME", "MISSING", "A=2"}},
+		Getenv: env(map[string]string{"HOME": "/root"}),
+		Term:   "screen",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := p.Sandbox
+	if sp.Base != (sandbox.Base{Kind: sandbox.BaseTar, Path: "/b/root.tgz"}) || sp.Access != sandbox.AccessReadOnly ||
+		!sp.Root || sp.Hostname != "box" || sp.Network != sandbox.NetworkHost ||
+		sp.Limits != (sandbox.Limits{Memory: 512 << 20, Pids: 64, CPUs: 1.5, TmpSize: 2 << 30}) ||
+		p.Timeout != 90*time.Second || !p.TTY {
+		t.Errorf("plan %+v", p)
+	}
+	wantMounts := []sandbox.Mount{{Source: "/work/app/sub/data", Target: "/data", ReadOnly: true}, {Source: "/etc/x", Target: "/x"}}
+	if !reflect.DeepEqual(sp.Mounts, wantMounts) {
+		t.Errorf("mounts %+v", sp.Mounts)
+	}
+	// cwd follows into the workspace.
+	if p.Command.Dir != "/work/app/sub" {
+		t.Errorf("dir %q", p.Command.Dir)
+	}
+	got := map[string]EnvVar{}
+	for _, v := range p.Command.Env {
+		got[v.Name] = v
+	}
+	if got["A"].Value != "2" || got["A"].From != FromFlag || got["HOME"].Value != "/root" || got["HOME"].From != FromHost ||
+		got["TERM"].Value != "screen" {
+		t.Errorf("env %+v", got)
+	}
+	if _, ok := got["MISSING"]; ok {
+		t.Error("an unset host variable was passed")
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	for _, f := range []Flags{
+		{Base: "oci:x"}, {Base: "dir:"}, {Access: "rwx"}, {Network: "outbound"}, {User: "nobody"},
+		{Hostname: "bad host"}, {Memory: "1k"}, {Memory: "lots"}, {Pids: "0"}, {CPUs: "-1"},
+		{TmpSize: "10"}, {Timeout: "soon"}, {Mounts: []string{"/a"}}, {Mounts: []string{"/a:rel"}},
+		{Env: []string{"=x"}}, {Workdir: "rel"},
+	} {
+		_, err := Resolve(&Request{Args: []string{"true"}, Cwd: "/w", Flags: f})
+		var fe *fault.Error
+		if !errors.As(err, &fe) || fe.Code != fault.BadValue || fe.Exit != fault.ExitUsage {
+			t.Errorf("%+v: got %v", f, err)
+		}
+	}
+	if _, err := Resolve(&Request{Cwd: "/w"}); err == nil {
+		t.Error("no command accepted")
+	}
+}
+
+func TestAccessNoneStartsAtRoot(t *testing.T) {
+	p, err := Resolve(&Request{Args: []string{"true"}, Cwd: "/w", Flags: Flags{Access: "none"}})
+	if err != nil || p.Command.Dir != "/" {
+		t.Errorf("%v %q", err, p.Command.Dir)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{"512": 512, "64k": 64 << 10, "256m": 256 << 20, "2g": 2 << 30,
+		"1.5G": 3 << 29, "512MiB": 512 << 20, "1t": 1 << 40, "100mb": 100 << 20} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "m", "-1m", "1x", "99999999999t"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+	for n, want := range map[int64]string{256 << 20: "256MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if d, err := ParseDuration("1m30s"); err != nil || d != 90*time.Second {
+		t.Errorf("ParseDuration: %v %v", d, err)
+	}
+	if d, err := ParseDuration("0.5"); err != nil || d != 500*time.Millisecond {
+		t.Errorf("ParseDuration seconds: %v %v", d, err)
+	}
+}
