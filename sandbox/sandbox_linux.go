@@ -694,6 +694,33 @@ func (p *Process) Signal(sig os.Signal) error {
 	return p.inst.init.Signal(s)
 }
 
+// Handoff replaces the calling process with a minimal waiter for the
+// command: it forwards SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTERM,
+// applies Cmd.Timeout, prints timeoutMsg or tmpFullMsg on stderr when those
+// happen, and exits with the command's exit status (see Result.ExitCode).
+// A command-line program calls it when it has nothing to do but wait: the
+// Go runtime's memory is released while the command runs and the exit is
+// quick. It returns only on failure; the process is then unchanged.
+//
+// The goroutine must have been locked to its thread (runtime.LockOSThread)
+// since before New, so that the sandbox was started by this thread. It
+// is not available for sandboxes with cgroup limits or a terminal.
+func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
+	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 {
+		return errors.New("handoff needs a sandbox without limits, terminal or copied streams")
+	}
+	var deadline int64
+	if p.timeout > 0 {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		deadline = ts.Nano() + int64(p.timeout-time.Since(p.start))
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	}
+	return p.inst.init.Handoff(deadline, timeoutMsg, tmpFullMsg)
+}
+
 // Kill ends the sandbox at once, with everything in it.
 func (p *Process) Kill() error { return p.inst.init.Kill() }
 

@@ -351,3 +351,38 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	}
 	return m, s
 }
+
+func TestHandoffToWaiter(t *testing.T) {
+	ws := t.TempDir()
+	cmd, out := startMarked(t, ws)
+	pid := strconv.Itoa(cmd.Process.Pid)
+	// A plain run replaces pinfold with a one-thread waiter of a few pages.
+	status, _ := os.ReadFile("/proc/" + pid + "/status")
+	argv, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	if !bytes.HasPrefix(argv, []byte("pinfold-wait\x00")) {
+		t.Errorf("pinfold did not hand off: %q", argv)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && f[0] == "Threads:" && f[1] != "1" {
+			t.Errorf("waiter has %s threads", f[1])
+		}
+		if len(f) > 1 && f[0] == "VmRSS:" {
+			if kb, _ := strconv.Atoi(f[1]); kb > 1024 {
+				t.Errorf("waiter uses %d kB", kb)
+			}
+		}
+	}
+	// The waiter forwards signals...
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("SIGINT through the waiter: %v %q", err, out.String())
+	}
+	waitGone(t, time.Second)
+	// ...and its death takes the sandbox with it.
+	cmd, _ = startMarked(t, ws)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 2*time.Second)
+}

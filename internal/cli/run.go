@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +81,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	}
 	tr.mark("pinfold: planned")
 	p.Sandbox.Trace = tr != nil
-	res, err := execute(ctx, io, p, tr)
+	res, err := execute(ctx, io, p, tr, asJSON)
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
@@ -93,7 +94,15 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer) (*sandbox.Result, error) {
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, asJSON bool) (*sandbox.Result, error) {
+	// A plain run hands off to a small waiter once the command runs (see
+	// sandbox.Process.Handoff); the sandbox must be started from the
+	// thread that will exec it.
+	handoff := !p.TTY && !asJSON && tr == nil && p.Sandbox.Limits.Memory == 0 &&
+		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0
+	if handoff {
+		runtime.LockOSThread()
+	}
 	sb, err := sandbox.New(ctx, p.Sandbox)
 	if err != nil {
 		return nil, err
@@ -118,6 +127,18 @@ func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer) (*sandbox.Re
 	}
 	if restore != nil {
 		defer restore()
+	}
+	if handoff {
+		proc, err := sb.Run(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
+		err = proc.Handoff("pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp))
+		// Only a failed exec gets here: wait in-process instead.
+		proc.Kill()
+		proc.Wait()
+		return nil, err
 	}
 	// Signals become the command's once it runs. Enabling them costs the
 	// runtime a thread and a handshake per signal: that happens while this

@@ -26,7 +26,10 @@ func newTracer() *tracer {
 		return nil
 	}
 	t := &tracer{}
-	t.start, _ = strconv.ParseInt(v, 10, 64)
+	// "1" or "yes" just turn tracing on; a clock reading is a start time.
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 1e9 {
+		t.start = n
+	}
 	return t
 }
 

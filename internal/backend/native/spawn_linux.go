@@ -372,3 +372,28 @@ func (in *Init) Close() error {
 	in.Reap()
 	return err
 }
+
+// Handoff replaces this process with a small waiter that waits for the
+// command, forwards SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTERM
+// to it, kills the sandbox at deadline (CLOCK_MONOTONIC ns, 0 for none),
+// prints timeoutMsg or tmpFullMsg on stderr when those happen, and exits
+// with the command's status (128+N for signal N, 124 after the deadline).
+// It returns only if the exec fails.
+//
+// It must be called from the OS thread that spawned the init (use
+// runtime.LockOSThread): exec ends every other thread, and the death of
+// the thread that started the sandbox would kill it.
+func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string) error {
+	exe, err := initPath()
+	if err != nil {
+		return err
+	}
+	if _, err := unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, 0); err != nil {
+		return fmt.Errorf("handing off: %w", err)
+	}
+	argv := []string{"pinfold-wait", strconv.Itoa(in.sock), strconv.Itoa(in.pid),
+		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}
+	err = syscall.Exec(exe, argv, []string{})
+	unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, unix.FD_CLOEXEC)
+	return fmt.Errorf("handing off to the waiter: %w", err)
+}

@@ -16,6 +16,9 @@
  *   command exits it kills everything else in the sandbox, reports the
  *   status, and exits.
  *
+ * Run as "pinfold-wait" it is instead the waiter (see waiter_main): what a
+ * pinfold process replaces itself with once its command runs.
+ *
  * No C library: every call is a raw system call (see sys_amd64.h). Errors
  * are reported to the supervisor as M_ERROR and never printed.
  */
@@ -680,10 +683,14 @@ static void release(int v)
 	sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
 }
 
-void pf_main(void)
+static __attribute__((noreturn)) void waiter_main(int argc, char **argv);
+
+void pf_main(long *sp)
 {
 	long n, pid, r = 0;
 	i32 p32;
+	if (sp[0] >= 1 && !memcmp((char *)sp[1], "pinfold-wait", 13))
+		waiter_main((int)sp[0], (char **)(sp + 1));
 	G.umask = (u32)sys1(__NR_umask, 0);
 	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
 	n = recv_msg(spawnbuf, sizeof spawnbuf, 0, 0, 0);
@@ -1245,4 +1252,123 @@ static int stage2(void *arg)
 	}
 	die(0);
 	return 0;
+}
+
+/* ---- the waiter ---------------------------------------------------------
+ *
+ * pinfold (the supervisor) execs this once the command runs, when it has
+ * nothing left to do but wait: the Go runtime's memory is released while
+ * the command runs, signals are forwarded without it, and the exit is as
+ * cheap as a small C program's. The sandbox's PID 1 is our child (the
+ * thread that exec'd us spawned it), so its parent-death signal still ties
+ * it to us.
+ *
+ *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG
+ *
+ * DEADLINE is CLOCK_MONOTONIC nanoseconds, 0 for none. The messages are
+ * printed on stderr when the timeout fires or /tmp filled up.
+ */
+
+#define SFD_CLOEXEC O_CLOEXEC
+#define POLLIN 1
+#define SIGINT 2
+#define SIGHUP 1
+#define SIGQUIT 3
+#define SIGUSR1 10
+#define SIGUSR2 12
+#define SIGTERM 15
+
+struct signalfd_siginfo {
+	u32 signo;
+	char rest[124];
+};
+
+static long parse_num(const char *s)
+{
+	long v = 0;
+	while (*s >= '0' && *s <= '9')
+		v = v * 10 + (*s++ - '0');
+	return v;
+}
+
+static void say(const char *msg)
+{
+	if (msg && *msg) {
+		sys3(__NR_write, 2, msg, slen(msg));
+		sys3(__NR_write, 2, "\n", 1);
+	}
+}
+
+static __attribute__((noreturn)) void waiter_main(int argc, char **argv)
+{
+	int sock, sfd;
+	long init, deadline;
+	u64 set = 0;
+	const int fwd[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM};
+	int timedout = 0;
+	if (argc < 6)
+		die(125);
+	sock = (int)parse_num(argv[1]);
+	init = parse_num(argv[2]);
+	deadline = parse_num(argv[3]);
+	for (unsigned i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+		set |= 1ULL << (fwd[i] - 1);
+	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, 0, 8);
+	sfd = (int)sys4(__NR_signalfd4, -1, &set, 8, SFD_CLOEXEC);
+	for (;;) {
+		struct pollfd p[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+		long ts[2], *tp = 0, r;
+		if (deadline && !timedout) {
+			long now[2];
+			long long left;
+			sys2(__NR_clock_gettime, 1, now);
+			left = deadline - (now[0] * 1000000000LL + now[1]);
+			if (left <= 0) {
+				/* Kill the whole sandbox: its PID 1 takes everything with it. */
+				sys2(__NR_kill, init, SIGKILL);
+				timedout = 1;
+				continue;
+			}
+			ts[0] = left / 1000000000LL;
+			ts[1] = left % 1000000000LL;
+			tp = ts;
+		}
+		r = sys5(__NR_ppoll, p, sfd >= 0 ? 2 : 1, tp, 0, 8);
+		if (r < 0)
+			continue;
+		if (sfd >= 0 && (p[1].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si)
+				sys2(__NR_kill, init, si.signo);
+		}
+		if (p[0].revents) {
+			char b[64];
+			long n = sys3(__NR_read, sock, b, sizeof b);
+			u32 h[4];
+			if (n < 0 && n != -EINTR)
+				n = 0;
+			if (n == 0) { /* the init died without a report */
+				if (timedout) {
+					say(argv[4]);
+					die(124);
+				}
+				die(128 + SIGKILL);
+			}
+			if (n >= 16) {
+				memcpy(h, b, 16);
+				if (h[0] == M_EXIT) {
+					int st = (int)h[2];
+					if (timedout) {
+						say(argv[4]);
+						die(124);
+					}
+					if (h[3] & EXIT_TMP_FULL)
+						say(argv[5]);
+					if ((st & 0x7f) == 0)
+						die((st >> 8) & 0xff);
+					die(128 + (st & 0x7f));
+				}
+			}
+		}
+	}
 }

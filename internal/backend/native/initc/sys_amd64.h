@@ -53,12 +53,13 @@ __asm__(".text\n"
 	"1:	ret\n");
 
 /* The kernel enters at _start with the stack holding argc, argv, envp. */
-void pf_main(void);
+void pf_main(long *sp);
 __asm__(".text\n"
 	".globl _start\n"
 	".type _start,@function\n"
 	"_start:\n"
 	"	xor %ebp, %ebp\n"
+	"	mov %rsp, %rdi\n"
 	"	and $-16, %rsp\n"
 	"	call pf_main\n"
 	"	hlt\n");
