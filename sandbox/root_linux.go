@@ -43,6 +43,20 @@ var hostDevices = [...]string{"null", "zero", "full", "random", "urandom", "tty"
 type layout struct {
 	ops  []native.Op
 	made map[string]bool // directories created in the new root
+	// clone has host sources cloned by the init's first stage, which runs
+	// with the host's ids: as root, the sandbox's own ids may not be able
+	// to traverse a source's parents (pinfold's store is 0700).
+	clone bool
+}
+
+// hostBind binds the host path src at dst.
+func (l *layout) hostBind(src, dst string, attr uint64, what string) {
+	if l.clone {
+		l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: src, B: dst, Attr: attr, What: what})
+		return
+	}
+	l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
+		MountFlags: syscall.MS_REC, Attr: attr, What: what})
 }
 
 func (l *layout) add(op native.Op) { l.ops = append(l.ops, op) }
@@ -98,9 +112,7 @@ func (l *layout) placeBase(src, dst string, points []string) {
 			return
 		}
 		if !holds {
-			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
-				MountFlags: syscall.MS_REC, Attr: attrRdonly | attrNosuid | attrNodev,
-				What: "mounting " + src + " from the base"})
+			l.hostBind(src, dst, attrRdonly|attrNosuid|attrNodev, "mounting "+src+" from the base")
 			return
 		}
 		entries, err := os.ReadDir(src)
@@ -113,8 +125,7 @@ func (l *layout) placeBase(src, dst string, points []string) {
 	case fi.Mode().IsRegular():
 		l.add(native.Op{Kind: native.OpMkfile, B: dst, Mode: mode})
 		if !is {
-			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
-				Attr: attrRdonly | attrNosuid | attrNodev, What: "mounting " + src + " from the base"})
+			l.hostBind(src, dst, attrRdonly|attrNosuid|attrNodev, "mounting "+src+" from the base")
 		}
 	}
 	// Sockets, fifos and devices of the base are never shown.
@@ -155,7 +166,7 @@ type rootPlan struct {
 
 // buildRoot returns the operations that build the sandbox's root.
 func buildRoot(p *rootPlan) []native.Op {
-	l := &layout{made: map[string]bool{"/": true}, ops: make([]native.Op, 0, 64)}
+	l := &layout{made: map[string]bool{"/": true}, ops: make([]native.Op, 0, 64), clone: p.idmap}
 	points := make([]string, 0, len(ownMounts)+len(p.binds))
 	points = append(points, ownMounts[:]...)
 	for _, b := range p.binds {
@@ -179,9 +190,9 @@ func buildRoot(p *rootPlan) []native.Op {
 	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/dev", C: "tmpfs", D: "mode=0755,size=64k",
 		MountFlags: syscall.MS_NOSUID | syscall.MS_NOEXEC, What: "mounting /dev"})
 	for _, d := range hostDevices {
+		// Device nodes need no nosuid or noexec: neither applies to them.
 		l.add(native.Op{Kind: native.OpMkfile, B: "/dev/" + d, Mode: 0o666})
-		l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: "/dev/" + d, B: "/dev/" + d,
-			Attr: attrNosuid | attrNoexec, What: "binding /dev/" + d})
+		l.hostBind("/dev/"+d, "/dev/"+d, 0, "binding /dev/"+d)
 	}
 	l.add(native.Op{Kind: native.OpMkdir, B: "/dev/pts", Mode: 0o755})
 	l.add(native.Op{Kind: native.OpMount, A: "devpts", B: "/dev/pts", C: "devpts", D: "newinstance,ptmxmode=0666,mode=0620",
@@ -230,8 +241,7 @@ func buildRoot(p *rootPlan) []native.Op {
 		if p.idmap {
 			l.add(native.Op{Kind: native.OpIDMap, A: b.src, B: b.dst, Attr: attr, What: what})
 		} else {
-			l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: b.src, B: b.dst,
-				MountFlags: syscall.MS_REC, Attr: attr, What: what})
+			l.hostBind(b.src, b.dst, attr, what)
 		}
 	}
 	if p.hideExe != "" {

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -385,4 +386,29 @@ func TestHandoffToWaiter(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	waitGone(t, 2*time.Second)
+}
+
+func TestHostileTarball(t *testing.T) {
+	ws := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "escaped")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: filepath.Dir(outside), Mode: 0o777})
+	tw.WriteHeader(&tar.Header{Name: "link/escaped", Typeflag: tar.TypeReg, Mode: 0o644, Size: 5})
+	tw.Write([]byte("pwned"))
+	tw.Close()
+	archive := filepath.Join(t.TempDir(), "evil.tar")
+	os.WriteFile(archive, buf.Bytes(), 0o644)
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	_, errs, code := pf(t, ws, "run", "--base", "tar:"+archive, "--", "true")
+	if code != 125 || !strings.Contains(errs, "PF121") || !strings.Contains(errs, "symlink") {
+		t.Errorf("hostile tarball: %d %q", code, errs)
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Fatal("the archive wrote outside the store")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(store, "bases", "tar")); len(ents) != 0 {
+		t.Errorf("a hostile archive left a base: %v", ents)
+	}
 }

@@ -32,6 +32,9 @@ const (
 	OpHostSource = 1
 	// OpOptional skips a bind whose source does not exist.
 	OpOptional = 2
+	// OpNoIDMap makes an OpIDMap op only clone its source (as the host
+	// sees the path, which the sandbox's ids may not be able to reach).
+	OpNoIDMap = 4
 )
 
 const (

@@ -629,44 +629,59 @@ static long idmap_userns(void)
 	return fd;
 }
 
+/*
+ * prepare_idmaps clones the sources of OP_IDMAP ops as the host sees them
+ * (stage 2 may not be able to traverse their parents) and idmaps those that
+ * need it, for stage 2 to attach.
+ */
 static long prepare_idmaps(long pid)
 {
 	char path[64];
-	long ns, r = 0;
-	if (G.idmap_uid)
-		ns = idmap_userns();
-	else {
-		procpath(path, pid, "ns/user");
-		ns = sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-	}
-	if (ns < 0) {
-		report(ST_IDMAP_USERNS, ns, -1, 0);
-		return ns;
-	}
+	long ns = -1, r = 0;
 	for (int i = 0; i < G.nops && r == 0; i++) {
 		struct opref *o = &G.ops[i];
 		struct mount_attr a;
 		long fd;
 		if (o->op->kind != OP_IDMAP)
 			continue;
+		if (ns < 0 && !(o->op->flags & OPF_NOIDMAP)) {
+			if (G.idmap_uid)
+				ns = idmap_userns();
+			else {
+				procpath(path, pid, "ns/user");
+				ns = sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+			}
+			if (ns < 0) {
+				report(ST_IDMAP_USERNS, ns, -1, 0);
+				return ns;
+			}
+		}
 		fd = sys3(__NR_open_tree, AT_FDCWD, o->a, OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE);
 		if (fd < 0) {
+			if ((o->op->flags & OPF_OPTIONAL) && fd == -ENOENT)
+				continue;
 			report(ST_OPEN_TREE, fd, i, o->a);
 			r = fd;
 			break;
 		}
 		memset(&a, 0, sizeof a);
-		a.attr_set = MOUNT_ATTR_IDMAP | o->op->attr;
-		a.userns_fd = (u64)ns;
-		r = sys5(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a);
-		if (r < 0) {
-			report(ST_MOUNT_SETATTR, r, i, o->a);
-			sys1(__NR_close, fd);
-			break;
+		a.attr_set = o->op->attr;
+		if (!(o->op->flags & OPF_NOIDMAP)) {
+			a.attr_set |= MOUNT_ATTR_IDMAP;
+			a.userns_fd = (u64)ns;
+		}
+		if (a.attr_set) {
+			r = sys5(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a);
+			if (r < 0) {
+				report(ST_MOUNT_SETATTR, r, i, o->a);
+				sys1(__NR_close, fd);
+				break;
+			}
 		}
 		o->fd = (int)fd;
 	}
-	sys1(__NR_close, ns);
+	if (ns >= 0)
+		sys1(__NR_close, ns);
 	return r;
 }
 
@@ -809,6 +824,8 @@ static long do_op(struct opref *o)
 				    &a, sizeof a);
 		}
 	case OP_IDMAP:
+		if (o->fd < 0) /* an optional source that does not exist */
+			return 0;
 		r = sys5(__NR_move_mount, o->fd, "", AT_FDCWD, o->b, MOVE_MOUNT_F_EMPTY_PATH);
 		sys1(__NR_close, o->fd);
 		o->fd = -1;

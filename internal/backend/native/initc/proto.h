@@ -80,7 +80,7 @@ struct op {
 #define OP_SYMLINK 3 /* a=target b=path */
 #define OP_MOUNT 4   /* a=source b=target c=fstype d=data mflags */
 #define OP_BIND 5    /* a=source b=target mflags attr */
-#define OP_IDMAP 6   /* a=host source b=target attr: stage 1 clones + idmaps, stage 2 attaches */
+#define OP_IDMAP 6   /* a=host source b=target attr: stage 1 clones (as the host sees the path) and idmaps, stage 2 attaches */
 #define OP_MASK 7    /* b=path: /dev/null over files, empty read-only tmpfs over dirs */
 #define OP_CHMOD 8   /* b=path mode */
 #define OP_SETATTR 9 /* b=path attr, recursive when mflags has MS_REC */
@@ -88,6 +88,7 @@ struct op {
 /* op flags */
 #define OPF_HOSTSRC 1  /* a is a host path (resolved under the old root) */
 #define OPF_OPTIONAL 2 /* a missing source is skipped */
+#define OPF_NOIDMAP 4  /* OP_IDMAP: clone only, keep the ids as they are */
 
 /* M_ERROR steps */
 #define ST_CONFIG 1
