@@ -30,6 +30,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run a command in a sandbox", runMain},
+		{"plan", "print what run would do, and why", planMain},
+		{"init", "write a starter pinfold.yaml", initMain},
+		{"doctor", "check this host can run sandboxes", doctorMain},
+		{"shim", "route tools like npm through pinfold", shimMain},
 		{"clean", "remove what killed runs left behind", cleanMain},
 		{"version", "print the version", versionMain},
 	}
@@ -78,4 +82,8 @@ func fail(io *IO, err error) int {
 func versionMain(_ context.Context, io *IO, _ []string) int {
 	fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
 	return 0
+}
+
+func errNotYet(cmd string) error {
+	return fault.New(fault.Usage, "pinfold "+cmd+" is not available yet", "", "", nil)
 }
