@@ -196,9 +196,9 @@ type ExecError struct {
 func (e *ExecError) Error() string { return "executing " + e.Name + ": " + e.Err.Error() }
 func (e *ExecError) Unwrap() error { return e.Err }
 
-// SpecError reports a part of a Spec that cannot be used. Field is
-// "base", "workspace", "mount", "network", "capabilities", "limits" or
-// "store".
+// SpecError reports a part of a Spec (or a Cmd) that cannot be used.
+// Field is "base", "workspace", "mount", "network", "capabilities",
+// "limits", "store" or "workdir".
 type SpecError struct {
 	Field string
 	Err   error

@@ -812,7 +812,7 @@ func explainExec(err error, name string) error {
 		return &ExecError{Name: name, Err: se.Errno}
 	}
 	if errors.As(err, &se) && se.Step == 21 { // chdir
-		return fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)
+		return &SpecError{"workdir", fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)}
 	}
 	return explainSetup(err)
 }

@@ -1,8 +1,191 @@
 package cli
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
 
-// doctorMain is being written.
+	"github.com/pinfold/pinfold/internal/doctor"
+	"github.com/pinfold/pinfold/internal/fault"
+)
+
+const doctorUsage = `Usage: pinfold doctor [flags]
+
+Checks that this host can run pinfold's sandboxes: user namespaces,
+overlayfs, seccomp, cgroups, Landlock, the store, bases, and podman and
+docker. Prints one line per check, then how to fix what did not pass.
+Exits 0 when no check fails (warnings do not fail), 1 when one does.
+
+Flags:
+`
+
+// doctorJSON is the --json output: the report, and with --fix what was
+// applied before the checks ran again.
+type doctorJSON struct {
+	*doctor.Report
+	Fixes []doctorFix `json:"fixes,omitempty"`
+}
+
+type doctorFix struct {
+	ID     string `json:"id"`
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
 func doctorMain(ctx context.Context, io *IO, args []string) int {
-	return fail(io, errNotYet("doctor"))
+	var asJSON, fix, quick bool
+	var workspace string
+	fs := newFlagSet("doctor")
+	fs.Bool(&asJSON, "json", 0, "print the report as JSON")
+	fs.Bool(&fix, "fix", 0, "apply the fixes pinfold can apply, then check again")
+	fs.Bool(&quick, "quick", 0, "skip the podman and docker checks")
+	fs.String(&workspace, "workspace", 0, "PATH", "also check idmapped mounts on this workspace")
+	rest, err := fs.Parse(args)
+	if err != nil {
+		return fail(io, err)
+	}
+	if fs.help {
+		fmt.Fprint(io.Stdout, doctorUsage)
+		fs.Usage(io.Stdout)
+		return 0
+	}
+	if len(rest) > 0 {
+		return fail(io, fs.errorf("pinfold doctor takes no arguments"))
+	}
+	if workspace != "" {
+		if workspace, err = filepath.Abs(workspace); err != nil {
+			return fail(io, err)
+		}
+	}
+	opt := doctor.Options{Slow: !quick, Workspace: workspace}
+	r := doctor.Run(ctx, opt)
+	var fixes []doctorFix
+	if fix {
+		for _, c := range r.Checks {
+			if c.Status == doctor.Pass || !c.Fixable {
+				continue
+			}
+			msg, err := doctor.Apply(ctx, c)
+			f := doctorFix{ID: c.ID, Result: msg}
+			if err != nil {
+				f.Error = err.Error()
+			}
+			fixes = append(fixes, f)
+			if !asJSON {
+				if err != nil {
+					fmt.Fprintf(io.Stdout, "could not fix %s: %v\n", c.Title, err)
+				} else {
+					fmt.Fprintf(io.Stdout, "fixed %s: %s\n", c.Title, msg)
+				}
+			}
+		}
+		if !asJSON {
+			if len(fixes) == 0 {
+				fmt.Fprintln(io.Stdout, "nothing pinfold can fix by itself")
+			}
+			fmt.Fprintln(io.Stdout)
+		}
+		if len(fixes) > 0 {
+			r = doctor.Run(ctx, opt)
+		}
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(doctorJSON{Report: r, Fixes: fixes}, "", "  ")
+		if err != nil {
+			return fail(io, err)
+		}
+		io.Stdout.Write(append(b, '\n'))
+	} else {
+		printReport(io.Stdout, r, fix)
+	}
+	if r.Failed() {
+		return 1
+	}
+	return 0
+}
+
+// printReport writes the table of checks, then the fixes.
+func printReport(w io.Writer, r *doctor.Report, fixed bool) {
+	who := "root"
+	if r.UID != 0 {
+		who = "uid " + strconv.Itoa(r.UID)
+	}
+	fmt.Fprintf(w, "pinfold doctor: Linux %s, running as %s\n\n", r.Kernel, who)
+	width := 0
+	for _, c := range r.Checks {
+		width = max(width, len(c.Title))
+	}
+	var fails, warns int
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "%-4s  %-*s  %s\n", strings.ToUpper(string(c.Status)), width, c.Title, c.Detail)
+		switch c.Status {
+		case doctor.Fail:
+			fails++
+		case doctor.Warn:
+			warns++
+		}
+	}
+	if fails+warns > 0 {
+		fmt.Fprint(w, "\nTo fix:\n")
+		for _, c := range r.Checks {
+			if c.Status == doctor.Pass || c.Fix == "" {
+				continue
+			}
+			fmt.Fprintf(w, "  %s (%s): %s", c.Title, c.ID, c.Fix)
+			if c.Fixable && !fixed {
+				fmt.Fprint(w, " [pinfold doctor --fix does this]")
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintln(w)
+	switch {
+	case fails > 0:
+		fmt.Fprintf(w, "%s failed, %s.\n", plural(fails, "check"), plural(warns, "warning"))
+	case warns > 0:
+		fmt.Fprintf(w, "No check failed; %s.\n", plural(warns, "warning"))
+	default:
+		fmt.Fprintln(w, "All checks passed.")
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+// preflightFault turns a failed doctor.Preflight or doctor.SelectBackend
+// into a coded error for the user: PF130 when only the requested limits
+// are the problem (as when the sandbox itself refuses them), PF175 when
+// the sandbox itself cannot be built here. Other errors pass through.
+func preflightFault(err error) error {
+	var pe *doctor.PreflightError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	code := fault.Limits
+	var what, why, fix []string
+	for _, c := range pe.Checks {
+		if !strings.HasPrefix(c.ID, "cgroup.") {
+			code = fault.Preflight
+		}
+		what = append(what, c.Title)
+		why = append(why, c.Detail)
+		if c.Fix != "" {
+			fix = append(fix, c.Fix)
+		}
+	}
+	fix = append(fix, "pinfold doctor shows more")
+	what0 := "this host cannot run the sandbox: " + strings.Join(what, ", ")
+	if code == fault.Limits {
+		what0 = "cannot enforce the requested limits"
+	}
+	return fault.New(code, what0, strings.Join(why, "; "), strings.Join(fix, "; "), err)
 }

@@ -174,9 +174,25 @@ func waitGone(t *testing.T, d time.Duration) {
 	}
 }
 
+// waitHandoff waits until pinfold has replaced itself with the waiter: a
+// signal sent earlier ends the sandbox at once (see docs/cli.md).
+func waitHandoff(t *testing.T, pid int) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if bytes.HasPrefix(argv, []byte("pinfold-wait\x00")) {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("pinfold did not hand off: %q", argv)
+		}
+	}
+}
+
 func TestSignalsReachTheCommand(t *testing.T) {
 	ws := t.TempDir()
 	cmd, out := startMarked(t, ws)
+	waitHandoff(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 || !strings.Contains(out.String(), "got-term") {
@@ -358,11 +374,8 @@ func TestHandoffToWaiter(t *testing.T) {
 	cmd, out := startMarked(t, ws)
 	pid := strconv.Itoa(cmd.Process.Pid)
 	// A plain run replaces pinfold with a one-thread waiter of a few pages.
+	waitHandoff(t, cmd.Process.Pid)
 	status, _ := os.ReadFile("/proc/" + pid + "/status")
-	argv, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-	if !bytes.HasPrefix(argv, []byte("pinfold-wait\x00")) {
-		t.Errorf("pinfold did not hand off: %q", argv)
-	}
 	for _, l := range strings.Split(string(status), "\n") {
 		f := strings.Fields(l)
 		if len(f) > 1 && f[0] == "Threads:" && f[1] != "1" {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -15,9 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/backend/host"
 	"github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -31,11 +38,21 @@ nothing else of the host is visible. COMMAND's exit status is pinfold's.
 Flags:
 `
 
-func runFlags(f *plan.Flags, asJSON *bool) *flagSet {
-	fs := newFlagSet("run")
+// runOptions are the flags of run and plan beyond the plan's own.
+type runOptions struct {
+	flags  plan.Flags
+	json   bool
+	config string
+}
+
+func runFlags(name string, o *runOptions) *flagSet {
+	f := &o.flags
+	fs := newFlagSet(name)
+	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
+	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), dir:PATH or tar:PATH")
 	fs.String(&f.Access, "access", 0, "MODE", "workspace access: rw (default), ro or none")
-	fs.String(&f.Workspace, "workspace", 0, "PATH", "workspace directory (default: current directory)")
+	fs.String(&f.Workspace, "workspace", 0, "PATH", "workspace directory (default: the config's directory, else the current one)")
 	fs.String(&f.Workdir, "workdir", 'w', "PATH", "working directory inside (default: cwd if in the workspace)")
 	fs.List(&f.Mounts, "mount", 'v', "SRC:DST[:ro]", "bind a host path into the sandbox (repeatable)")
 	fs.List(&f.Env, "env", 'e', "NAME[=VALUE]", "set a variable, or pass the host's value (repeatable)")
@@ -50,16 +67,68 @@ func runFlags(f *plan.Flags, asJSON *bool) *flagSet {
 	fs.String(&f.TmpSize, "tmp-size", 0, "SIZE", "size of /tmp (default 1g)")
 	fs.Bool(&f.TTY, "tty", 't', "run the command on a pseudo-terminal")
 	fs.Bool(&f.Interactive, "interactive", 'i', "keep stdin attached")
-	fs.Bool(asJSON, "json", 0, "print the result as JSON on stdout when the command ends")
+	if name == "run" {
+		fs.Bool(&o.json, "json", 0, "print the result as JSON on stdout when the command ends")
+	} else {
+		fs.Bool(&o.json, "json", 0, "print the plan as JSON")
+	}
 	return fs
+}
+
+// resolve loads the config in effect and resolves the plan for args.
+func resolve(ctx context.Context, o *runOptions, args []string) (*plan.Plan, error) {
+	cwd, err := os.Getwd()
+	if err == nil {
+		if real, e := filepath.EvalSymlinks(cwd); e == nil {
+			cwd = real
+		}
+	}
+	path := o.config
+	if path == "" {
+		if path, err = config.Find(cwd); err != nil {
+			return nil, err
+		}
+	}
+	var cfg *config.File
+	if path != "" {
+		if cfg, err = config.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	home, _ := os.UserHomeDir()
+	storeDir, _ := store.DefaultDir()
+	p, err := plan.Resolve(&plan.Request{Args: args, Flags: o.flags, Config: cfg, Cwd: cwd, Home: home,
+		Store: storeDir, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
+	if err != nil {
+		return nil, err
+	}
+	if p.Backend == "auto" {
+		name, why, err := doctor.SelectBackend(ctx, needs(p))
+		if err != nil {
+			return nil, err
+		}
+		// auto never chooses the host: that is not a silent fallback to make.
+		p.Backend, p.BackendReason = name, why
+	}
+	return p, nil
+}
+
+func needs(p *plan.Plan) doctor.Needs {
+	l := p.Sandbox.Limits
+	return doctor.Needs{Native: p.Mode == "sandbox", Limits: l.Memory > 0 || l.Pids > 0 || l.CPUs > 0,
+		Limit: cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs}}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func runMain(ctx context.Context, io *IO, args []string) int {
 	tr := newTracer()
 	tr.mark("pinfold: main")
-	var f plan.Flags
-	var asJSON bool
-	fs := runFlags(&f, &asJSON)
+	var o runOptions
+	fs := runFlags("run", &o)
 	rest, err := fs.Parse(args)
 	if err != nil {
 		return fail(io, err)
@@ -69,28 +138,100 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
-	cwd, err := os.Getwd()
-	if err == nil {
-		if real, e := filepath.EvalSymlinks(cwd); e == nil {
-			cwd = real
-		}
-	}
-	p, err := plan.Resolve(&plan.Request{Args: rest, Flags: f, Cwd: cwd, Getenv: os.LookupEnv, Term: os.Getenv("TERM")})
+	p, err := resolve(ctx, &o, rest)
 	if err != nil {
-		return fail(io, err)
+		return fail(io, classify(err, nil))
 	}
 	tr.mark("pinfold: planned")
+	if err := runHooks(ctx, io, p); err != nil {
+		return fail(io, err)
+	}
+	if p.Mode == "host" {
+		return runOnHost(ctx, io, p)
+	}
+	if err := doctor.Preflight(ctx, needs(p)); err != nil {
+		return fail(io, classify(err, p))
+	}
+	if err := makeCaches(p); err != nil {
+		return fail(io, classify(err, p))
+	}
 	p.Sandbox.Trace = tr != nil
-	res, err := execute(ctx, io, p, tr, asJSON)
+	res, err := execute(ctx, io, p, tr, o.json)
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
-	report(io, res, asJSON)
+	report(io, res, o.json)
 	if tr != nil {
 		tr.mark("pinfold: exiting")
 		tr.print(io.Stderr, res)
 	}
 	return res.ExitCode
+}
+
+// runHooks runs the plan's pre_run hooks on the host, in the workspace;
+// the first failure aborts the run.
+func runHooks(ctx context.Context, io *IO, p *plan.Plan) error {
+	for _, h := range p.Hooks {
+		cmd := exec.CommandContext(ctx, h.Args[0], h.Args[1:]...)
+		cmd.Dir = p.Sandbox.Workspace
+		cmd.Stdout, cmd.Stderr = io.Stderr, io.Stderr
+		if err := cmd.Run(); err != nil {
+			text := h.Shell
+			if text == "" {
+				text = strings.Join(h.Args, " ")
+			}
+			return fault.New(fault.HookFailed, "pre_run hook failed: "+text, err.Error()+" (hook from "+h.From+")",
+				"fix what the hook checks, or remove it from pre_run", err)
+		}
+	}
+	return nil
+}
+
+// runOnHost runs the command without a sandbox, saying so.
+func runOnHost(ctx context.Context, io *IO, p *plan.Plan) int {
+	why := p.Sources["backend"]
+	if p.BackendReason != "" {
+		why = p.BackendReason
+	}
+	fmt.Fprintf(io.Stderr, "pinfold: running on the host, not in a sandbox (backend host, %s; %s)\n", why, p.Audit.Rule)
+	code, err := host.Run(ctx, &host.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir,
+		Stdin: io.Stdin, Stdout: io.Stdout, Stderr: io.Stderr})
+	if err != nil {
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			e := fault.New(fault.NotFound, "command not found on the host: "+p.Command.Args[0], ee.Err.Error(),
+				"check the command and the PATH the plan gives it (pinfold plan -- CMD)", err)
+			e.Exit = fault.ExitNotFound
+			return fail(io, e)
+		}
+		e := fault.New(fault.CannotExec, "cannot run "+p.Command.Args[0]+" on the host", err.Error(), "", err)
+		e.Exit = fault.ExitCannotExec
+		return fail(io, e)
+	}
+	return code
+}
+
+// makeCaches creates the plan's cache directories in the store, owned by
+// the workspace's owner so that the command can write them.
+func makeCaches(p *plan.Plan) error {
+	var owner *syscall.Stat_t
+	for _, c := range p.Caches {
+		if err := os.MkdirAll(c.Source, 0o700); err != nil {
+			return &sandbox.SpecError{Field: "store", Err: err}
+		}
+		if os.Geteuid() == 0 {
+			if owner == nil {
+				owner = &syscall.Stat_t{}
+				if err := syscall.Stat(p.Sandbox.Workspace, owner); err != nil {
+					return &sandbox.SpecError{Field: "workspace", Err: err}
+				}
+			}
+			if err := os.Lchown(c.Source, int(owner.Uid), int(owner.Gid)); err != nil {
+				return &sandbox.SpecError{Field: "store", Err: err}
+			}
+		}
+	}
+	return nil
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
@@ -287,11 +428,11 @@ func limitMessage(r *sandbox.Result, limit string) string {
 		if r.Reason == sandbox.ReasonOOM {
 			verb = "killed"
 		}
-		return verb + ": out of memory (limit " + plan.FormatSize(r.Limits.Memory) + ")"
+		return verb + ": out of memory (limit " + units.FormatSize(r.Limits.Memory) + ")"
 	case sandbox.LimitPids:
 		return fmt.Sprintf("limit hit: process limit, fork refused (limit %d)", r.Limits.Pids)
 	case sandbox.LimitTmp:
-		return "limit hit: /tmp is full (limit " + plan.FormatSize(r.Limits.TmpSize) + ")"
+		return "limit hit: /tmp is full (limit " + units.FormatSize(r.Limits.TmpSize) + ")"
 	}
 	return "limit hit: " + limit
 }
@@ -301,6 +442,17 @@ func classify(err error, p *plan.Plan) error {
 	var fe *fault.Error
 	if errors.As(err, &fe) {
 		return err
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return fault.New(fault.ConfigError, ce.Error(), "", "fix the file (see docs/config.md), or pass --config", err)
+	}
+	var pe *doctor.PreflightError
+	if errors.As(err, &pe) {
+		return preflightFault(err)
+	}
+	if p == nil {
+		return fault.New(fault.Internal, err.Error(), "", "please report this", err)
 	}
 	var ee *sandbox.ExecError
 	if errors.As(err, &ee) {
@@ -334,6 +486,9 @@ func classify(err error, p *plan.Plan) error {
 			}
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, dir:PATH to a directory, or tar:PATH", err)
+		case "workdir":
+			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
+				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
 		case "mount":
 			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
 				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)

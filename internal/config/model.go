@@ -50,6 +50,8 @@ type Rule struct {
 	// Regex is a regular expression (RE2) on the joined command line.
 	Regex   string
 	Profile string
+
+	re *lazyRegex // Regex, compiled on first use (see CompiledRegex)
 }
 
 // Settings are the policy knobs; every `pinfold run` flag has one. A nil

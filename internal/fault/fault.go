@@ -39,6 +39,7 @@ const (
 	NotFound         Code = "PF150" // the command is not in the sandbox
 	CannotExec       Code = "PF151" // the command cannot be executed
 	Store            Code = "PF160" // the store cannot be used
+	InitRefused      Code = "PF171" // pinfold init would overwrite a pinfold.yaml
 	Internal         Code = "PF199" // a bug in pinfold
 )
 

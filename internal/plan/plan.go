@@ -1,7 +1,8 @@
-// Package plan resolves what a user asked for (flags, defaults, the
-// environment) into a Plan: the single description of an execution that a
-// backend runs. Resolving is pure: no file system or process access beyond
-// what the caller hands in, so every decision is testable.
+// Package plan resolves what a user asked for (flags, pinfold.yaml,
+// defaults, the environment) into a Plan: the single description of an
+// execution that a backend runs and `pinfold plan` prints. Resolving is
+// pure: no file system or process access beyond what the caller hands in
+// (Request.Stat, Request.Getenv), so every decision is testable.
 package plan
 
 import (
@@ -12,25 +13,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/config"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
 // Plan is a fully resolved execution.
 type Plan struct {
-	Mode    string // "sandbox"
-	Backend string // "native"
-	Sandbox sandbox.Spec
-	Command Command
-	TTY     bool
+	Mode    string // "sandbox" or "host"
+	Backend string // "native", "host" or "auto" until a backend is chosen
+	// BackendReason says why this backend (set when auto chose it).
+	BackendReason string
+	Sandbox       sandbox.Spec
+	Command       Command
+	TTY           bool
 	// Interactive keeps the command's stdin attached.
 	Interactive bool
 	Timeout     time.Duration
+	Hooks       []Hook
+	Caches      []Cache
+	Secrets     []Secret
+	// HostAllow are the globs a command must match to run with backend
+	// host; HostBlocked the variables stripped from its environment.
+	HostAllow   []string
+	HostBlocked []string
+	Audit       Audit
 	// Sources says where each setting came from, by setting name.
 	Sources map[string]string
 }
 
-// Command is what runs in the sandbox.
+// Command is what runs.
 type Command struct {
 	Args []string
 	Env  []EnvVar
@@ -40,6 +53,44 @@ type Command struct {
 // EnvVar is one environment variable and where it came from.
 type EnvVar struct {
 	Name, Value, From string
+	// Secret marks a value taken from the host whose name looks like a
+	// credential; printed plans mask it.
+	Secret bool
+}
+
+// Hook is a host-side command run before the command.
+type Hook struct {
+	Args  []string `json:"args"` // argv; a string hook is ["/bin/sh", "-c", text]
+	From  string   `json:"from"`
+	Shell string   `json:"shell,omitempty"` // the text of a string hook, for printing
+}
+
+// Cache is a named directory of pinfold's store mounted read-write.
+type Cache struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	From   string `json:"from"`
+}
+
+// Secret is a host file mounted read-only; its content is never read by
+// resolving or printing.
+type Secret struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Env    string `json:"env,omitempty"`
+	From   string `json:"from"`
+}
+
+// Audit is what a reviewer of the run wants to know.
+type Audit struct {
+	Config   string `json:"config"`   // the pinfold.yaml used, or ""
+	Profile  string `json:"profile"`  // the profile applied, or ""
+	Rule     string `json:"rule"`     // the dispatch rule that chose it, as written, with its position
+	Role     string `json:"role"`     // install, run or build
+	Lockfile string `json:"lockfile"` // what the lockfile check found
+	Trust    string `json:"trust"`    // what was verified about the base
 }
 
 // Environ returns the environment as NAME=value strings.
@@ -54,20 +105,31 @@ func (c *Command) Environ() []string {
 // Flags are the values given on a command line, as typed. Empty strings
 // and nil slices mean "not given".
 type Flags struct {
-	Base, Access, Workspace, Workdir, User, Hostname, Network string
-	Memory, Pids, CPUs, Timeout, TmpSize                      string
-	Mounts, Env, CapAdd                                       []string
-	TTY, Interactive                                          bool
+	Base, Access, Workspace, Workdir, User, Hostname, Network, Backend string
+	Memory, Pids, CPUs, Timeout, TmpSize                               string
+	Mounts, Env, CapAdd                                                []string
+	TTY, Interactive                                                   bool
 }
 
 // Request is everything Resolve looks at.
 type Request struct {
 	Args  []string
 	Flags Flags
+	// Config is the pinfold.yaml in effect, or nil.
+	Config *config.File
 	// Cwd is the current directory with symlinks resolved.
 	Cwd string
-	// Getenv looks up the host environment (for --env NAME).
+	// Home is the invoking user's home directory, for "~/" in the config.
+	Home string
+	// Store is pinfold's store directory (caches live there).
+	Store string
+	// Getenv looks up the host environment (for --env NAME and env.pass).
 	Getenv func(string) (string, bool)
+	// Environ is the whole host environment (for env.pass globs and the
+	// host backend).
+	Environ []string
+	// Exists reports whether a file exists (lockfile checks).
+	Exists func(path string) bool
 	// Term is the host's TERM, used for terminals.
 	Term string
 }
@@ -82,131 +144,484 @@ const (
 
 // Resolve turns a request into a Plan.
 func Resolve(r *Request) (*Plan, error) {
-	f := &r.Flags
 	if len(r.Args) == 0 {
 		return nil, usage("no command given", "pinfold run [flags] -- COMMAND [ARGS...]")
 	}
-	p := &Plan{Mode: "sandbox", Backend: "native", TTY: f.TTY, Interactive: f.Interactive,
-		Sources: map[string]string{}}
-	sp := &p.Sandbox
-	set := func(name string, given bool) {
-		if given {
-			p.Sources[name] = FromFlag
-		} else {
-			p.Sources[name] = FromDefault
-		}
-	}
-
-	var err error
-	if sp.Base, err = parseBase(f.Base); err != nil {
+	p := &Plan{Mode: "sandbox", Backend: "native", Sources: map[string]string{}}
+	ls, err := layersFor(r, p)
+	if err != nil {
 		return nil, err
 	}
-	set("base", f.Base != "")
-
-	sp.Workspace = f.Workspace
-	p.Sources["workspace"] = FromFlag
-	if sp.Workspace == "" {
-		sp.Workspace, p.Sources["workspace"] = r.Cwd, FromCwd
-	} else if !filepath.IsAbs(sp.Workspace) {
-		sp.Workspace = filepath.Join(r.Cwd, sp.Workspace)
+	if err := resolveSettings(r, ls, p); err != nil {
+		return nil, err
 	}
-	sp.Workspace = filepath.Clean(sp.Workspace)
+	p.Command.Args = r.Args
+	if p.Command.Env, err = resolveEnv(r, ls, p); err != nil {
+		return nil, err
+	}
+	if err := resolveInstall(r, ls, p); err != nil {
+		return nil, err
+	}
+	if p.Mode == "host" {
+		if err := checkHostAllowed(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
 
-	switch a := sandbox.Access(f.Access); a {
+// layer is one source of settings, lowest priority first.
+type layer struct {
+	s     *config.Settings
+	label func(key string) string
+	dir   string // host paths in this layer are relative to it
+}
+
+// layersFor finds the profile dispatch chooses and returns the layers:
+// top-level settings, the profile, and the flags (defaults are implicit).
+func layersFor(r *Request, p *Plan) ([]layer, error) {
+	var ls []layer
+	if f := r.Config; f != nil {
+		p.Audit.Config = f.Path
+		dir := filepath.Dir(f.Path)
+		name := filepath.Base(f.Path)
+		top := f.Settings
+		ls = append(ls, layer{s: &top, dir: dir, label: func(k string) string {
+			return fmt.Sprintf("%s:%d (top level)", name, top.Pos[k].Line)
+		}})
+		if prof, rule := dispatch(f, r.Args); prof != nil {
+			p.Audit.Profile = prof.Name
+			p.Audit.Rule = ruleText(rule, name)
+			s := prof.Settings
+			pname := prof.Name
+			ls = append(ls, layer{s: &s, dir: dir, label: func(k string) string {
+				return fmt.Sprintf("%s:%d (profile %s)", name, s.Pos[k].Line, pname)
+			}})
+		}
+	}
+	fs, err := flagSettings(&r.Flags)
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, layer{s: fs, dir: r.Cwd, label: func(k string) string { return FromFlag + " --" + flagName(k) }})
+	return ls, nil
+}
+
+// flagName is the flag spelling of a setting.
+func flagName(key string) string {
+	switch key {
+	case "capabilities":
+		return "cap-add"
+	case "mounts":
+		return "mount"
+	case "limits.tmp_size":
+		return "tmp-size"
+	}
+	if strings.HasPrefix(key, "limits.") {
+		return key[len("limits."):]
+	}
+	return key
+}
+
+// flagSettings expresses the flags as a settings layer.
+func flagSettings(f *Flags) (*config.Settings, error) {
+	s := &config.Settings{}
+	str := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	s.Backend, s.Base, s.Access, s.Workspace = str(f.Backend), str(f.Base), str(f.Access), str(f.Workspace)
+	s.Workdir, s.Network, s.User, s.Hostname = str(f.Workdir), str(f.Network), str(f.User), str(f.Hostname)
+	for _, m := range f.Mounts {
+		mt, err := parseMount(m)
+		if err != nil {
+			return nil, err
+		}
+		s.Mounts = append(s.Mounts, mt)
+	}
+	s.Capabilities = f.CapAdd
+	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" {
+		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize)}
+		if f.Pids != "" {
+			n, err := strconv.ParseInt(f.Pids, 10, 64)
+			if err != nil || n < 1 {
+				return nil, badValue("--pids", f.Pids, "a positive number of processes")
+			}
+			l.Pids = &n
+		}
+		if f.CPUs != "" {
+			c, err := strconv.ParseFloat(f.CPUs, 64)
+			if err != nil || c <= 0 {
+				return nil, badValue("--cpus", f.CPUs, "a positive number of CPUs, like 0.5 or 2")
+			}
+			l.CPUs = &c
+		}
+		s.Limits = l
+	}
+	return s, nil
+}
+
+// resolveSettings merges the layers into the plan, field by field.
+func resolveSettings(r *Request, ls []layer, p *Plan) error {
+	sp := &p.Sandbox
+	// pick returns the highest layer's value for a string setting.
+	pick := func(key string, get func(*config.Settings) *string) (string, int) {
+		for i := len(ls) - 1; i >= 0; i-- {
+			if v := get(ls[i].s); v != nil {
+				p.Sources[key] = ls[i].label(key)
+				return *v, i
+			}
+		}
+		p.Sources[key] = FromDefault
+		return "", -1
+	}
+	backend, _ := pick("backend", func(s *config.Settings) *string { return s.Backend })
+	switch backend {
+	case "", "native":
+		p.Backend = "native"
+	case "host", "auto":
+		p.Backend = backend
+	default:
+		return badValue("backend", backend, "native, host or auto")
+	}
+	if p.Backend == "host" {
+		p.Mode = "host"
+	}
+
+	base, bl := pick("base", func(s *config.Settings) *string { return s.Base })
+	var err error
+	if sp.Base, err = parseBase(base, layerDir(ls, bl, r.Cwd), r.Home); err != nil {
+		return err
+	}
+	p.Audit.Trust = trustOf(sp.Base)
+
+	ws, wl := pick("workspace", func(s *config.Settings) *string { return s.Workspace })
+	switch {
+	case wl >= 0:
+		sp.Workspace = hostPath(ws, ls[wl].dir, r.Home)
+	case r.Config != nil:
+		sp.Workspace, p.Sources["workspace"] = filepath.Dir(r.Config.Path), "directory of "+filepath.Base(r.Config.Path)
+	default:
+		sp.Workspace, p.Sources["workspace"] = r.Cwd, FromCwd
+	}
+
+	access, _ := pick("access", func(s *config.Settings) *string { return s.Access })
+	switch a := sandbox.Access(access); a {
 	case "":
 		sp.Access = sandbox.AccessReadWrite
 	case sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone:
 		sp.Access = a
 	default:
-		return nil, badValue("--access", f.Access, "rw, ro or none")
-	}
-	set("access", f.Access != "")
-
-	for _, m := range f.Mounts {
-		mt, err := parseMount(m, r.Cwd)
-		if err != nil {
-			return nil, err
-		}
-		sp.Mounts = append(sp.Mounts, mt)
+		return badValue("access", access, "rw, ro or none")
 	}
 
-	switch f.User {
+	user, _ := pick("user", func(s *config.Settings) *string { return s.User })
+	switch user {
 	case "":
 	case "root", "0", "0:0":
 		sp.Root = true
 	default:
-		return nil, badValue("--user", f.User, "root (the invoking user's ids are the default)")
+		return badValue("user", user, "root (the invoking user's ids are the default)")
 	}
-	set("user", f.User != "")
 
-	sp.Hostname = f.Hostname
-	if sp.Hostname == "" {
+	host, _ := pick("hostname", func(s *config.Settings) *string { return s.Hostname })
+	sp.Hostname = host
+	if host == "" {
 		sp.Hostname = sandbox.DefaultHostname
-	} else if !validHostname(sp.Hostname) {
-		return nil, badValue("--hostname", f.Hostname, "letters, digits, '-' and '.', at most 64 characters")
+	} else if !validHostname(host) {
+		return badValue("hostname", host, "letters, digits, '-' and '.', at most 64 characters")
 	}
-	set("hostname", f.Hostname != "")
 
-	switch n := sandbox.Network(f.Network); n {
+	network, _ := pick("network", func(s *config.Settings) *string { return s.Network })
+	switch n := sandbox.Network(network); n {
 	case "":
 		sp.Network = sandbox.NetworkNone
 	case sandbox.NetworkNone, sandbox.NetworkHost:
 		sp.Network = n
 	default:
-		return nil, badValue("--network", f.Network, "none or host")
-	}
-	set("network", f.Network != "")
-	sp.Capabilities = f.CapAdd
-
-	if f.Memory != "" {
-		if sp.Limits.Memory, err = ParseSize(f.Memory); err != nil || sp.Limits.Memory < 4<<20 {
-			return nil, badValue("--memory", f.Memory, "a size of at least 4m, like 512m or 2g")
-		}
-	}
-	if f.Pids != "" {
-		if sp.Limits.Pids, err = strconv.ParseInt(f.Pids, 10, 64); err != nil || sp.Limits.Pids < 1 {
-			return nil, badValue("--pids", f.Pids, "a positive number of processes")
-		}
-	}
-	if f.CPUs != "" {
-		if sp.Limits.CPUs, err = strconv.ParseFloat(f.CPUs, 64); err != nil || sp.Limits.CPUs <= 0 {
-			return nil, badValue("--cpus", f.CPUs, "a positive number of CPUs, like 0.5 or 2")
-		}
-	}
-	if f.TmpSize != "" {
-		if sp.Limits.TmpSize, err = ParseSize(f.TmpSize); err != nil || sp.Limits.TmpSize < 1<<20 {
-			return nil, badValue("--tmp-size", f.TmpSize, "a size of at least 1m, like 256m")
-		}
-	} else {
-		sp.Limits.TmpSize = sandbox.DefaultTmpSize
-	}
-	if f.Timeout != "" {
-		if p.Timeout, err = ParseDuration(f.Timeout); err != nil || p.Timeout <= 0 {
-			return nil, badValue("--timeout", f.Timeout, "a duration like 30s, 5m or 1h30m (or seconds)")
-		}
+		return badValue("network", network, "none or host")
 	}
 
-	p.Command.Args = r.Args
-	p.Command.Dir = f.Workdir
-	if p.Command.Dir == "" {
+	// Lists: the highest layer that sets one wins whole.
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.Mounts != nil {
+			p.Sources["mounts"] = ls[i].label("mounts")
+			for _, m := range ls[i].s.Mounts {
+				sp.Mounts = append(sp.Mounts, sandbox.Mount{Source: hostPath(m.Source, ls[i].dir, r.Home),
+					Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly})
+			}
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.Capabilities != nil {
+			p.Sources["capabilities"] = ls[i].label("capabilities")
+			sp.Capabilities = ls[i].s.Capabilities
+			break
+		}
+	}
+	if err := resolveLimits(ls, p); err != nil {
+		return err
+	}
+	if err := resolveCachesAndSecrets(r, ls, p); err != nil {
+		return err
+	}
+
+	workdir, _ := pick("workdir", func(s *config.Settings) *string { return s.Workdir })
+	p.Command.Dir = workdir
+	if workdir == "" {
 		p.Command.Dir = sp.Workspace
-		if sp.Access == sandbox.AccessNone {
+		if sp.Access == sandbox.AccessNone && p.Mode == "sandbox" {
 			p.Command.Dir = "/"
 		} else if r.Cwd != "" && strings.HasPrefix(r.Cwd+"/", sp.Workspace+"/") {
 			p.Command.Dir = r.Cwd // cwd follows when it lies in the workspace
 		}
-	} else if !filepath.IsAbs(p.Command.Dir) {
-		return nil, badValue("--workdir", f.Workdir, "an absolute path inside the sandbox")
+	} else if !filepath.IsAbs(workdir) {
+		return badValue("workdir", workdir, "an absolute path inside the sandbox")
 	}
-	if p.Command.Env, err = resolveEnv(r, sp); err != nil {
-		return nil, err
+
+	for i := len(ls) - 1; i >= 0; i-- {
+		if h := ls[i].s.Host; h != nil {
+			p.HostAllow = h.Allow
+			p.Sources["host"] = ls[i].label("host")
+			p.HostBlocked = append(p.HostBlocked, h.BlockEnv...)
+			break
+		}
 	}
-	return p, nil
+	p.HostBlocked = append(append([]string(nil), hostBlockedDefault[:]...), p.HostBlocked...)
+	p.TTY, p.Interactive = r.Flags.TTY, r.Flags.Interactive
+	return nil
 }
 
-// resolveEnv builds the command's environment: defaults, then --env in
-// order (a later value wins). Nothing else of the host leaks in.
-func resolveEnv(r *Request, sp *sandbox.Spec) ([]EnvVar, error) {
+func layerDir(ls []layer, i int, cwd string) string {
+	if i < 0 {
+		return cwd
+	}
+	return ls[i].dir
+}
+
+// resolveLimits merges limits sub-field by sub-field.
+func resolveLimits(ls []layer, p *Plan) error {
+	sp := &p.Sandbox
+	sp.Limits.TmpSize = sandbox.DefaultTmpSize
+	var err error
+	for _, key := range []string{"memory", "pids", "cpus", "timeout", "tmp_size"} {
+		for i := len(ls) - 1; i >= 0; i-- {
+			l := ls[i].s.Limits
+			if l == nil {
+				continue
+			}
+			set := true
+			switch key {
+			case "memory":
+				if set = l.Memory != nil; set {
+					if sp.Limits.Memory, err = units.ParseSize(*l.Memory); err != nil || sp.Limits.Memory < 4<<20 {
+						return badValue("memory", *l.Memory, "a size of at least 4m, like 512m or 2g")
+					}
+				}
+			case "pids":
+				if set = l.Pids != nil; set {
+					if sp.Limits.Pids = *l.Pids; sp.Limits.Pids < 1 {
+						return badValue("pids", strconv.FormatInt(*l.Pids, 10), "a positive number of processes")
+					}
+				}
+			case "cpus":
+				if set = l.CPUs != nil; set {
+					if sp.Limits.CPUs = *l.CPUs; sp.Limits.CPUs <= 0 {
+						return badValue("cpus", strconv.FormatFloat(*l.CPUs, 'g', -1, 64), "a positive number of CPUs")
+					}
+				}
+			case "timeout":
+				if set = l.Timeout != nil; set {
+					if p.Timeout, err = units.ParseDuration(*l.Timeout); err != nil || p.Timeout <= 0 {
+						return badValue("timeout", *l.Timeout, "a duration like 30s, 5m or 1h30m (or seconds)")
+					}
+				}
+			case "tmp_size":
+				if set = l.TmpSize != nil; set {
+					if sp.Limits.TmpSize, err = units.ParseSize(*l.TmpSize); err != nil || sp.Limits.TmpSize < 1<<20 {
+						return badValue("tmp-size", *l.TmpSize, "a size of at least 1m, like 256m")
+					}
+				}
+			}
+			if set {
+				p.Sources["limits."+key] = ls[i].label("limits." + key)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// resolveCachesAndSecrets mounts the caches and secrets of the highest
+// layer that names any.
+func resolveCachesAndSecrets(r *Request, ls []layer, p *Plan) error {
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.Caches == nil {
+			continue
+		}
+		from := ls[i].label("caches")
+		p.Sources["caches"] = from
+		for _, c := range ls[i].s.Caches {
+			src := filepath.Join(r.Store, "caches", workspaceKey(p.Sandbox.Workspace), c.Name)
+			p.Caches = append(p.Caches, Cache{Name: c.Name, Source: src, Target: filepath.Clean(c.Path), From: from})
+			p.Sandbox.Mounts = append(p.Sandbox.Mounts, sandbox.Mount{Source: src, Target: filepath.Clean(c.Path)})
+		}
+		break
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.Secrets == nil {
+			continue
+		}
+		from := ls[i].label("secrets")
+		p.Sources["secrets"] = from
+		for _, s := range ls[i].s.Secrets {
+			target := s.Path
+			if target == "" {
+				target = "/run/secrets/" + s.Name
+			}
+			src := hostPath(s.File, ls[i].dir, r.Home)
+			p.Secrets = append(p.Secrets, Secret{Name: s.Name, Source: src, Target: target, Env: s.Env, From: from})
+			p.Sandbox.Mounts = append(p.Sandbox.Mounts, sandbox.Mount{Source: src, Target: target, ReadOnly: true})
+		}
+		break
+	}
+	return nil
+}
+
+// workspaceKey names a workspace's caches in the store.
+func workspaceKey(ws string) string {
+	// FNV-1a, 64 bits: stable, short, and no crypto needed to name a dir.
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(ws); i++ {
+		h ^= uint64(ws[i])
+		h *= 1099511628211
+	}
+	return strconv.FormatUint(h, 16)
+}
+
+// resolveInstall applies the install-style policy: role, lockfiles, hooks.
+func resolveInstall(r *Request, ls []layer, p *Plan) error {
+	p.Audit.Role = "run"
+	var lockfiles []string
+	require := false
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.Role; v != nil {
+			switch *v {
+			case "install", "run", "build":
+				p.Audit.Role = *v
+			default:
+				return badValue("role", *v, "install, run or build")
+			}
+			p.Sources["role"] = ls[i].label("role")
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.LockfileFiles != nil {
+			lockfiles = ls[i].s.LockfileFiles
+			p.Sources["lockfile_files"] = ls[i].label("lockfile_files")
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.RequireLockfile; v != nil {
+			require = *v
+			p.Sources["require_lockfile"] = ls[i].label("require_lockfile")
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.PreRun == nil {
+			continue
+		}
+		from := ls[i].label("pre_run")
+		for _, h := range ls[i].s.PreRun {
+			if h.Shell != "" {
+				p.Hooks = append(p.Hooks, Hook{Args: []string{"/bin/sh", "-c", h.Shell}, Shell: h.Shell, From: from})
+			} else {
+				p.Hooks = append(p.Hooks, Hook{Args: h.Args, From: from})
+			}
+		}
+		break
+	}
+	switch {
+	case len(lockfiles) == 0:
+		p.Audit.Lockfile = "none configured"
+	default:
+		var found []string
+		for _, lf := range lockfiles {
+			if r.Exists != nil && r.Exists(filepath.Join(p.Sandbox.Workspace, lf)) {
+				found = append(found, lf)
+			}
+		}
+		if len(found) > 0 {
+			p.Audit.Lockfile = "present: " + strings.Join(found, ", ")
+		} else {
+			p.Audit.Lockfile = "missing: none of " + strings.Join(lockfiles, ", ")
+			if require && p.Audit.Role == "install" {
+				e := fault.New(fault.LockfileMissing,
+					"refusing to install without a lockfile in "+p.Sandbox.Workspace,
+					"the profile requires one of "+strings.Join(lockfiles, ", ")+" (require_lockfile: true), so that "+
+						"an install only fetches what was reviewed",
+					"commit a lockfile (for npm: npm install --package-lock-only, run outside this policy), "+
+						"or set require_lockfile: false for this profile", nil)
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// hostBlockedDefault are variables that make a program load or run code
+// chosen by whoever set them; backend host never passes them.
+var hostBlockedDefault = [...]string{
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_DEBUG*", "LD_PROFILE*", "GCONV_PATH", "GLIBC_TUNABLES",
+	"NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5OPT", "PERL5LIB",
+	"PERLLIB", "RUBYOPT", "RUBYLIB", "BASH_ENV", "ENV", "PROMPT_COMMAND", "JAVA_TOOL_OPTIONS",
+	"_JAVA_OPTIONS", "DYLD_*", "GIT_SSH_COMMAND", "GIT_EXEC_PATH",
+}
+
+// checkHostAllowed refuses a host-mode command that no allow glob matches.
+func checkHostAllowed(p *Plan) error {
+	line := strings.Join(p.Command.Args, " ")
+	for _, g := range p.HostAllow {
+		if globMatch(g, line) {
+			p.Audit.Rule = strings.TrimSpace(p.Audit.Rule + "; host allow " + strconv.Quote(g))
+			return nil
+		}
+	}
+	why := "backend host runs commands unsandboxed, so only those matching host.allow may run"
+	if len(p.HostAllow) == 0 {
+		why += "; none is allowed (host.allow is empty)"
+	} else {
+		why += "; allowed: " + strings.Join(p.HostAllow, ", ")
+	}
+	return fault.New(fault.HostRefused, "refusing to run "+strconv.Quote(line)+" on the host", why+
+		" (backend from "+p.Sources["backend"]+")",
+		"add a glob matching it to host.allow, or run it in a sandbox (backend: native)", nil)
+}
+
+// resolveEnv builds the command's environment, lowest priority first:
+// defaults, env.pass, env.set (top level, then the profile), --env. Names
+// denied by env.deny are never taken from the host.
+func resolveEnv(r *Request, ls []layer, p *Plan) ([]EnvVar, error) {
+	var deny []string
+	for _, l := range ls {
+		if e := l.s.Env; e != nil {
+			deny = append(deny, e.Deny...)
+		}
+	}
+	denied := func(name string) bool {
+		for _, g := range deny {
+			if globMatch(g, name) {
+				return true
+			}
+		}
+		return false
+	}
 	vars := map[string]EnvVar{}
 	var order []string
 	put := func(v EnvVar) {
@@ -215,12 +630,43 @@ func resolveEnv(r *Request, sp *sandbox.Spec) ([]EnvVar, error) {
 		}
 		vars[v.Name] = v
 	}
-	for _, kv := range sandbox.DefaultEnv(sp, r.Flags.TTY) {
-		name, value, _ := strings.Cut(kv, "=")
-		if name == "TERM" && r.Term != "" {
-			value = r.Term
+	if p.Mode == "host" {
+		for _, kv := range r.Environ {
+			name, value, _ := strings.Cut(kv, "=")
+			if !denied(name) && !blocked(p.HostBlocked[:], name) {
+				put(EnvVar{Name: name, Value: value, From: FromHost, Secret: looksSecret(name)})
+			}
 		}
-		put(EnvVar{Name: name, Value: value, From: FromDefault})
+	} else {
+		for _, kv := range sandbox.DefaultEnv(&p.Sandbox, r.Flags.TTY) {
+			name, value, _ := strings.Cut(kv, "=")
+			if name == "TERM" && r.Term != "" {
+				value = r.Term
+			}
+			put(EnvVar{Name: name, Value: value, From: FromDefault})
+		}
+	}
+	for _, l := range ls[:len(ls)-1] { // config layers; flags come last
+		e := l.s.Env
+		if e == nil {
+			continue
+		}
+		for _, g := range e.Pass {
+			for _, kv := range r.Environ {
+				name, value, _ := strings.Cut(kv, "=")
+				if globMatch(g, name) && !denied(name) {
+					put(EnvVar{Name: name, Value: value, From: FromHost + " (" + l.label("env.pass") + ")", Secret: looksSecret(name)})
+				}
+			}
+		}
+		for _, name := range e.SetOrder {
+			put(EnvVar{Name: name, Value: e.Set[name], From: l.label("env.set")})
+		}
+	}
+	for _, s := range p.Secrets {
+		if s.Env != "" {
+			put(EnvVar{Name: s.Env, Value: s.Target, From: s.From + " (secret " + s.Name + ")"})
+		}
 	}
 	for _, e := range r.Flags.Env {
 		name, value, hasValue := strings.Cut(e, "=")
@@ -228,38 +674,158 @@ func resolveEnv(r *Request, sp *sandbox.Spec) ([]EnvVar, error) {
 			return nil, badValue("--env", e, "NAME=VALUE, or NAME to pass the host's value")
 		}
 		if hasValue {
-			put(EnvVar{Name: name, Value: value, From: FromFlag})
+			put(EnvVar{Name: name, Value: value, From: FromFlag + " --env"})
 			continue
+		}
+		if denied(name) {
+			return nil, fault.New(fault.BadValue, "--env "+name+" asks for a host variable the config denies",
+				"env.deny in "+p.Audit.Config+" matches "+name, "remove --env "+name+", or set it with --env "+name+"=VALUE", nil)
 		}
 		if r.Getenv == nil {
 			continue
 		}
 		if v, ok := r.Getenv(name); ok {
-			put(EnvVar{Name: name, Value: v, From: FromHost})
+			put(EnvVar{Name: name, Value: v, From: FromHost + " (--env)", Secret: looksSecret(name)})
+		}
+	}
+	if p.Mode == "host" {
+		for _, n := range order {
+			if blocked(p.HostBlocked, n) {
+				delete(vars, n)
+			}
 		}
 	}
 	env := make([]EnvVar, 0, len(order))
 	for _, n := range order {
-		env = append(env, vars[n])
+		if v, ok := vars[n]; ok {
+			env = append(env, v)
+		}
 	}
 	return env, nil
 }
 
-func parseBase(s string) (sandbox.Base, error) {
+func blocked(globs []string, name string) bool {
+	for _, g := range globs {
+		if globMatch(g, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// looksSecret reports names that usually hold credentials.
+func looksSecret(name string) bool {
+	u := strings.ToUpper(name)
+	for _, w := range [...]string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// dispatch returns the profile the first matching rule names.
+func dispatch(f *config.File, args []string) (*config.Profile, *config.Rule) {
+	line := strings.Join(args, " ")
+	for i := range f.Dispatch {
+		rule := &f.Dispatch[i]
+		if ruleMatches(rule, args, line) {
+			for j := range f.Profiles {
+				if f.Profiles[j].Name == rule.Profile {
+					return &f.Profiles[j], rule
+				}
+			}
+		}
+	}
+	return nil, nil
+}
+
+func ruleMatches(rule *config.Rule, args []string, line string) bool {
+	switch {
+	case rule.Match != "":
+		return globMatch(rule.Match, line)
+	case rule.Command != "":
+		if filepath.Base(args[0]) != rule.Command {
+			return false
+		}
+		rest := args[1:]
+		for i, g := range rule.Args {
+			if i == len(rule.Args)-1 && g == "*" {
+				return true // a trailing * also matches no argument
+			}
+			if i >= len(rest) || !globMatch(g, rest[i]) {
+				return false
+			}
+		}
+		return len(rule.Args) == 0 || len(rest) == len(rule.Args)
+	case rule.Regex != "":
+		re, err := rule.CompiledRegex()
+		return err == nil && re.MatchString(line)
+	}
+	return false
+}
+
+func ruleText(rule *config.Rule, file string) string {
+	var what string
+	switch {
+	case rule.Match != "":
+		what = "match " + strconv.Quote(rule.Match)
+	case rule.Command != "":
+		what = "command " + rule.Command
+		if len(rule.Args) > 0 {
+			what += " args [" + strings.Join(rule.Args, ", ") + "]"
+		}
+	default:
+		what = "regex " + strconv.Quote(rule.Regex)
+	}
+	return fmt.Sprintf("%s:%d: %s -> %s", file, rule.Pos.Line, what, rule.Profile)
+}
+
+// globMatch matches a glob in which * also crosses "/" (command lines and
+// variable names are not paths).
+func globMatch(glob, s string) bool {
+	ok, err := matchGlob(glob, s)
+	return err == nil && ok
+}
+
+func parseBase(s, dir, home string) (sandbox.Base, error) {
 	kind, path, _ := strings.Cut(s, ":")
 	switch {
 	case s == "" || s == "host":
 		return sandbox.Base{Kind: sandbox.BaseHost}, nil
 	case (kind == "dir" || kind == "tar") && path != "":
-		return sandbox.Base{Kind: sandbox.BaseKind(kind), Path: path}, nil
+		return sandbox.Base{Kind: sandbox.BaseKind(kind), Path: hostPath(path, dir, home)}, nil
 	}
-	return sandbox.Base{}, badValue("--base", s, "host, dir:PATH or tar:PATH")
+	return sandbox.Base{}, badValue("base", s, "host, dir:PATH or tar:PATH")
 }
 
-// parseMount reads SRC:DST[:ro|rw]; a relative SRC is relative to cwd.
-func parseMount(s, cwd string) (sandbox.Mount, error) {
+func trustOf(b sandbox.Base) string {
+	switch b.Kind {
+	case sandbox.BaseTar:
+		return "tar base: extracted by content digest (sha256), no signature checked"
+	case sandbox.BaseDir:
+		return "dir base: used as it is, nothing verified"
+	}
+	return "host base: the host's own system directories, read-only"
+}
+
+// hostPath resolves a host path written relative to dir, with ~ for home.
+func hostPath(p, dir, home string) string {
+	switch {
+	case p == "~":
+		return home
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(home, p[2:])
+	case filepath.IsAbs(p):
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// parseMount reads SRC:DST[:ro|rw].
+func parseMount(s string) (config.Mount, error) {
 	parts := strings.Split(s, ":")
-	var m sandbox.Mount
+	var m config.Mount
 	switch {
 	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
 		m.ReadOnly = parts[2] == "ro"
@@ -271,10 +837,6 @@ func parseMount(s, cwd string) (sandbox.Mount, error) {
 	if m.Source == "" || !filepath.IsAbs(m.Target) {
 		return m, badValue("--mount", s, "SRC:DST with an absolute DST")
 	}
-	if !filepath.IsAbs(m.Source) {
-		m.Source = filepath.Join(cwd, m.Source)
-	}
-	m.Target = filepath.Clean(m.Target)
 	return m, nil
 }
 
@@ -288,58 +850,6 @@ func validHostname(h string) bool {
 		}
 	}
 	return true
-}
-
-// ParseSize reads a size like 512, 64k, 256m, 2g, 1.5G or 512MiB (binary
-// units, as in podman and docker).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("invalid size %q", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
-// FormatSize prints a byte count the way ParseSize reads it.
-func FormatSize(n int64) string {
-	for _, u := range []struct {
-		s string
-		v int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.v && n%u.v == 0 {
-			return strconv.FormatInt(n/u.v, 10) + u.s
-		}
-	}
-	if n >= 1<<20 {
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB"
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
-
-// ParseDuration reads a Go duration ("1m30s") or a number of seconds.
-func ParseDuration(s string) (time.Duration, error) {
-	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		return time.Duration(n * float64(time.Second)), nil
-	}
-	return time.ParseDuration(s)
 }
 
 // Keys returns the setting names of Sources, sorted.
@@ -358,8 +868,11 @@ func usage(what, fix string) error {
 	return e
 }
 
-func badValue(flag, value, want string) error {
-	e := fault.New(fault.BadValue, fmt.Sprintf("invalid %s value %q", flag, value), "", "use "+want, nil)
+func badValue(setting, value, want string) error {
+	if !strings.HasPrefix(setting, "--") {
+		setting = "--" + flagName(setting) + " / " + setting
+	}
+	e := fault.New(fault.BadValue, fmt.Sprintf("invalid %s value %q", setting, value), "", "use "+want, nil)
 	e.Exit = fault.ExitUsage
 	return e
 }

@@ -30,7 +30,8 @@ func TestResolveDefaults(t *testing.T) {
 	if !reflect.DeepEqual(p.Sandbox, want) {
 		t.Errorf("spec:\n got %+v\nwant %+v", p.Sandbox, want)
 	}
-	if p.Command.Dir != "/work/app" || p.Sources["workspace"] != FromCwd || p.Sources["network"] != FromDefault {
+	if p.Command.Dir != "/work/app" || p.Sources["workspace"] != FromCwd || p.Sources["network"] != FromDefault ||
+		p.Mode != "sandbox" || p.Backend != "native" || p.Audit.Role != "run" || p.Audit.Lockfile != "none configured" {
 		t.Errorf("dir %q sources %v", p.Command.Dir, p.Sources)
 	}
 	names := []string{}
@@ -78,8 +79,8 @@ func TestResolveFlags(t *testing.T) {
 	for _, v := range p.Command.Env {
 		got[v.Name] = v
 	}
-	if got["A"].Value != "2" || got["A"].From != FromFlag || got["HOME"].Value != "/root" || got["HOME"].From != FromHost ||
-		got["TERM"].Value != "screen" {
+	if got["A"].Value != "2" || got["A"].From != FromFlag+" --env" || got["HOME"].Value != "/root" ||
+		got["HOME"].From != FromHost+" (--env)" || got["TERM"].Value != "screen" {
 		t.Errorf("env %+v", got)
 	}
 	if _, ok := got["MISSING"]; ok {
@@ -109,30 +110,5 @@ func TestAccessNoneStartsAtRoot(t *testing.T) {
 	p, err := Resolve(&Request{Args: []string{"true"}, Cwd: "/w", Flags: Flags{Access: "none"}})
 	if err != nil || p.Command.Dir != "/" {
 		t.Errorf("%v %q", err, p.Command.Dir)
-	}
-}
-
-func TestSizes(t *testing.T) {
-	for in, want := range map[string]int64{"512": 512, "64k": 64 << 10, "256m": 256 << 20, "2g": 2 << 30,
-		"1.5G": 3 << 29, "512MiB": 512 << 20, "1t": 1 << 40, "100mb": 100 << 20} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "m", "-1m", "1x", "99999999999t"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) accepted", in)
-		}
-	}
-	for n, want := range map[int64]string{256 << 20: "256MiB", 1 << 30: "1GiB", 1536 << 10: "1536KiB", 1000: "1000B"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-	if d, err := ParseDuration("1m30s"); err != nil || d != 90*time.Second {
-		t.Errorf("ParseDuration: %v %v", d, err)
-	}
-	if d, err := ParseDuration("0.5"); err != nil || d != 500*time.Millisecond {
-		t.Errorf("ParseDuration seconds: %v %v", d, err)
 	}
 }

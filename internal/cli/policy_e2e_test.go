@@ -1,0 +1,164 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// project makes a workspace holding pinfold.yaml and returns its path.
+func project(t *testing.T, yaml string) string {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+const policy = `version: 1
+network: none
+env:
+  pass: [PINFOLD_PASS_*]
+  deny: [PINFOLD_DENY_*]
+  set:
+    FROM_CONFIG: "yes"
+caches:
+  - name: tool
+    path: /tmp/.tool-cache
+secrets:
+  - name: token
+    file: secret.txt
+    env: TOKEN_FILE
+host:
+  allow: ["echo host*"]
+profiles:
+  install:
+    role: install
+    access: rw
+    lockfile_files: [tool.lock]
+    require_lockfile: true
+  check:
+    access: ro
+    pre_run:
+      - test -f ready
+  onhost:
+    backend: host
+dispatch:
+  - command: sh
+    args: [-c, "*install*"]
+    profile: install
+  - match: "sh -c *check*"
+    profile: check
+  - command: echo
+    profile: onhost
+`
+
+func TestPlanShowsTheDecision(t *testing.T) {
+	ws := project(t, policy)
+	os.WriteFile(filepath.Join(ws, "secret.txt"), []byte("TOP-SECRET-VALUE"), 0o600)
+	os.WriteFile(filepath.Join(ws, "tool.lock"), nil, 0o644)
+	out, errs, code := pf(t, ws, "plan", "--json", "--", "sh", "-c", "tool install")
+	if code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	var p struct {
+		Access string `json:"access"`
+		Audit  struct {
+			Profile, Rule, Role, Lockfile string
+		} `json:"audit"`
+		Sources map[string]string `json:"sources"`
+		Secrets []struct{ Target string }
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err, out)
+	}
+	if p.Audit.Profile != "install" || p.Audit.Role != "install" || p.Audit.Lockfile != "present: tool.lock" ||
+		!strings.HasPrefix(p.Audit.Rule, "pinfold.yaml:") || !strings.HasPrefix(p.Sources["access"], "pinfold.yaml:") ||
+		len(p.Secrets) != 1 {
+		t.Errorf("plan %+v", p)
+	}
+	text, _, _ := pf(t, ws, "plan", "--", "sh", "-c", "tool install")
+	if strings.Contains(text+out, "TOP-SECRET-VALUE") {
+		t.Error("a secret's value was printed")
+	}
+	for _, want := range []string{"profile:  install", "network:    none", "cache tool:", "secret token:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestPolicyAppliesToRuns(t *testing.T) {
+	ws := project(t, policy)
+	os.WriteFile(filepath.Join(ws, "secret.txt"), []byte("TOP-SECRET-VALUE"), 0o600)
+	t.Setenv("PINFOLD_PASS_ME", "passed")
+	t.Setenv("PINFOLD_DENY_ME", "leaked")
+	// No lockfile: the install profile refuses.
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", "tool install")
+	if code != 125 || !strings.Contains(errs, "PF172") {
+		t.Errorf("install without lockfile: %d %s", code, errs)
+	}
+	os.WriteFile(filepath.Join(ws, "tool.lock"), nil, 0o644)
+	out, errs, code := pf(t, ws, "run", "--", "sh", "-c",
+		`echo install; echo "$PINFOLD_PASS_ME/$PINFOLD_DENY_ME/$FROM_CONFIG"; cat "$TOKEN_FILE"; echo; echo one > /tmp/.tool-cache/x; touch made`)
+	if code != 0 || out != "install\npassed//yes\nTOP-SECRET-VALUE\n" {
+		t.Errorf("install run: %d %q %q", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err != nil {
+		t.Error("the install profile could not write the workspace")
+	}
+	// The cache survives into the next run; the secret stays read-only.
+	out, _, code = pf(t, ws, "run", "--", "sh", "-c", `cat /tmp/.tool-cache/x; echo x > "$TOKEN_FILE" 2>/dev/null || echo ro`)
+	if code != 0 || out != "one\nro\n" {
+		t.Errorf("second run: %d %q", code, out)
+	}
+	// check: read-only workspace, and a pre_run hook that fails aborts.
+	_, errs, code = pf(t, ws, "run", "--", "sh", "-c", "check; touch x")
+	if code != 125 || !strings.Contains(errs, "PF173") {
+		t.Errorf("failing hook: %d %s", code, errs)
+	}
+	os.WriteFile(filepath.Join(ws, "ready"), nil, 0o644)
+	_, errs, code = pf(t, ws, "run", "--", "sh", "-c", "check; touch x")
+	if code == 0 || !strings.Contains(errs, "Read-only") {
+		t.Errorf("check profile wrote the workspace: %d %s", code, errs)
+	}
+}
+
+func TestHostBackend(t *testing.T) {
+	ws := project(t, policy)
+	out, errs, code := pf(t, ws, "run", "--", "echo", "host", "ok")
+	if code != 0 || out != "host ok\n" || !strings.Contains(errs, "running on the host") {
+		t.Errorf("allowed host command: %d %q %q", code, out, errs)
+	}
+	_, errs, code = pf(t, ws, "run", "--", "echo", "other")
+	if code != 125 || !strings.Contains(errs, "PF174") || !strings.Contains(errs, "echo host*") {
+		t.Errorf("refused host command: %d %q", code, errs)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	ws := project(t, "version: 1\nprofiles:\n  test:\n    netwrok: none\n")
+	_, errs, code := pf(t, ws, "run", "--", "true")
+	if code != 125 || !strings.Contains(errs, "PF170") || !strings.Contains(errs, "pinfold.yaml:4:5") ||
+		!strings.Contains(errs, "netwrok") {
+		t.Errorf("bad key: %d %s", code, errs)
+	}
+	// --config points elsewhere; a config in a parent directory is found.
+	sub := filepath.Join(ws, "sub")
+	os.Mkdir(sub, 0o755)
+	good := project(t, "version: 1\nhostname: from-config\n")
+	out, errs, code := pf(t, sub, "run", "--config", filepath.Join(good, "pinfold.yaml"), "--", "hostname")
+	if code != 0 || out != "from-config\n" {
+		t.Errorf("--config: %d %q %q", code, out, errs)
+	}
+	nested := project(t, "version: 1\nhostname: found-up\n")
+	deep := filepath.Join(nested, "a", "b")
+	os.MkdirAll(deep, 0o755)
+	out, errs, code = pf(t, deep, "run", "--", "sh", "-c", "hostname; pwd")
+	if code != 0 || out != "found-up\n"+deep+"\n" {
+		t.Errorf("walking up: %d %q %q", code, out, errs)
+	}
+}

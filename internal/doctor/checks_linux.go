@@ -1,0 +1,679 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/store"
+	"golang.org/x/sys/unix"
+)
+
+// Run runs the checks opt selects and returns them in a fixed order.
+// Independent groups of checks run concurrently; each check is bounded in
+// time, so Run returns within about 15 seconds even when podman hangs.
+func Run(ctx context.Context, opt Options) *Report {
+	h := opt.host
+	if h == nil {
+		h = newHost()
+	}
+	groups := []func() []Check{
+		func() []Check { return h.usernsChecks(ctx) },
+		func() []Check { return []Check{h.overlayCheck(ctx)} },
+		func() []Check {
+			cs := []Check{h.seccompCheck()}
+			cs = append(cs, h.cgroupChecks()...)
+			return append(cs, landlockCheck())
+		},
+		func() []Check { return append(h.storeChecks(opt.StoreDir), h.basesCheck(opt.StoreDir)) },
+	}
+	if opt.Workspace != "" {
+		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })
+	}
+	if opt.Slow {
+		groups = append(groups,
+			func() []Check { return toolChecks(ctx, "podman") },
+			func() []Check { return toolChecks(ctx, "docker") })
+	}
+	results := make([][]Check, len(groups))
+	done := make(chan struct{}, len(groups))
+	for i, g := range groups {
+		go func() {
+			results[i] = g()
+			done <- struct{}{}
+		}()
+	}
+	for range groups {
+		<-done
+	}
+	r := &Report{Kernel: kernelRelease(), UID: h.euid}
+	for _, cs := range results {
+		for _, c := range cs {
+			c.host = h
+			if c.Status == Pass {
+				c.Fix, c.Fixable = "", false
+			}
+			r.Checks = append(r.Checks, c)
+		}
+	}
+	return r
+}
+
+// asWho names the user checks ran as.
+func (h *host) asWho() string {
+	if h.euid == 0 {
+		return "root"
+	}
+	return "uid " + strconv.Itoa(h.euid)
+}
+
+// usernsCheck creates the sandbox's namespaces as this user.
+func (h *host) usernsCheck(ctx context.Context) Check {
+	c := Check{ID: "userns", Title: "user namespaces"}
+	err := h.probeUserns(ctx)
+	if err == nil {
+		c.Status = Pass
+		c.Detail = "created user, mount, pid, ipc, uts, cgroup and network namespaces as " + h.asWho()
+		return c
+	}
+	c.Status, c.err = Fail, err
+	if err == errNoTool {
+		// Could not try: judge by the sysctls alone.
+		c.err = nil
+		if ch := h.usernsBlockers(h.euid != 0, nil); len(ch) > 0 {
+			c.Detail = "not tried (true(1) not found); " + whys(ch)
+			c.Fix, c.Fixable = sysctlFix(ch), h.euid == 0
+			c.err = errors.New(c.Detail)
+			return c
+		}
+		c.Status = Warn
+		c.Detail = "not tried (true(1) not found); no sysctl forbids user namespaces"
+		c.Fix = "install coreutils so pinfold doctor can try"
+		return c
+	}
+	c.Detail = "creating namespaces as " + h.asWho() + " failed: " + err.Error()
+	if _, statErr := os.Stat(h.proc + "/self/ns/user"); statErr != nil {
+		c.Detail += "; this kernel has no user namespaces"
+		c.Fix = "use a kernel built with CONFIG_USER_NS=y"
+		return c
+	}
+	if ch := h.usernsBlockers(h.euid != 0, err); len(ch) > 0 {
+		c.Detail += " (" + whys(ch) + ")"
+		c.Fix, c.Fixable = sysctlFix(ch), h.euid == 0
+		if h.euid != 0 {
+			c.Fix = "as root: " + c.Fix
+		}
+		return c
+	}
+	c.Fix = "no sysctl forbids it, so something else does: a container runtime's seccomp profile, " +
+		"an LSM policy (AppArmor, SELinux), or a kernel option; run pinfold on the host or allow " +
+		"unshare(CLONE_NEWUSER) in that policy"
+	return c
+}
+
+// usernsChecks are "userns" and "userns.unprivileged".
+func (h *host) usernsChecks(ctx context.Context) []Check {
+	own := h.usernsCheck(ctx)
+	c := Check{ID: "userns.unprivileged", Title: "user namespaces for ordinary users"}
+	if h.euid != 0 {
+		// This process is the ordinary user: "userns" tried it.
+		c.Status, c.Fix, c.Fixable, c.err = own.Status, own.Fix, own.Fixable, own.err
+		c.Detail = "pinfold runs as " + h.asWho() + ", so the user namespaces check tried this"
+		return []Check{own, c}
+	}
+	tried, err := h.probeUnpriv(ctx)
+	ch := h.usernsBlockers(true, err)
+	switch {
+	case tried && err == nil:
+		c.Status = Pass
+		c.Detail = "uid 65534 created a user and mount namespace (unshare --user --map-root-user --mount)"
+	case tried:
+		c.Status = Warn
+		c.Detail = "uid 65534 could not create a user namespace: " + err.Error()
+		if len(ch) > 0 {
+			c.Detail += " (" + whys(ch) + ")"
+		}
+	case len(ch) > 0:
+		c.Status = Warn
+		c.Detail = whys(ch) + " (not tried: unshare(1) not found)"
+	default:
+		c.Status = Pass
+		c.Detail = "no sysctl forbids it (not tried: unshare(1) not found)"
+	}
+	if c.Status != Pass {
+		c.Detail += "; pinfold works as root, but ordinary users cannot run sandboxes"
+		if len(ch) > 0 {
+			c.Fix, c.Fixable = sysctlFix(ch), true
+		} else {
+			c.Fix = "no sysctl forbids it, so something else does (an LSM policy such as AppArmor or SELinux, or a container runtime's seccomp profile)"
+		}
+	}
+	return []Check{own, c}
+}
+
+// overlayCheck mounts an overlay in a new user namespace, for real when the
+// host has sh(1) and mount(8), else judged by the kernel version and
+// /proc/filesystems. Only later releases use overlays (changesets), so
+// this check warns but never fails.
+func (h *host) overlayCheck(ctx context.Context) Check {
+	c := Check{ID: "overlay.userns", Title: "overlayfs in a user namespace"}
+	rel := kernelRelease()
+	recent, known := kernelAtLeast(rel, 5, 11)
+	fs, _ := os.ReadFile(h.proc + "/filesystems")
+	listed := strings.Contains(string(fs), "\toverlay\n")
+	tried, err := h.probeOverlay(ctx)
+	switch {
+	case tried && err == nil:
+		c.Status = Pass
+		c.Detail = "mounted an overlay in a new user namespace and wrote through it"
+		return c
+	case tried:
+		c.Status = Warn
+		c.Detail = "mounting an overlay in a user namespace failed: " + err.Error()
+	case !listed && known && recent:
+		c.Status = Warn
+		c.Detail = "not tried (sh or mount(8) not found); overlay is not in /proc/filesystems (a module not loaded yet?)"
+	case known && recent:
+		c.Status = Warn
+		c.Detail = "not tried (sh or mount(8) not found); kernel " + rel + " supports overlays in user namespaces"
+		c.Fix = "install util-linux's mount(8) so pinfold doctor can try it"
+		return c
+	default:
+		c.Status = Warn
+		c.Detail = "not tried (sh or mount(8) not found); kernel " + rel
+	}
+	c.Detail += "; pinfold does not need overlays yet (later releases keep changesets in them)"
+	switch {
+	case known && !recent:
+		c.Fix = "use Linux 5.11 or later, which allows overlay mounts in user namespaces"
+	case !listed:
+		c.Fix = "load the overlay module (modprobe overlay) or use a kernel built with CONFIG_OVERLAY_FS"
+	default:
+		c.Fix = "the kernel refused it: check that the overlay module is allowed in user namespaces and that /tmp is on a file system overlayfs accepts as an upper layer"
+	}
+	return c
+}
+
+// seccompCheck looks for seccomp filter support with SECCOMP_RET_ERRNO,
+// which pinfold's filter returns for refused system calls.
+func (h *host) seccompCheck() Check {
+	c := Check{ID: "seccomp", Title: "seccomp filters"}
+	status, _ := readSmall(h.proc + "/self/status")
+	mode := ""
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			mode = strings.TrimSpace(v)
+		}
+	}
+	if mode == "" {
+		c.Status = Fail
+		c.Detail = "no Seccomp line in /proc/self/status: the kernel has no seccomp"
+		c.Fix = "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER"
+		return c
+	}
+	actions, err := readSmall(h.procSys + "/kernel/seccomp/actions_avail")
+	if err != nil {
+		c.Status = Fail
+		c.Detail = "cannot read " + h.procSys + "/kernel/seccomp/actions_avail (" + err.Error() + "): the kernel has no seccomp filters"
+		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
+		return c
+	}
+	if !hasWord(string(actions), "errno") {
+		c.Status = Fail
+		c.Detail = "the kernel's seccomp actions (" + strings.TrimSpace(string(actions)) + ") lack errno"
+		c.Fix = "use a kernel whose seccomp supports SECCOMP_RET_ERRNO (any Linux since 3.5)"
+		return c
+	}
+	c.Status = Pass
+	c.Detail = "filters with errno available"
+	switch mode {
+	case "2":
+		c.Detail += "; pinfold itself already runs under a filter (a container?): the sandbox's filter stacks on it"
+	case "1":
+		c.Status = Fail
+		c.Detail = "pinfold runs in strict seccomp mode, which allows no new filter"
+		c.Fix = "run pinfold outside the strict-mode seccomp sandbox"
+	}
+	return c
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// The limits doctor tries: every controller pinfold uses.
+var allLimits = cgroup.Limits{MemoryBytes: 64 << 20, Pids: 64, CPUs: 1}
+
+// cgroupChecks are "cgroup.version", "cgroup.controllers" and
+// "cgroup.delegation". Limits are optional, so only a host where no
+// limit can be enforced at all, by anyone, fails.
+func (h *host) cgroupChecks() []Check {
+	ver := Check{ID: "cgroup.version", Title: "cgroup version"}
+	ctl := Check{ID: "cgroup.controllers", Title: "cgroup controllers"}
+	del := Check{ID: "cgroup.delegation", Title: "cgroup delegation"}
+	sys, err := h.cgroups()
+	if err != nil {
+		ver.Status, ver.Detail, ver.err = Warn, err.Error(), err
+		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
+		ctl.Status, ctl.Detail, ctl.err = Fail, "no cgroup hierarchy found: --memory, --pids and --cpus cannot be used", err
+		ctl.Fix = ver.Fix
+		del.Status, del.Detail = Warn, "not checked: no cgroups"
+		return []Check{ver, ctl, del}
+	}
+	v := sys.Version()
+	ver.Status = Pass
+	switch v {
+	case "v1":
+		ver.Detail = "v1: memory, pids and cpu are on cgroup v1 hierarchies"
+	case "v2":
+		ver.Detail = "v2: memory, pids and cpu are in the unified cgroup2 tree"
+	case "hybrid":
+		ver.Detail = "hybrid: some controllers on cgroup v1 hierarchies, some in the cgroup2 tree"
+	default:
+		ver.Status = Warn
+		ver.Detail = "none: no memory, pids or cpu controller is mounted"
+		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
+	}
+
+	type one struct {
+		name string
+		l    cgroup.Limits
+	}
+	var ok, bad []string
+	var errs []error
+	for _, o := range [...]one{
+		{"memory", cgroup.Limits{MemoryBytes: allLimits.MemoryBytes}},
+		{"pids", cgroup.Limits{Pids: allLimits.Pids}},
+		{"cpu", cgroup.Limits{CPUs: allLimits.CPUs}},
+	} {
+		if err := sys.Supports(o.l); err != nil {
+			bad = append(bad, o.name)
+			errs = append(errs, err)
+		} else {
+			ok = append(ok, o.name)
+		}
+	}
+	joined := errors.Join(errs...)
+	if h.euid == 0 {
+		del.Status = Pass
+		del.Detail = "not needed: pinfold runs as root and makes its cgroups itself"
+		switch {
+		case len(bad) == 0:
+			ctl.Status = Pass
+			ctl.Detail = "memory, pids and cpu usable (" + v + ")"
+		case len(ok) == 0:
+			ctl.Status, ctl.err = Fail, joined
+			ctl.Detail = "no controller usable: --memory, --pids and --cpus cannot be used: " + oneLine(joined)
+		default:
+			ctl.Status, ctl.err = Warn, joined
+			ctl.Detail = "usable: " + strings.Join(ok, ", ") + "; not usable: " + strings.Join(bad, ", ") + ": " + oneLine(joined)
+		}
+		if ctl.Status != Pass {
+			ctl.Fix = "mount the missing controllers (cgroup v1 hierarchies, or enabled in the cgroup2 root's cgroup.subtree_control), " +
+				"and remove any cgroup_disable= from the kernel command line"
+		}
+		return []Check{ver, ctl, del}
+	}
+
+	// An ordinary user: whether the kernel has the controllers, and
+	// whether this user may use them, are separate questions.
+	enabled := h.enabledControllers()
+	switch {
+	case v == "none":
+		ctl.Status = Fail
+		ctl.Detail = "no memory, pids or cpu controller is mounted: limits cannot be enforced on this host"
+		ctl.Fix = ver.Fix
+	case len(enabled) == 3 || len(enabled) == 0: // 0: /proc/cgroups unreadable
+		ctl.Status = Pass
+		ctl.Detail = "memory, pids and cpu present (" + v + ")"
+	default:
+		ctl.Status = Warn
+		ctl.Detail = "only " + strings.Join(enabled, ", ") + " enabled in " + h.proc + "/cgroups"
+		ctl.Fix = "remove any cgroup_disable= from the kernel command line"
+	}
+	switch {
+	case len(bad) == 0:
+		del.Status = Pass
+		del.Detail = "memory, pids and cpu can be limited as " + h.asWho()
+	case v == "none":
+		del.Status = Warn
+		del.Detail = "not checked: no controllers"
+	default:
+		del.Status, del.err = Warn, joined
+		del.Detail = "limits cannot be enforced as " + h.asWho() + ": " + oneLine(joined)
+		if v == "v1" {
+			del.Fix = "run pinfold as root: cgroup v1 hierarchies are not delegated to ordinary users"
+		} else {
+			del.Fix = "run pinfold in a delegated cgroup: systemd-run --user --scope pinfold run ... (or drop --memory, --pids and --cpus)"
+		}
+	}
+	return []Check{ver, ctl, del}
+}
+
+// enabledControllers lists which of memory, pids and cpu /proc/cgroups
+// shows as enabled.
+func (h *host) enabledControllers() []string {
+	b, err := os.ReadFile(h.proc + "/cgroups")
+	if err != nil {
+		return nil
+	}
+	var on []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[3] == "1" && (f[0] == "memory" || f[0] == "pids" || f[0] == "cpu") {
+			on = append(on, f[0])
+		}
+	}
+	return on
+}
+
+// oneLine puts err on one line, naming cgroup.ErrUnsupported once.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := strings.ReplaceAll(err.Error(), "\n", "; ")
+	return strings.ReplaceAll(s, "; "+cgroup.ErrUnsupported.Error()+": ", "; ")
+}
+
+// landlockCheck asks the kernel for its Landlock ABI version.
+func landlockCheck() Check {
+	c := Check{ID: "landlock", Title: "Landlock"}
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno == 0 {
+		c.Status = Pass
+		c.Detail = "ABI version " + strconv.Itoa(int(v)) + " (pinfold does not use Landlock yet)"
+		return c
+	}
+	c.Status = Warn
+	switch errno {
+	case unix.ENOSYS:
+		c.Detail = "not available: the kernel has no Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)"
+	case unix.EOPNOTSUPP:
+		c.Detail = "not available: Landlock is built in but not enabled"
+	default:
+		c.Detail = "not available: " + errno.Error()
+	}
+	c.Detail += "; pinfold does not need it yet"
+	c.Fix = "to prepare for later releases: a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter"
+	return c
+}
+
+// storeDir is the store directory to check.
+func storeDir(dir string) (string, error) {
+	if dir == "" {
+		return store.DefaultDir()
+	}
+	return filepath.Abs(dir)
+}
+
+// storeChecks are "store.writable" and "store.space".
+func (h *host) storeChecks(dir string) []Check {
+	w := Check{ID: "store.writable", Title: "store directory"}
+	sp := Check{ID: "store.space", Title: "store free space"}
+	dir, err := storeDir(dir)
+	if err != nil {
+		w.Status, w.Detail, w.err = Fail, err.Error(), err
+		w.Fix = "set PINFOLD_STORE to a directory of your own"
+		sp.Status, sp.Detail = Warn, "not checked: no store directory"
+		return []Check{w, sp}
+	}
+	w.Detail, w.path = dir, dir
+	existing := dir // the directory whose file system holds the store
+	var st unix.Stat_t
+	err = unix.Stat(dir, &st)
+	switch {
+	case err == unix.ENOENT:
+		existing = nearestDir(dir)
+		if unix.Faccessat(unix.AT_FDCWD, existing, unix.W_OK|unix.X_OK, unix.AT_EACCESS) == nil {
+			w.Status = Warn
+			w.Detail = dir + " does not exist yet; pinfold creates it when it first needs it"
+			w.Fix = "mkdir -m 700 -p " + dir
+			w.Fixable = true
+		} else {
+			w.Status = Fail
+			w.Detail = dir + " does not exist and " + existing + " is not writable by " + h.asWho()
+			w.Fix = "create it for this user (mkdir -p " + dir + " && chown " + strconv.Itoa(h.euid) + " " + dir + "), or set PINFOLD_STORE to a directory of your own"
+		}
+	case err != nil:
+		w.Status, w.err = Fail, err
+		w.Detail = "cannot use " + dir + ": " + err.Error()
+		w.Fix = "set PINFOLD_STORE to a directory of your own"
+		existing = nearestDir(dir)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		w.Status = Fail
+		w.Detail = dir + " is not a directory"
+		w.Fix = "remove it, or set PINFOLD_STORE to a directory of your own"
+		existing = filepath.Dir(dir)
+	case int(st.Uid) != h.euid:
+		w.Status = Fail
+		w.Detail = dir + " belongs to uid " + strconv.Itoa(int(st.Uid)) + ", not to " + h.asWho()
+		w.Fix = "chown " + strconv.Itoa(h.euid) + " " + dir + ", or set PINFOLD_STORE to a directory of your own"
+	case st.Mode&0o022 != 0:
+		w.Status = Fail
+		w.Detail = dir + " may be written by others (mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
+		w.Fix = "chmod go-w " + dir
+		w.Fixable = true
+	default:
+		f, err := os.CreateTemp(dir, ".doctor-*")
+		if err != nil {
+			w.Status, w.err = Fail, err
+			w.Detail = "cannot write in " + dir + ": " + err.Error()
+			w.Fix = "make it writable by this user, or set PINFOLD_STORE to a directory of your own"
+			break
+		}
+		f.Close()
+		os.Remove(f.Name())
+		w.Status = Pass
+		w.Detail = dir + " (writable, mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
+	}
+
+	var fs unix.Statfs_t
+	if err := unix.Statfs(existing, &fs); err != nil {
+		sp.Status, sp.Detail = Warn, "statfs "+existing+": "+err.Error()
+		return []Check{w, sp}
+	}
+	free := int64(fs.Bavail) * int64(fs.Bsize)
+	sp.Detail = humanBytes(free) + " free on the file system of " + existing
+	switch {
+	case free < 100<<20:
+		sp.Status = Fail
+	case free < 1<<30:
+		sp.Status = Warn
+	default:
+		sp.Status = Pass
+	}
+	if sp.Status != Pass {
+		sp.Fix = "free space there, or set PINFOLD_STORE to a directory on a larger file system (tar bases need their unpacked size)"
+	}
+	return []Check{w, sp}
+}
+
+// nearestDir is the closest ancestor of dir that exists.
+func nearestDir(dir string) string {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == "/" {
+			return d
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// basesCheck looks at the host base's directories and counts the tar
+// bases in the store.
+func (h *host) basesCheck(dir string) Check {
+	c := Check{ID: "bases", Title: "bases"}
+	var have, miss []string
+	for _, d := range [...]string{"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			have = append(have, d)
+		} else {
+			miss = append(miss, d)
+		}
+	}
+	if len(have) == 0 || have[0] != "/usr" {
+		c.Status = Fail
+		c.Detail = "/usr is missing: the host base has nothing to run"
+		c.Fix = "use --base dir:PATH or --base tar:PATH with a root file system"
+		return c
+	}
+	c.Status = Pass
+	c.Detail = "host base: " + strings.Join(have, " ")
+	if dir, err := storeDir(dir); err == nil {
+		m, _ := filepath.Glob(filepath.Join(dir, "bases", "tar", "*", "manifest.json"))
+		switch len(m) {
+		case 0:
+			c.Detail += "; no tar bases in the store"
+		case 1:
+			c.Detail += "; 1 tar base in the store"
+		default:
+			c.Detail += "; " + strconv.Itoa(len(m)) + " tar bases in the store"
+		}
+	}
+	return c
+}
+
+// idmapCheck tries an idmapped mount of the workspace, which a root
+// supervisor makes so that files the command writes belong to the
+// workspace's owner.
+func (h *host) idmapCheck(ctx context.Context, ws string) Check {
+	c := Check{ID: "idmap.workspace", Title: "idmapped mounts on the workspace"}
+	if h.euid != 0 {
+		c.Status = Pass
+		c.Detail = "not needed: pinfold idmaps the workspace only when it runs as root"
+		return c
+	}
+	err := h.probeIDMap(ctx, ws)
+	switch {
+	case err == nil:
+		c.Status = Pass
+		c.Detail = "the file system of " + ws + " supports idmapped mounts"
+	case errors.Is(err, unix.EINVAL):
+		c.Status, c.err = Fail, err
+		c.Detail = "the file system of " + ws + " does not support idmapped mounts: pinfold run there as root fails (PF141)"
+		c.Fix = "run pinfold as the owner of " + ws + " instead of root, or keep the workspace on a file system with idmapped mounts (ext4, xfs, btrfs, tmpfs)"
+	default:
+		c.Status, c.err = Warn, err
+		c.Detail = "could not try: " + err.Error()
+		c.Fix = "check that " + ws + " exists and is a directory"
+	}
+	return c
+}
+
+// toolChecks are "NAME" (installed, version) and "NAME.reachable" for
+// podman or docker, both optional backends: missing or unreachable is a
+// warning.
+func toolChecks(ctx context.Context, name string) []Check {
+	c := Check{ID: name, Title: name}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		c.Status = Warn
+		c.Detail = "not installed (optional: pinfold's own sandbox does not need it)"
+		pkg := "podman"
+		if name == "docker" {
+			pkg = "docker.io"
+		}
+		c.Fix = "to use backend: " + name + ", install it (apt-get install " + pkg + ")"
+		return []Check{c}
+	}
+	vctx, cancel := context.WithTimeout(ctx, toolTimeout)
+	ver, err := runOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Client.Version}}"))
+	cancel()
+	if err != nil && ver == "" {
+		c.Status = Warn
+		c.Detail = path + ": " + name + " version failed: " + err.Error()
+		c.Fix = "run " + name + " version to see why"
+	} else {
+		c.Status = Pass
+		c.Detail = name + " " + lastLine(ver) + " (" + path + ")"
+	}
+	r := Check{ID: name + ".reachable", Title: name + " service"}
+	if name == "podman" {
+		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+		arch, err := runOut(probeCmdEnv(ictx, path, "info", "--format", "{{.Host.Arch}}"))
+		cancel()
+		if err != nil {
+			r.Status, r.err = Warn, err
+			r.Detail = "podman info failed: " + err.Error()
+			r.Fix = "run podman info to see why (rootless podman needs entries in /etc/subuid and /etc/subgid)"
+		} else {
+			r.Status = Pass
+			r.Detail = "podman info works (" + lastLine(arch) + ")"
+		}
+		return []Check{c, r}
+	}
+	r.Title = "docker daemon"
+	dockerReachable(ctx, path, &r)
+	return []Check{c, r}
+}
+
+// probeCmdEnv is a probe child that keeps the caller's environment
+// (DOCKER_HOST, XDG_RUNTIME_DIR, CONTAINER_HOST... choose the daemon).
+func probeCmdEnv(ctx context.Context, path string, args ...string) *exec.Cmd {
+	cmd := probeCmd(ctx, path, args...)
+	cmd.Env = nil
+	return cmd
+}
+
+// dockerReachable pings the daemon: over its unix socket by hand when
+// DOCKER_HOST is unset or unix://, else through docker version.
+func dockerReachable(ctx context.Context, path string, r *Check) {
+	dh := os.Getenv("DOCKER_HOST")
+	sock := "/var/run/docker.sock"
+	if dh != "" {
+		p, ok := strings.CutPrefix(dh, "unix://")
+		if !ok {
+			vctx, cancel := context.WithTimeout(ctx, toolTimeout)
+			v, err := runOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Server.Version}}"))
+			cancel()
+			if err != nil {
+				r.Status, r.err = Warn, err
+				r.Detail = "no daemon answers at " + dh + ": " + err.Error()
+				r.Fix = "start the daemon DOCKER_HOST names, or unset DOCKER_HOST"
+				return
+			}
+			r.Status = Pass
+			r.Detail = "daemon " + lastLine(v) + " answers at " + dh
+			return
+		}
+		sock = p
+	}
+	line, err := pingDocker(sock, 3*time.Second)
+	switch {
+	case err == nil:
+		r.Status = Pass
+		r.Detail = "daemon answers at unix://" + sock + " (" + line + ")"
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED):
+		r.Status, r.err = Warn, err
+		r.Detail = "no daemon listening at unix://" + sock
+		r.Fix = "start it (systemctl start docker), or set DOCKER_HOST to where it listens"
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		r.Status, r.err = Warn, err
+		r.Detail = "no permission to connect to unix://" + sock
+		r.Fix = "use rootless docker and set DOCKER_HOST, or run as a member of the docker group (which is as powerful as root)"
+	default:
+		r.Status, r.err = Warn, err
+		r.Detail = "the daemon at unix://" + sock + " did not answer: " + err.Error()
+		r.Fix = "check that the daemon runs: systemctl status docker"
+	}
+}

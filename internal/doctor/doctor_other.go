@@ -1,0 +1,38 @@
+//go:build !linux
+
+package doctor
+
+import (
+	"context"
+	"errors"
+)
+
+type host struct{}
+
+func unsupported() Check {
+	return Check{ID: "os", Title: "operating system", Status: Fail,
+		Detail: "pinfold's sandboxes need Linux", Fix: "run pinfold on Linux"}
+}
+
+// Run reports that only Linux can run pinfold's sandboxes.
+func Run(ctx context.Context, opt Options) *Report {
+	return &Report{UID: -1, Checks: []Check{unsupported()}}
+}
+
+// Apply has nothing to apply outside Linux.
+func Apply(ctx context.Context, c Check) (string, error) {
+	return "", errors.New(c.ID + ": no fix pinfold can apply")
+}
+
+// Preflight fails: only Linux can run pinfold's sandboxes.
+func Preflight(ctx context.Context, need Needs) error {
+	if !need.Native && !need.Limits {
+		return nil
+	}
+	return &PreflightError{Checks: []Check{unsupported()}}
+}
+
+// SelectBackend fails: only Linux has the native backend.
+func SelectBackend(ctx context.Context, need Needs) (string, string, error) {
+	return "", "", &PreflightError{Checks: []Check{unsupported()}, auto: true}
+}

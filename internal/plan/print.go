@@ -1,0 +1,240 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/pinfold/pinfold/internal/units"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// masked replaces values that must never be printed.
+const masked = "***"
+
+// Text writes the plan for people, with where each setting came from.
+func (p *Plan) Text(w io.Writer) {
+	src := func(key string) string {
+		if s, ok := p.Sources[key]; ok && s != FromDefault {
+			return "  (" + s + ")"
+		}
+		return ""
+	}
+	sp := &p.Sandbox
+	fmt.Fprintf(w, "command:    %s\n", quoteArgs(p.Command.Args))
+	fmt.Fprintf(w, "mode:       %s\n", p.Mode)
+	backend := p.Backend
+	if p.BackendReason != "" {
+		backend += " (" + p.BackendReason + ")"
+	}
+	fmt.Fprintf(w, "backend:    %s%s\n", backend, src("backend"))
+	if p.Mode == "host" {
+		fmt.Fprintf(w, "host allow: %s%s\n", strings.Join(p.HostAllow, ", "), src("host"))
+		fmt.Fprintf(w, "blocked:    %s\n", strings.Join(p.HostBlocked, " "))
+	} else {
+		base := string(sp.Base.Kind)
+		if sp.Base.Path != "" {
+			base += ":" + sp.Base.Path
+		}
+		fmt.Fprintf(w, "base:       %s%s\n", base, src("base"))
+		fmt.Fprintf(w, "workspace:  %s (%s)  (%s)\n", sp.Workspace, sp.Access, p.Sources["workspace"])
+		fmt.Fprintf(w, "workdir:    %s%s\n", p.Command.Dir, src("workdir"))
+		user := "invoking user"
+		if sp.Root {
+			user = "root (in the user namespace)"
+		}
+		fmt.Fprintf(w, "user:       %s%s\n", user, src("user"))
+		fmt.Fprintf(w, "hostname:   %s%s\n", sp.Hostname, src("hostname"))
+		fmt.Fprintf(w, "network:    %s%s\n", sp.Network, src("network"))
+		fmt.Fprintf(w, "mounts:\n")
+		for _, m := range p.userMounts() {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			fmt.Fprintf(w, "  %s -> %s (%s)\n", m.Source, m.Target, mode)
+		}
+		for _, c := range p.Caches {
+			fmt.Fprintf(w, "  cache %s: %s -> %s (rw)  (%s)\n", c.Name, c.Source, c.Target, c.From)
+		}
+		for _, s := range p.Secrets {
+			fmt.Fprintf(w, "  secret %s: %s -> %s (ro, content not shown)  (%s)\n", s.Name, s.Source, s.Target, s.From)
+		}
+		fmt.Fprintf(w, "limits:\n")
+		l := sp.Limits
+		fmt.Fprintf(w, "  memory:   %s%s\n", orNone(l.Memory > 0, units.FormatSize(l.Memory)), src("limits.memory"))
+		fmt.Fprintf(w, "  pids:     %s%s\n", orNone(l.Pids > 0, strconv.FormatInt(l.Pids, 10)), src("limits.pids"))
+		fmt.Fprintf(w, "  cpus:     %s%s\n", orNone(l.CPUs > 0, strconv.FormatFloat(l.CPUs, 'g', -1, 64)), src("limits.cpus"))
+		fmt.Fprintf(w, "  timeout:  %s%s\n", orNone(p.Timeout > 0, p.Timeout.String()), src("limits.timeout"))
+		fmt.Fprintf(w, "  /tmp:     %s%s\n", units.FormatSize(l.TmpSize), src("limits.tmp_size"))
+		fmt.Fprintf(w, "security:\n")
+		caps := "none"
+		if len(sp.Capabilities) > 0 {
+			caps = strings.Join(sp.Capabilities, ", ")
+		}
+		fmt.Fprintf(w, "  namespaces: user, mount, pid, ipc, uts, cgroup%s\n", map[bool]string{true: ", net", false: ""}[sp.Network != sandbox.NetworkHost])
+		fmt.Fprintf(w, "  capabilities: %s%s\n", caps, src("capabilities"))
+		fmt.Fprintf(w, "  no_new_privs, seccomp filter, read-only root, own /proc /dev /tmp\n")
+	}
+	fmt.Fprintf(w, "env:\n")
+	for _, v := range p.Command.Env {
+		val := v.Value
+		if v.Secret {
+			val = masked
+		}
+		fmt.Fprintf(w, "  %s=%s  (%s)\n", v.Name, val, v.From)
+	}
+	if len(p.Hooks) > 0 {
+		fmt.Fprintf(w, "pre_run hooks (on the host):\n")
+		for _, h := range p.Hooks {
+			text := h.Shell
+			if text == "" {
+				text = quoteArgs(h.Args)
+			}
+			fmt.Fprintf(w, "  %s  (%s)\n", text, h.From)
+		}
+	}
+	a := p.Audit
+	fmt.Fprintf(w, "audit:\n")
+	fmt.Fprintf(w, "  config:   %s\n", orNone(a.Config != "", a.Config))
+	fmt.Fprintf(w, "  profile:  %s\n", orNone(a.Profile != "", a.Profile))
+	fmt.Fprintf(w, "  rule:     %s\n", orNone(a.Rule != "", a.Rule))
+	fmt.Fprintf(w, "  role:     %s%s\n", a.Role, src("role"))
+	fmt.Fprintf(w, "  lockfile: %s\n", a.Lockfile)
+	if p.Mode != "host" {
+		fmt.Fprintf(w, "  trust:    %s\n", a.Trust)
+	}
+}
+
+// userMounts are the mounts other than caches and secrets.
+func (p *Plan) userMounts() []sandbox.Mount {
+	var ms []sandbox.Mount
+outer:
+	for _, m := range p.Sandbox.Mounts {
+		for _, c := range p.Caches {
+			if m.Target == c.Target {
+				continue outer
+			}
+		}
+		for _, s := range p.Secrets {
+			if m.Target == s.Target {
+				continue outer
+			}
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// JSON writes the plan as one JSON document, secrets masked.
+func (p *Plan) JSON(w io.Writer) error {
+	type env struct {
+		Name   string `json:"name"`
+		Value  string `json:"value"`
+		From   string `json:"from"`
+		Masked bool   `json:"masked,omitempty"`
+	}
+	type mount struct {
+		Source   string `json:"source"`
+		Target   string `json:"target"`
+		ReadOnly bool   `json:"readonly"`
+	}
+	out := struct {
+		Command   []string          `json:"command"`
+		Mode      string            `json:"mode"`
+		Backend   string            `json:"backend"`
+		Reason    string            `json:"backend_reason,omitempty"`
+		Base      string            `json:"base,omitempty"`
+		Workspace string            `json:"workspace,omitempty"`
+		Access    string            `json:"access,omitempty"`
+		Workdir   string            `json:"workdir"`
+		Root      bool              `json:"root,omitempty"`
+		Hostname  string            `json:"hostname,omitempty"`
+		Network   string            `json:"network,omitempty"`
+		Mounts    []mount           `json:"mounts"`
+		Caches    []Cache           `json:"caches"`
+		Secrets   []Secret          `json:"secrets"`
+		Limits    map[string]any    `json:"limits"`
+		Caps      []string          `json:"capabilities"`
+		Env       []env             `json:"env"`
+		Hooks     []Hook            `json:"pre_run"`
+		HostAllow []string          `json:"host_allow,omitempty"`
+		Blocked   []string          `json:"host_blocked_env,omitempty"`
+		Audit     Audit             `json:"audit"`
+		Sources   map[string]string `json:"sources"`
+	}{
+		Command: p.Command.Args, Mode: p.Mode, Backend: p.Backend, Reason: p.BackendReason,
+		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
+		Audit: p.Audit, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
+		Mounts: []mount{}, Env: []env{},
+	}
+	if out.Caches == nil {
+		out.Caches = []Cache{}
+	}
+	if out.Secrets == nil {
+		out.Secrets = []Secret{}
+	}
+	if out.Hooks == nil {
+		out.Hooks = []Hook{}
+	}
+	if out.Caps == nil {
+		out.Caps = []string{}
+	}
+	if p.Mode == "host" {
+		out.HostAllow, out.Blocked = p.HostAllow, p.HostBlocked
+	} else {
+		sp := &p.Sandbox
+		out.Base = string(sp.Base.Kind)
+		if sp.Base.Path != "" {
+			out.Base += ":" + sp.Base.Path
+		}
+		out.Workspace, out.Access, out.Root = sp.Workspace, string(sp.Access), sp.Root
+		out.Hostname, out.Network = sp.Hostname, string(sp.Network)
+		for _, m := range p.userMounts() {
+			out.Mounts = append(out.Mounts, mount{m.Source, m.Target, m.ReadOnly})
+		}
+		out.Limits = map[string]any{"tmp_size": sp.Limits.TmpSize}
+		if sp.Limits.Memory > 0 {
+			out.Limits["memory"] = sp.Limits.Memory
+		}
+		if sp.Limits.Pids > 0 {
+			out.Limits["pids"] = sp.Limits.Pids
+		}
+		if sp.Limits.CPUs > 0 {
+			out.Limits["cpus"] = sp.Limits.CPUs
+		}
+		if p.Timeout > 0 {
+			out.Limits["timeout_s"] = p.Timeout.Seconds()
+		}
+	}
+	for _, v := range p.Command.Env {
+		e := env{Name: v.Name, Value: v.Value, From: v.From}
+		if v.Secret {
+			e.Value, e.Masked = masked, true
+		}
+		out.Env = append(out.Env, e)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(&out)
+}
+
+func orNone(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return "none"
+}
+
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`|&;<>()*?[]#~") {
+			a = strconv.Quote(a)
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
