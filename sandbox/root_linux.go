@@ -154,12 +154,19 @@ type bind struct {
 	file     bool
 }
 
+// overlay shows a host directory (at its own path) through overlayfs, with
+// writes going to upper.
+type overlay struct {
+	lower, upper, work string
+}
+
 // rootPlan is what buildRoot needs beyond the Spec.
 type rootPlan struct {
 	baseRoot string // host directory holding the base
 	hostBase bool
 	binds    []bind // sorted, parents first
-	idmap    bool   // binds are idmapped (root supervisors)
+	overlays []overlay
+	idmap    bool // binds are idmapped (root supervisors)
 	tmpSize  int64
 	hideExe  string // the host's pinfold binary, when the base shows it
 }
@@ -171,6 +178,9 @@ func buildRoot(p *rootPlan) []native.Op {
 	points = append(points, ownMounts[:]...)
 	for _, b := range p.binds {
 		points = append(points, b.dst)
+	}
+	for _, o := range p.overlays {
+		points = append(points, o.lower)
 	}
 	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
 		dst := "/" + name
@@ -244,6 +254,7 @@ func buildRoot(p *rootPlan) []native.Op {
 			l.hostBind(b.src, b.dst, attr, what)
 		}
 	}
+	l.overlays(p)
 	if p.hideExe != "" {
 		l.add(native.Op{Kind: native.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
 	}
@@ -265,4 +276,50 @@ func sortBinds(b []bind) {
 	sort.SliceStable(b, func(i, j int) bool {
 		return strings.Count(b[i].dst, "/") < strings.Count(b[j].dst, "/")
 	})
+}
+
+// stage is where the init attaches the layers of overlays before mounting
+// them (and detaches them after): the sandbox's own ids may not reach the
+// host paths, so the init's first stage clones them as the host sees them.
+const stage = "/.pinfold-stage"
+
+// overlays mounts the overlays of p at their own paths.
+func (l *layout) overlays(p *rootPlan) {
+	if len(p.overlays) == 0 {
+		return
+	}
+	var staged []string
+	for i, o := range p.overlays {
+		lower, upper, work := "/.old"+o.lower, "/.old"+o.upper, "/.old"+o.work
+		if l.clone {
+			n := strconv.Itoa(i)
+			lowerAt, upperAt := stage+"/l"+n, stage+"/u"+n
+			l.mkdirAll(lowerAt, 0o700)
+			l.mkdirAll(upperAt, 0o700)
+			// The workspace keeps its owner's ids (idmapped); the upper
+			// directory's parent is cloned as it is.
+			l.add(native.Op{Kind: native.OpIDMap, A: o.lower, B: lowerAt, What: "capturing " + o.lower})
+			l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: filepath.Dir(o.upper), B: upperAt,
+				What: "attaching the changeset of " + o.lower})
+			lower, upper, work = lowerAt, upperAt+"/"+filepath.Base(o.upper), upperAt+"/"+filepath.Base(o.work)
+			staged = append(staged, lowerAt, upperAt)
+		}
+		l.mkdirAll(o.lower, 0o755)
+		l.add(native.Op{Kind: native.OpMount, A: "overlay", B: o.lower, C: "overlay",
+			D: "lowerdir=" + overlayPath(lower) + ",upperdir=" + overlayPath(upper) + ",workdir=" +
+				overlayPath(work) + ",userxattr",
+			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "capturing the writes to " + o.lower})
+	}
+	for _, d := range staged {
+		l.add(native.Op{Kind: native.OpUmount, B: d, What: "detaching " + d})
+		l.add(native.Op{Kind: native.OpRmdir, B: d})
+	}
+	if len(staged) > 0 {
+		l.add(native.Op{Kind: native.OpRmdir, B: stage})
+	}
+}
+
+// overlayPath escapes a path for overlayfs's mount options.
+func overlayPath(p string) string {
+	return strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`).Replace(p)
 }

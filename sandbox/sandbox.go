@@ -52,10 +52,23 @@ type Base struct {
 type Access string
 
 const (
+	// AccessChangeset shows the workspace through an overlay: the command
+	// reads it as it is and every write lands in Spec.Changeset's Upper,
+	// leaving the workspace untouched until the changes are applied.
+	AccessChangeset Access = "changeset"
 	AccessReadWrite Access = "rw"
 	AccessReadOnly  Access = "ro"
 	AccessNone      Access = "none"
 )
+
+// Capture keeps the writes to a host directory aside: the command sees
+// Path (at the same path inside) and every write lands in Upper. Work is
+// overlayfs's scratch directory, empty, on the same filesystem as Upper.
+// When pinfold runs as root, New gives Upper, Work and their common
+// parent to the sandbox's ids.
+type Capture struct {
+	Path, Upper, Work string
+}
 
 // Network selects the sandbox's network.
 type Network string
@@ -97,9 +110,14 @@ type Spec struct {
 	// Empty means no workspace.
 	Workspace string
 	Access    Access // default AccessReadWrite when there is a workspace
-	Mounts    []Mount
-	Hostname  string
-	Network   Network // default NetworkNone
+	// Changeset receives the workspace's writes with AccessChangeset
+	// (its Path is ignored).
+	Changeset *Capture
+	// Captures are more host directories whose writes are kept aside.
+	Captures []Capture
+	Mounts   []Mount
+	Hostname string
+	Network  Network // default NetworkNone
 	// Root runs the command as root inside the user namespace (uid 0,
 	// still without capabilities unless granted). Otherwise the command
 	// runs with the invoking user's ids.

@@ -146,8 +146,26 @@ func normalize(s *Spec) error {
 	}
 	switch s.Access {
 	case AccessReadWrite, AccessReadOnly, AccessNone:
+	case AccessChangeset:
+		if s.Changeset == nil || s.Changeset.Upper == "" || s.Changeset.Work == "" {
+			return &SpecError{"workspace", errors.New("access changeset needs Spec.Changeset's upper and work directories")}
+		}
 	default:
-		return &SpecError{"workspace", fmt.Errorf("unknown workspace access %q (want rw, ro or none)", s.Access)}
+		return &SpecError{"workspace", fmt.Errorf("unknown workspace access %q (want changeset, rw, ro or none)", s.Access)}
+	}
+	for i := range s.Captures {
+		c := &s.Captures[i]
+		p, err := canonicalDir(c.Path)
+		if err != nil {
+			return &SpecError{"capture", err}
+		}
+		if err := checkWorkspace(p); err != nil {
+			return &SpecError{"capture", err}
+		}
+		if c.Upper == "" || c.Work == "" {
+			return &SpecError{"capture", fmt.Errorf("capture %s needs upper and work directories", p)}
+		}
+		c.Path = p
 	}
 	for i := range s.Mounts {
 		m := &s.Mounts[i]
@@ -266,8 +284,26 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		plan.baseRoot = root
 	}
 
-	if sp.Access != AccessNone {
+	switch sp.Access {
+	case AccessNone:
+	case AccessChangeset:
+		plan.overlays = append(plan.overlays, overlay{lower: sp.Workspace, upper: sp.Changeset.Upper, work: sp.Changeset.Work})
+	default:
 		plan.binds = append(plan.binds, bind{src: sp.Workspace, dst: sp.Workspace, ro: sp.Access == AccessReadOnly})
+	}
+	for _, c := range sp.Captures {
+		plan.overlays = append(plan.overlays, overlay{lower: c.Path, upper: c.Upper, work: c.Work})
+	}
+	if s.ids.idmap {
+		// The sandbox's PID 1 runs as an unprivileged host id: it must own
+		// the directories overlayfs writes to.
+		for _, o := range plan.overlays {
+			for _, d := range []string{filepath.Dir(o.upper), o.upper, o.work} {
+				if err := os.Lchown(d, hostIDBase, hostIDBase); err != nil {
+					return &SpecError{"capture", err}
+				}
+			}
+		}
 	}
 	for _, m := range sp.Mounts {
 		fi, err := os.Stat(m.Source)

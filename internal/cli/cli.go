@@ -31,6 +31,11 @@ func commands() []command {
 	return []command{
 		{"run", "run a command in a sandbox", runMain},
 		{"plan", "print what run would do, and why", planMain},
+		{"changes", "list changesets", changesMain},
+		{"diff", "show what a changeset changes", diffMain},
+		{"apply", "write a changeset into the workspace", applyMain},
+		{"discard", "throw a changeset away", discardMain},
+		{"export", "write a changeset as an OCI layer", exportMain},
 		{"init", "write a starter pinfold.yaml", initMain},
 		{"doctor", "check this host can run sandboxes", doctorMain},
 		{"shim", "route tools like npm through pinfold", shimMain},

@@ -130,7 +130,8 @@ func TestJSONResult(t *testing.T) {
 // startMarked starts pinfold running a marked long sleep and waits until it runs.
 func startMarked(t *testing.T, ws string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	args := append([]string{"run"}, extra...)
+	// rw: a plain run hands off to the waiter (a changeset keeps Go to the end).
+	args := append([]string{"run", "--access", "rw"}, extra...)
 	args = append(args, "--", "sh", "-c", "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done", "pinfold-test-marker")
 	cmd := exec.Command(pinfold, args...)
 	cmd.Dir = ws
@@ -141,6 +142,7 @@ func startMarked(t *testing.T, ws string, extra ...string) (*exec.Cmd, *bytes.Bu
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill() })
 	for i := 0; !strings.Contains(out.String(), "started"); i++ {
 		if i > 500 {
 			cmd.Process.Kill()
@@ -328,11 +330,11 @@ func TestUnprivilegedUser(t *testing.T) {
 		}
 		return string(out), code
 	}
-	out, code := run("run", "--", "sh", "-c", "id -u; touch made; cat /proc/self/uid_map")
+	out, code := run("run", "--access", "rw", "--", "sh", "-c", "id -u; touch made; cat /proc/self/uid_map")
 	if code != 0 || !strings.HasPrefix(out, "65534\n") {
 		t.Fatalf("unprivileged run: %d %q", code, out)
 	}
-	out, code = run("run", "--user", "root", "--", "sh", "-c", "id -u; touch made-as-root")
+	out, code = run("run", "--access", "rw", "--user", "root", "--", "sh", "-c", "id -u; touch made-as-root")
 	if code != 0 || out != "0\n" {
 		t.Fatalf("--user root: %d %q", code, out)
 	}

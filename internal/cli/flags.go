@@ -136,6 +136,29 @@ func (fs *flagSet) errorf(format string, a ...any) error {
 	return e
 }
 
+// ParseAll is Parse for commands without a command of their own to run
+// (diff, apply, export...): flags may also follow the arguments, until
+// "--". It returns the arguments.
+func (fs *flagSet) ParseAll(args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		rest, err := fs.Parse(args)
+		if err != nil {
+			return nil, err
+		}
+		n := len(args) - len(rest)
+		if n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return pos, nil
+}
+
 // Usage writes the flag list.
 func (fs *flagSet) Usage(w io.Writer) {
 	for _, f := range fs.flags {

@@ -51,7 +51,12 @@ func runFlags(name string, o *runOptions) *flagSet {
 	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
 	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), dir:PATH or tar:PATH")
-	fs.String(&f.Access, "access", 0, "MODE", "workspace access: rw (default), ro or none")
+	fs.String(&f.Access, "access", 0, "MODE", "workspace access: changeset (default: writes kept for review), rw, ro or none")
+	fs.List(&f.Capture, "capture", 0, "PATH", "also keep the writes to this host directory in the changeset (repeatable)")
+	fs.String(&f.Changeset, "changeset", 0, "ID", "run on top of this open changeset")
+	if name == "run" {
+		fs.Bool(&f.Apply, "apply", 0, "apply the changeset when the command succeeds")
+	}
 	fs.String(&f.Workspace, "workspace", 0, "PATH", "workspace directory (default: the config's directory, else the current one)")
 	fs.String(&f.Workdir, "workdir", 'w', "PATH", "working directory inside (default: cwd if in the workspace)")
 	fs.List(&f.Mounts, "mount", 'v', "SRC:DST[:ro]", "bind a host path into the sandbox (repeatable)")
@@ -138,6 +143,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
+	if err := recoverApplies(ctx, io); err != nil {
+		return fail(io, err)
+	}
 	p, err := resolve(ctx, &o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
@@ -155,10 +163,27 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err := makeCaches(p); err != nil {
 		return fail(io, classify(err, p))
 	}
-	p.Sandbox.Trace = tr != nil
-	res, err := execute(ctx, io, p, tr, o.json)
+	cs, unlock, err := startChangeset(p)
 	if err != nil {
 		return fail(io, classify(err, p))
+	}
+	p.Sandbox.Trace = tr != nil
+	res, err := execute(ctx, io, p, tr, o.json || cs != nil)
+	if err != nil {
+		if cs != nil {
+			if p.Changeset == "" {
+				cs.Remove()
+			}
+			unlock()
+		}
+		return fail(io, classify(err, p))
+	}
+	if cs != nil {
+		err := finishChangeset(ctx, io, cs, p, res, o.json)
+		unlock()
+		if err != nil {
+			return fail(io, err)
+		}
 	}
 	report(io, res, o.json)
 	if tr != nil {
@@ -235,11 +260,11 @@ func makeCaches(p *plan.Plan) error {
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, asJSON bool) (*sandbox.Result, error) {
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool) (*sandbox.Result, error) {
 	// A plain run hands off to a small waiter once the command runs (see
 	// sandbox.Process.Handoff); the sandbox must be started from the
 	// thread that will exec it.
-	handoff := !p.TTY && !asJSON && tr == nil && p.Sandbox.Limits.Memory == 0 &&
+	handoff := !p.TTY && !stay && tr == nil && p.Sandbox.Limits.Memory == 0 &&
 		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0
 	if handoff {
 		runtime.LockOSThread()

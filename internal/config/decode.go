@@ -333,6 +333,8 @@ func (d *decoder) setting(s *Settings, k, v *node, w where) (ok bool, err error)
 		s.Limits, err = d.limits(s, k, v, w)
 	case "role":
 		s.Role, err = d.enum(v, name, roleValues[:])
+	case "capture":
+		s.Capture, err = d.strings(v, name, checkHostPath)
 	case "lockfile_files":
 		s.LockfileFiles, err = d.strings(v, name, checkRelPath)
 	case "require_lockfile":

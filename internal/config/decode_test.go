@@ -193,7 +193,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"backend typo", v + "backend: nativ\n", `2:10: invalid backend "nativ" (did you mean "native"?); allowed: native, host, auto`},
 		{"base", v + "base: debian\n", `2:7: invalid base "debian": use host, dir:PATH or tar:PATH`},
 		{"base no path", v + "base: \"tar:\"\n", `2:7: invalid base "tar:": tar: needs a path, like tar:./rootfs`},
-		{"access", v + "access: write\n", `2:9: invalid access "write"; allowed: rw, ro, none`},
+		{"access", v + "access: write\n", `2:9: invalid access "write"; allowed: changeset, rw, ro, none`},
 		{"network", v + "network: hots\n", `2:10: invalid network "hots" (did you mean "host"?); allowed: none, host`},
 		{"network bool", v + "network: no\n", `2:10: invalid network "no" (did you mean "none"?); allowed: none, host`},
 		{"network list", v + "network: [host]\n", `2:10: network must be a single value, not a list`},
@@ -322,7 +322,7 @@ func TestErrorRendering(t *testing.T) {
 	want := `pinfold.yaml:5:5: unknown key "netwrok" in profile "install" (did you mean "network"?)
     5 |     netwrok: host
       |     ^
-allowed keys: access, backend, base, caches, capabilities, env, host, hostname, limits, lockfile_files, mounts, network, pre_run, require_lockfile, role, secrets, user, workdir`
+allowed keys: access, backend, base, caches, capabilities, capture, env, host, hostname, limits, lockfile_files, mounts, network, pre_run, require_lockfile, role, secrets, user, workdir`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}

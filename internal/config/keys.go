@@ -6,13 +6,13 @@ package config
 // config/pinfold.schema.json lists exactly these.
 
 var topKeys = [...]string{
-	"access", "backend", "base", "caches", "capabilities", "dispatch", "env", "host", "hostname",
+	"access", "backend", "base", "caches", "capabilities", "capture", "dispatch", "env", "host", "hostname",
 	"limits", "lockfile_files", "mounts", "network", "pre_run", "profiles", "require_lockfile",
 	"role", "secrets", "user", "version", "workdir", "workspace",
 }
 
 var profileKeys = [...]string{
-	"access", "backend", "base", "caches", "capabilities", "env", "host", "hostname", "limits",
+	"access", "backend", "base", "caches", "capabilities", "capture", "env", "host", "hostname", "limits",
 	"lockfile_files", "mounts", "network", "pre_run", "require_lockfile", "role", "secrets", "user",
 	"workdir",
 }
@@ -45,7 +45,7 @@ var capNames = [...]string{
 // Values of the settings that take one of a few words.
 var (
 	backendValues = [...]string{"native", "host", "auto"}
-	accessValues  = [...]string{"rw", "ro", "none"}
+	accessValues  = [...]string{"changeset", "rw", "ro", "none"}
 	networkValues = [...]string{"none", "host"}
 	userValues    = [...]string{"", "root"}
 	roleValues    = [...]string{"install", "run", "build"}

@@ -61,14 +61,17 @@ type Rule struct {
 type Settings struct {
 	Backend   *string // native | host | auto
 	Base      *string // host | dir:PATH | tar:PATH
-	Access    *string // rw | ro | none
+	Access    *string // changeset | rw | ro | none
 	Workspace *string // the workspace; default: the file's directory
 	Workdir   *string // working directory inside
 	Network   *string // none | host
 	User      *string // root, or "" for the invoking user
 	Hostname  *string
 
-	Mounts       []Mount
+	Mounts []Mount
+	// Capture lists host directories besides the workspace whose writes are
+	// kept in the changeset instead of reaching them.
+	Capture      []string
 	Capabilities []string // granted capabilities (NET_RAW...)
 	Env          *EnvPolicy
 	Caches       []Cache

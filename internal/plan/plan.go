@@ -34,6 +34,13 @@ type Plan struct {
 	Hooks       []Hook
 	Caches      []Cache
 	Secrets     []Secret
+	// Captures are host directories besides the workspace whose writes go
+	// to the changeset.
+	Captures []string
+	// Changeset is the open changeset to run on top of (--changeset), or "".
+	Changeset string
+	// Apply applies the changeset when the command succeeds (--apply).
+	Apply bool
 	// HostAllow are the globs a command must match to run with backend
 	// host; HostBlocked the variables stripped from its environment.
 	HostAllow   []string
@@ -106,9 +113,9 @@ func (c *Command) Environ() []string {
 // and nil slices mean "not given".
 type Flags struct {
 	Base, Access, Workspace, Workdir, User, Hostname, Network, Backend string
-	Memory, Pids, CPUs, Timeout, TmpSize                               string
-	Mounts, Env, CapAdd                                                []string
-	TTY, Interactive                                                   bool
+	Memory, Pids, CPUs, Timeout, TmpSize, Changeset                    string
+	Mounts, Env, CapAdd, Capture                                       []string
+	TTY, Interactive, Apply                                            bool
 }
 
 // Request is everything Resolve looks at.
@@ -242,6 +249,7 @@ func flagSettings(f *Flags) (*config.Settings, error) {
 		s.Mounts = append(s.Mounts, mt)
 	}
 	s.Capabilities = f.CapAdd
+	s.Capture = f.Capture
 	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" {
 		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize)}
 		if f.Pids != "" {
@@ -310,11 +318,24 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	access, _ := pick("access", func(s *config.Settings) *string { return s.Access })
 	switch a := sandbox.Access(access); a {
 	case "":
-		sp.Access = sandbox.AccessReadWrite
-	case sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone:
+		sp.Access = sandbox.AccessChangeset
+	case sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone:
 		sp.Access = a
 	default:
-		return badValue("access", access, "rw, ro or none")
+		return badValue("access", access, "changeset, rw, ro or none")
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].s.Capture != nil {
+			p.Sources["capture"] = ls[i].label("capture")
+			for _, c := range ls[i].s.Capture {
+				p.Captures = append(p.Captures, hostPath(c, ls[i].dir, r.Home))
+			}
+			break
+		}
+	}
+	p.Changeset, p.Apply = r.Flags.Changeset, r.Flags.Apply
+	if p.Changeset != "" && sp.Access != sandbox.AccessChangeset {
+		return badValue("--changeset", p.Changeset, "--changeset with the changeset access (not --access "+access+")")
 	}
 
 	user, _ := pick("user", func(s *config.Settings) *string { return s.User })

@@ -22,7 +22,7 @@ func TestResolveDefaults(t *testing.T) {
 	want := sandbox.Spec{
 		Base:      sandbox.Base{Kind: sandbox.BaseHost},
 		Workspace: "/work/app",
-		Access:    sandbox.AccessReadWrite,
+		Access:    sandbox.AccessChangeset,
 		Hostname:  "sandbox",
 		Network:   sandbox.NetworkNone,
 		Limits:    sandbox.Limits{TmpSize: sandbox.DefaultTmpSize},

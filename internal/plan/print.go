@@ -40,6 +40,15 @@ func (p *Plan) Text(w io.Writer) {
 		}
 		fmt.Fprintf(w, "base:       %s%s\n", base, src("base"))
 		fmt.Fprintf(w, "workspace:  %s (%s)  (%s)\n", sp.Workspace, sp.Access, p.Sources["workspace"])
+		if p.Changeset != "" {
+			fmt.Fprintf(w, "changeset:  on top of %s\n", p.Changeset)
+		}
+		for _, c := range p.Captures {
+			fmt.Fprintf(w, "capture:    %s (writes kept in the changeset)%s\n", c, src("capture"))
+		}
+		if p.Apply {
+			fmt.Fprintf(w, "apply:      when the command succeeds\n")
+		}
 		fmt.Fprintf(w, "workdir:    %s%s\n", p.Command.Dir, src("workdir"))
 		user := "invoking user"
 		if sp.Root {
@@ -154,6 +163,9 @@ func (p *Plan) JSON(w io.Writer) error {
 		Hostname  string            `json:"hostname,omitempty"`
 		Network   string            `json:"network,omitempty"`
 		Mounts    []mount           `json:"mounts"`
+		Captures  []string          `json:"captures"`
+		Changeset string            `json:"changeset,omitempty"`
+		Apply     bool              `json:"apply,omitempty"`
 		Caches    []Cache           `json:"caches"`
 		Secrets   []Secret          `json:"secrets"`
 		Limits    map[string]any    `json:"limits"`
@@ -167,8 +179,12 @@ func (p *Plan) JSON(w io.Writer) error {
 	}{
 		Command: p.Command.Args, Mode: p.Mode, Backend: p.Backend, Reason: p.BackendReason,
 		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
+		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
 		Audit: p.Audit, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
 		Mounts: []mount{}, Env: []env{},
+	}
+	if out.Captures == nil {
+		out.Captures = []string{}
 	}
 	if out.Caches == nil {
 		out.Caches = []Cache{}

@@ -27,6 +27,8 @@ const (
 	OpMask    = 7
 	OpChmod   = 8
 	OpSetattr = 9
+	OpUmount  = 10
+	OpRmdir   = 11
 
 	// OpHostSource marks Op.A as a path on the host.
 	OpHostSource = 1

@@ -842,6 +842,10 @@ static long do_op(struct opref *o)
 		return sys5(__NR_mount, "/dev/null", o->b, 0, MS_BIND, 0);
 	case OP_CHMOD:
 		return sys4(__NR_fchmodat, AT_FDCWD, o->b, op->mode, 0);
+	case OP_UMOUNT:
+		return sys2(__NR_umount2, o->b, MNT_DETACH);
+	case OP_RMDIR:
+		return sys3(__NR_unlinkat, AT_FDCWD, o->b, 0x200 /* AT_REMOVEDIR */);
 	case OP_SETATTR: {
 		struct mount_attr a;
 		memset(&a, 0, sizeof a);

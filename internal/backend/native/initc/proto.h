@@ -84,6 +84,8 @@ struct op {
 #define OP_MASK 7    /* b=path: /dev/null over files, empty read-only tmpfs over dirs */
 #define OP_CHMOD 8   /* b=path mode */
 #define OP_SETATTR 9 /* b=path attr, recursive when mflags has MS_REC */
+#define OP_UMOUNT 10 /* b=path: detach the mount there */
+#define OP_RMDIR 11  /* b=path: remove an empty directory */
 
 /* op flags */
 #define OPF_HOSTSRC 1  /* a is a host path (resolved under the old root) */

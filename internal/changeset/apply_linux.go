@@ -1,0 +1,961 @@
+package changeset
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Apply writes the changes into the original directories.
+//
+// Before touching anything it checks every entry (no device, fifo or
+// socket, no path escaping its root, no symlink among the parents: else
+// [ErrUnsafe]) and the conflicts (else a [ConflictError], unless Force),
+// then writes <journalDir>/apply.json, the operations in order, with
+// fsync. Each file is written aside under a temporary name in its
+// directory and renamed over the target, so a target is always either the
+// old or the new version. Directories are made parents first; files and
+// symlinks follow, then hard links among the changed files, then the
+// deletions, children first, and last the directories' modes and times.
+// Every parent is opened with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)
+// below the root, and final names are handled without following links.
+//
+// On a write error (ENOSPC, ...) Apply stops, removes its temporary files
+// and returns "applied N of M" wrapping the error; the journal stays so
+// that [Recover], or Apply again, finishes. An entry whose original
+// already holds the changeset's version counts as skipped, not as a
+// conflict, so applying again after a partial apply succeeds.
+//
+// Writes are not synced one by one: an apply is atomic against the death
+// of the process, and the journal is removed only after a syncfs of each
+// root, so a crash of the machine leaves it for Recover.
+func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry, o ApplyOptions) (ApplyResult, error) {
+	var res ApplyResult
+	if err := Recover(ctx, journalDir, roots); err != nil {
+		return res, fmt.Errorf("finishing an earlier apply: %w", err)
+	}
+	sel := newSelector(o.Paths, nil, nil)
+	var chosen []Entry
+	for i := range entries {
+		if sel.match(&entries[i]) {
+			chosen = append(chosen, entries[i])
+		}
+	}
+	if len(chosen) == 0 {
+		return res, nil
+	}
+	a, err := openApplier(ctx, roots)
+	if err != nil {
+		return res, err
+	}
+	defer a.close()
+	if err := a.check(chosen); err != nil {
+		return res, err
+	}
+	if o.Fingerprints != nil {
+		res.Conflicts = Conflicts(roots, chosen, o.Fingerprints)
+		if len(res.Conflicts) > 0 && !o.Force {
+			return res, &ConflictError{Conflicts: res.Conflicts}
+		}
+	}
+	j, skipped, err := a.plan(roots, chosen, &o)
+	if err != nil {
+		return res, err
+	}
+	res.Skipped = skipped
+	if len(j.Ops) == 0 {
+		return res, nil
+	}
+	if err := writeJournal(journalDir, j); err != nil {
+		return res, err
+	}
+	a.j = j
+	err = a.run(journalDir, nil)
+	res.Applied = int(a.applied)
+	res.Skipped += int(a.left)
+	if err != nil {
+		return res, fmt.Errorf("applied %d of %d changes: %w", a.applied, j.Total, err)
+	}
+	return res, a.finish(journalDir)
+}
+
+// Recover finishes an apply that was interrupted: it runs the journal's
+// operations not recorded as done (all are idempotent), removes leftover
+// temporary files and the journal. Without a journal it does nothing.
+func Recover(ctx context.Context, journalDir string, roots []Root) error {
+	data, err := os.ReadFile(filepath.Join(journalDir, journalName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the apply journal: %w", err)
+	}
+	j := new(journal)
+	if err := json.Unmarshal(data, j); err != nil {
+		return fmt.Errorf("reading the apply journal %s: %w", filepath.Join(journalDir, journalName), err)
+	}
+	if j.Version != 1 || !strings.HasPrefix(j.Tmp, tmpPrefix) || strings.Contains(j.Tmp, "/") {
+		return fmt.Errorf("apply journal %s: unknown format", filepath.Join(journalDir, journalName))
+	}
+	if len(j.Roots) != len(roots) {
+		return fmt.Errorf("apply journal %s is for other directories", filepath.Join(journalDir, journalName))
+	}
+	for i, r := range j.Roots {
+		if string(r.Lower) != roots[i].Lower || string(r.Upper) != roots[i].Upper {
+			return fmt.Errorf("apply journal %s is for other directories (%s)", filepath.Join(journalDir, journalName), r.Lower)
+		}
+	}
+	for _, o := range j.Ops {
+		if o.Root < 0 || o.Root >= len(roots) || !validRel(string(o.Path)) || (o.Kind == opLink && !validRel(string(o.Src))) {
+			return fmt.Errorf("apply journal: bad operation %s %q", o.Kind, o.Path)
+		}
+	}
+	a, err := openApplier(ctx, roots)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	a.j = j
+	done := readProgress(filepath.Join(journalDir, progressName), len(j.Ops))
+	if err := a.run(journalDir, done); err != nil {
+		return fmt.Errorf("applied %d of %d remaining changes: %w", a.applied, j.Total, err)
+	}
+	return a.finish(journalDir)
+}
+
+// applier carries out operations below open roots.
+type applier struct {
+	ctx          context.Context
+	lower, upper []int // root directory fds
+	j            *journal
+
+	mu       sync.Mutex
+	dirs     map[dirKey]int
+	progress *os.File
+	applied  int64 // entries done
+	left     int64 // directories left because they are not empty
+}
+
+type dirKey struct {
+	root int
+	dir  string
+}
+
+const maxCachedDirs = 4096
+
+func openApplier(ctx context.Context, roots []Root) (*applier, error) {
+	a := &applier{ctx: ctx, dirs: make(map[dirKey]int)}
+	for _, r := range roots {
+		l, err := openDir(unix.AT_FDCWD, r.Lower)
+		if err != nil {
+			a.close()
+			if err == unix.ELOOP {
+				return nil, fmt.Errorf("%w: %s is a symbolic link", ErrUnsafe, r.Lower)
+			}
+			return nil, fmt.Errorf("opening %s: %w", r.Lower, err)
+		}
+		a.lower = append(a.lower, l)
+		u, err := openDir(unix.AT_FDCWD, r.Upper)
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("opening %s: %w", r.Upper, err)
+		}
+		a.upper = append(a.upper, u)
+	}
+	return a, nil
+}
+
+func (a *applier) close() {
+	for _, fd := range a.lower {
+		unix.Close(fd)
+	}
+	for _, fd := range a.upper {
+		unix.Close(fd)
+	}
+	for _, fd := range a.dirs {
+		unix.Close(fd)
+	}
+	a.lower, a.upper, a.dirs = nil, nil, nil
+	if a.progress != nil {
+		a.progress.Close()
+		a.progress = nil
+	}
+}
+
+// openBeneath opens rel below dirfd, refusing symlinks and escapes.
+func openBeneath(dirfd int, rel string, flags int) (int, error) {
+	how := unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(dirfd, rel, &how)
+		switch {
+		case err == unix.EINTR || (err == unix.EAGAIN && tries < 100):
+			continue
+		case err == unix.ENOSYS:
+			return openWalk(dirfd, rel, flags)
+		}
+		return fd, err
+	}
+}
+
+// openWalk is openBeneath for kernels without openat2: one name at a time.
+func openWalk(dirfd int, rel string, flags int) (int, error) {
+	if !validRel(rel) {
+		return -1, unix.EXDEV
+	}
+	names := strings.Split(rel, "/")
+	cur := dirfd
+	for i, n := range names {
+		f := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(names)-1 {
+			f = flags | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		}
+		fd, err := unix.Openat(cur, n, f, 0)
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = fd
+	}
+	return cur, nil
+}
+
+// unsafeErr tells whether an open error means a symlink or escape on the way.
+func unsafeErr(err error) bool { return err == unix.ELOOP || err == unix.EXDEV }
+
+// dir returns an fd of the directory rel (a path relative to the root, ""
+// for the root), making missing directories when create is set.
+func (a *applier) dir(root int, rel string, create bool, owner *Owner) (int, func(), error) {
+	if rel == "" {
+		return a.lower[root], func() {}, nil
+	}
+	k := dirKey{root, rel}
+	a.mu.Lock()
+	fd, ok := a.dirs[k]
+	a.mu.Unlock()
+	if ok {
+		return fd, func() {}, nil
+	}
+	fd, err := openBeneath(a.lower[root], rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err == unix.ENOENT && create {
+		if err = a.mkdirAll(root, rel, owner); err == nil {
+			fd, err = openBeneath(a.lower[root], rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		}
+	}
+	if err != nil {
+		if unsafeErr(err) {
+			return -1, nil, fmt.Errorf("%w: %s: a symbolic link is in the way", ErrUnsafe, quotePath(rel))
+		}
+		return -1, nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.dirs[k]; ok {
+		unix.Close(fd)
+		return old, func() {}, nil
+	}
+	if len(a.dirs) < maxCachedDirs {
+		a.dirs[k] = fd
+		return fd, func() {}, nil
+	}
+	return fd, func() { unix.Close(fd) }, nil
+}
+
+// mkdirAll makes the directory rel and its missing parents, mode 0755.
+func (a *applier) mkdirAll(root int, rel string, owner *Owner) error {
+	parent, name := splitPath(rel)
+	pfd, release, err := a.dir(root, parent, true, owner)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = unix.Mkdirat(pfd, name, 0o755)
+	if err == unix.EEXIST {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if owner != nil {
+		return unix.Fchownat(pfd, name, int(owner.UID), int(owner.GID), unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return nil
+}
+
+// check refuses, before anything is written, what Apply must not write.
+func (a *applier) check(entries []Entry) error {
+	var bad []string
+	seen := make(map[dirKey]bool)
+	made := make(map[dirKey]bool) // directories the changeset makes
+	for i := range entries {
+		if e := &entries[i]; e.New != nil && e.New.Mode.IsDir() {
+			made[dirKey{e.Root, e.Path}] = true
+		}
+	}
+	replacedByDir := func(root int, p string) bool {
+		for ; p != ""; p, _ = splitPath(p) {
+			if made[dirKey{root, p}] {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Root < 0 || e.Root >= len(a.lower) {
+			bad = append(bad, fmt.Sprintf("%s: no root %d", quotePath(e.Path), e.Root))
+			continue
+		}
+		if !validRel(e.Path) {
+			bad = append(bad, fmt.Sprintf("%s: the path leaves its directory", quotePath(e.Path)))
+			continue
+		}
+		if e.New != nil {
+			m := e.New.Mode
+			if !m.IsRegular() && !m.IsDir() && m&fs.ModeSymlink == 0 {
+				bad = append(bad, fmt.Sprintf("%s: a %s (only files, directories and symlinks are applied)", quotePath(e.Path), specialName(m)))
+				continue
+			}
+			// The upper version must still be what was scanned.
+			u, err := statAt(a.upper[e.Root], e.Path)
+			if err != nil || u == nil || u.Mode.Type() != m.Type() {
+				bad = append(bad, fmt.Sprintf("%s: the changed version is gone or changed type in the changeset", quotePath(e.Path)))
+				continue
+			}
+		}
+		parent, _ := splitPath(e.Path)
+		k := dirKey{e.Root, parent}
+		if parent == "" || seen[k] {
+			continue
+		}
+		seen[k] = true
+		fd, err := openBeneath(a.lower[e.Root], parent, unix.O_RDONLY|unix.O_DIRECTORY)
+		switch {
+		case err == nil:
+			unix.Close(fd)
+		case err == unix.ENOENT:
+		case unsafeErr(err):
+			bad = append(bad, fmt.Sprintf("%s: a symbolic link is in the way (%s)", quotePath(e.Path), quotePath(parent)))
+		case err == unix.ENOTDIR && (replacedByDir(e.Root, parent) || e.New == nil):
+		case err == unix.ENOTDIR:
+			bad = append(bad, fmt.Sprintf("%s: %s is no longer a directory", quotePath(e.Path), quotePath(parent)))
+		default:
+			return fmt.Errorf("checking %s: %w", e.Path, err)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	msg := strings.Join(bad[:min(len(bad), 10)], "; ")
+	if len(bad) > 10 {
+		msg += fmt.Sprintf("; and %d more", len(bad)-10)
+	}
+	return fmt.Errorf("%w: refusing to apply: %s", ErrUnsafe, msg)
+}
+
+func specialName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	}
+	return "special file"
+}
+
+// plan turns the entries into the journal's operations, leaving out
+// those whose original already holds the changeset's version.
+func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal, int, error) {
+	j := &journal{Version: 1, Tmp: fmt.Sprintf("%s%016x-", tmpPrefix, rand.Uint64())}
+	for _, r := range roots {
+		j.Roots = append(j.Roots, journalRoot{Lower: []byte(r.Lower), Upper: []byte(r.Upper)})
+	}
+	root := os.Geteuid() == 0
+	skipped := 0
+	// Directories replaced by a non-directory: emptied and removed first.
+	replaced := make(map[dirKey]bool)
+	for i := range entries {
+		e := &entries[i]
+		if e.TypeChanged() && e.Old.Mode.IsDir() {
+			replaced[dirKey{e.Root, e.Path}] = true
+		}
+	}
+	inReplaced := func(e *Entry) bool {
+		for p := e.Path; ; {
+			d, _ := splitPath(p)
+			if d == "" {
+				return false
+			}
+			if replaced[dirKey{e.Root, d}] {
+				return true
+			}
+			p = d
+		}
+	}
+	var pre, mkdirs, writes, links, dels, metas []op
+	type inode struct{ dev, ino uint64 }
+	firstLink := make(map[inode]string)
+	for i := range entries {
+		if err := a.ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		e := &entries[i]
+		now, err := statAt(a.lower[e.Root], e.Path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("stat %s: %w", join(roots[e.Root].Lower, e.Path), err)
+		}
+		if !needsApply(roots[e.Root], e, now, o.Fingerprints) {
+			skipped++
+			continue
+		}
+		owner := o.Owner
+		if owner == nil && root && now != nil {
+			owner = &Owner{UID: now.UID, GID: now.GID}
+		}
+		p := []byte(e.Path)
+		switch n := e.New; {
+		case n == nil:
+			k := opRemove
+			if e.Old.Mode.IsDir() {
+				k = opRmdir
+			}
+			d := op{Kind: k, Root: e.Root, Path: p, Entry: true}
+			if inReplaced(e) {
+				pre = append(pre, d)
+			} else {
+				dels = append(dels, d)
+			}
+		case n.Mode.IsDir():
+			if now == nil || !now.Mode.IsDir() {
+				mkdirs = append(mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: o.Owner})
+			}
+			metas = append(metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(n.Mode), MTime: n.ModTime.UnixNano(), Entry: true})
+		case n.Mode&fs.ModeSymlink != 0:
+			writes = append(writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
+		default:
+			w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(n.Mode), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
+			if n.Nlink > 1 {
+				k := inode{n.Dev, n.Ino}
+				if first, ok := firstLink[k]; ok && firstLinkRoot(first) == e.Root {
+					links = append(links, op{Kind: opLink, Root: e.Root, Path: p, Src: []byte(firstLinkPath(first)), Entry: true})
+					break
+				}
+				firstLink[k] = strconv.Itoa(e.Root) + "\x00" + e.Path
+			}
+			writes = append(writes, w)
+		}
+		if e.TypeChanged() && e.Old.Mode.IsDir() {
+			pre = append(pre, op{Kind: opRmdir, Root: e.Root, Path: p})
+		}
+	}
+	byPathDesc := func(x, y op) int {
+		if c := cmp.Compare(y.Root, x.Root); c != 0 {
+			return c
+		}
+		return bytes.Compare(y.Path, x.Path)
+	}
+	slices.SortStableFunc(pre, byPathDesc)
+	slices.SortStableFunc(dels, byPathDesc)
+	slices.SortStableFunc(metas, byPathDesc)
+	for _, l := range [][]op{pre, mkdirs, writes, links, dels, metas} {
+		j.Ops = append(j.Ops, l...)
+	}
+	for _, x := range j.Ops {
+		if x.Entry {
+			j.Total++
+		}
+	}
+	return j, skipped, nil
+}
+
+func firstLinkRoot(k string) int {
+	r, _, _ := splitKey(k)
+	return r
+}
+
+func firstLinkPath(k string) string {
+	_, p, _ := splitKey(k)
+	return p
+}
+
+// needsApply tells whether the original (now) must still change.
+func needsApply(r Root, e *Entry, now *Stat, fp Fingerprints) bool {
+	if fp != nil && (e.New == nil || !e.New.Mode.IsDir()) {
+		if want, ok := fp[FingerprintKey(e.Root, e.Path)]; ok && stateOf(now) == want {
+			return true // the original as it was after the run
+		}
+	}
+	return !holdsNew(r, e, now)
+}
+
+// writeJournal writes the journal durably.
+func writeJournal(dir string, j *journal) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("writing the apply journal: %w", err)
+	}
+	data, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(dir, journalName), data); err != nil {
+		return fmt.Errorf("writing the apply journal: %w", err)
+	}
+	os.Remove(filepath.Join(dir, progressName))
+	return nil
+}
+
+// readProgress reads which operations are recorded as done.
+func readProgress(path string, n int) []bool {
+	done := make([]bool, n)
+	data, _ := os.ReadFile(path)
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break // a line cut short
+		}
+		if k, err := strconv.Atoi(string(data[:i])); err == nil && k >= 0 && k < n {
+			done[k] = true
+		}
+		data = data[i+1:]
+	}
+	return done
+}
+
+// finish syncs the roots' file systems and removes the journal.
+func (a *applier) finish(journalDir string) error {
+	for _, fd := range a.lower {
+		unix.Syncfs(fd)
+	}
+	if a.progress != nil {
+		a.progress.Close()
+		a.progress = nil
+	}
+	os.Remove(filepath.Join(journalDir, progressName))
+	if err := os.Remove(filepath.Join(journalDir, journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(journalDir)
+}
+
+// run carries out the journal's operations not marked in done.
+func (a *applier) run(journalDir string, done []bool) error {
+	f, err := os.OpenFile(filepath.Join(journalDir, progressName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording apply progress: %w", err)
+	}
+	a.progress = f
+	ops := a.j.Ops
+	var runErr error
+	for i := 0; i < len(ops) && runErr == nil; {
+		// Files and symlinks are independent of each other: run a stretch
+		// of them on several goroutines.
+		k := i
+		for k < len(ops) && (ops[k].Kind == opFile || ops[k].Kind == opSymlink) {
+			k++
+		}
+		if k-i > 1 {
+			runErr = a.parallel(i, k, done)
+			i = k
+			continue
+		}
+		if done == nil || !done[i] {
+			if err := a.ctx.Err(); err != nil {
+				runErr = err
+				break
+			}
+			runErr = a.do(i)
+		}
+		i++
+	}
+	if done != nil {
+		// Remove what an interrupted run may have left aside.
+		for i := range ops {
+			a.removeTemp(i)
+		}
+	}
+	return runErr
+}
+
+func (a *applier) parallel(from, to int, done []bool) error {
+	var (
+		wg       sync.WaitGroup
+		next     = make(chan int)
+		errMu    sync.Mutex
+		firstErr error
+	)
+	failed := func() bool {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return firstErr != nil
+	}
+	for range workerCount(to - from) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := a.do(i); err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := from; i < to; i++ {
+		if err := a.ctx.Err(); err != nil {
+			errMu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			errMu.Unlock()
+		}
+		if failed() {
+			break
+		}
+		if done == nil || !done[i] {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	return firstErr
+}
+
+// do carries out operation i and records it as done.
+func (a *applier) do(i int) error {
+	o := &a.j.Ops[i]
+	var err error
+	switch o.Kind {
+	case opMkdir:
+		err = a.mkdir(o)
+	case opFile:
+		err = a.file(i, o)
+	case opSymlink:
+		err = a.symlink(i, o)
+	case opLink:
+		err = a.link(i, o)
+	case opRemove, opRmdir:
+		err = a.remove(o)
+	case opMeta:
+		err = a.meta(o)
+	default:
+		err = fmt.Errorf("unknown operation %q", o.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", o.Kind, quotePath(join(string(a.j.Roots[o.Root].Lower), string(o.Path))), err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if o.Entry {
+		a.applied++
+	}
+	_, err = a.progress.Write(strconv.AppendInt(nil, int64(i), 10))
+	if err == nil {
+		_, err = a.progress.Write([]byte{'\n'})
+	}
+	if err != nil {
+		return fmt.Errorf("recording apply progress: %w", err)
+	}
+	return nil
+}
+
+func (a *applier) tmpName(i int) string { return a.j.Tmp + strconv.Itoa(i) }
+
+// removeTemp removes operation i's temporary name if it is there.
+func (a *applier) removeTemp(i int) {
+	o := &a.j.Ops[i]
+	if o.Kind != opFile && o.Kind != opSymlink && o.Kind != opLink {
+		return
+	}
+	parent, _ := splitPath(string(o.Path))
+	pfd, release, err := a.dir(o.Root, parent, false, nil)
+	if err != nil {
+		return
+	}
+	defer release()
+	unix.Unlinkat(pfd, a.tmpName(i), 0)
+}
+
+func (a *applier) parent(o *op) (int, string, func(), error) {
+	parent, name := splitPath(string(o.Path))
+	fd, release, err := a.dir(o.Root, parent, true, o.Owner)
+	return fd, name, release, err
+}
+
+func (a *applier) mkdir(o *op) error {
+	pfd, name, release, err := a.parent(o)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = unix.Mkdirat(pfd, name, 0o700)
+	if err == unix.EEXIST {
+		st, serr := statAt(pfd, name)
+		if serr != nil {
+			return serr
+		}
+		if st != nil && st.Mode.IsDir() {
+			return nil
+		}
+		if err = unix.Unlinkat(pfd, name, 0); err != nil && err != unix.ENOENT {
+			return err
+		}
+		err = unix.Mkdirat(pfd, name, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	if o.Owner != nil {
+		return unix.Fchownat(pfd, name, int(o.Owner.UID), int(o.Owner.GID), unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return nil
+}
+
+// aside creates the temporary name with make, replacing a leftover.
+func aside(pfd int, tmp string, make func() error) error {
+	err := make()
+	if err == unix.EEXIST {
+		if err = unix.Unlinkat(pfd, tmp, 0); err == nil || err == unix.ENOENT {
+			err = make()
+		}
+	}
+	return err
+}
+
+func times(mtime int64) []unix.Timespec {
+	return []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
+}
+
+func (a *applier) file(i int, o *op) (err error) {
+	pfd, name, release, err := a.parent(o)
+	if err != nil {
+		return err
+	}
+	defer release()
+	src, err := openBeneath(a.upper[o.Root], string(o.Path), unix.O_RDONLY|unix.O_NOFOLLOW)
+	if err != nil {
+		if unsafeErr(err) {
+			return fmt.Errorf("%w: the changed version is not a regular file", ErrUnsafe)
+		}
+		return fmt.Errorf("opening the changed version: %w", err)
+	}
+	defer unix.Close(src)
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w: the changed version is not a regular file", ErrUnsafe)
+	}
+	tmp := a.tmpName(i)
+	var dst int
+	err = aside(pfd, tmp, func() error {
+		var err error
+		dst, err = unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if dst >= 0 {
+			unix.Close(dst)
+		}
+		if err != nil {
+			unix.Unlinkat(pfd, tmp, 0)
+		}
+	}()
+	if err = copyFD(dst, src); err != nil {
+		return err
+	}
+	if o.Owner != nil {
+		if err = unix.Fchown(dst, int(o.Owner.UID), int(o.Owner.GID)); err != nil {
+			return err
+		}
+	}
+	if err = unix.Fchmod(dst, unixPerm(fs.FileMode(o.Mode))); err != nil {
+		return err
+	}
+	if err = unix.UtimesNanoAt(pfd, tmp, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	err = unix.Close(dst)
+	dst = -1
+	if err != nil {
+		return err
+	}
+	return unix.Renameat(pfd, tmp, pfd, name)
+}
+
+// copyFD copies src to dst from their current offsets to the end of src.
+func copyFD(dst, src int) error {
+	first := true
+	for {
+		n, err := unix.CopyFileRange(src, nil, dst, nil, 1<<30, 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.EBADF || (n == 0 && err == nil && first):
+			return copyRW(dst, src)
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		}
+		first = false
+	}
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func copyRW(dst, src int) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := unix.Read(src, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		for w := 0; w < n; {
+			m, err := unix.Write(dst, buf[w:n])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			w += m
+		}
+	}
+}
+
+func (a *applier) symlink(i int, o *op) (err error) {
+	pfd, name, release, err := a.parent(o)
+	if err != nil {
+		return err
+	}
+	defer release()
+	tmp := a.tmpName(i)
+	if err = aside(pfd, tmp, func() error { return unix.Symlinkat(string(o.Target), pfd, tmp) }); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			unix.Unlinkat(pfd, tmp, 0)
+		}
+	}()
+	if o.Owner != nil {
+		if err = unix.Fchownat(pfd, tmp, int(o.Owner.UID), int(o.Owner.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if err = unix.UtimesNanoAt(pfd, tmp, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	return unix.Renameat(pfd, tmp, pfd, name)
+}
+
+func (a *applier) link(i int, o *op) (err error) {
+	pfd, name, release, err := a.parent(o)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sdir, sname := splitPath(string(o.Src))
+	sfd, srelease, err := a.dir(o.Root, sdir, false, nil)
+	if err != nil {
+		return err
+	}
+	defer srelease()
+	tmp := a.tmpName(i)
+	if err = aside(pfd, tmp, func() error { return unix.Linkat(sfd, sname, pfd, tmp, 0) }); err != nil {
+		return err
+	}
+	err = unix.Renameat(pfd, tmp, pfd, name)
+	// Renaming a link over another link to the same file does nothing.
+	unix.Unlinkat(pfd, tmp, 0)
+	return err
+}
+
+func (a *applier) remove(o *op) error {
+	parent, name := splitPath(string(o.Path))
+	pfd, release, err := a.dir(o.Root, parent, false, nil)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && (pe.Err == unix.ENOENT || pe.Err == unix.ENOTDIR) {
+			return nil // the parent is gone: so is the path
+		}
+		return err
+	}
+	defer release()
+	flags := 0
+	if o.Kind == opRmdir {
+		flags = unix.AT_REMOVEDIR
+	}
+	err = unix.Unlinkat(pfd, name, flags)
+	switch {
+	case err == nil || err == unix.ENOENT:
+		return nil
+	case o.Kind == opRmdir && err == unix.ENOTDIR:
+		return nil // no longer a directory: a later operation replaced it
+	case o.Kind == opRmdir && (err == unix.ENOTEMPTY || err == unix.EEXIST):
+		a.mu.Lock()
+		a.left++
+		if o.Entry {
+			a.applied-- // counted back as skipped
+		}
+		a.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+func (a *applier) meta(o *op) error {
+	pfd, name, release, err := a.parent(o)
+	if err != nil {
+		return err
+	}
+	defer release()
+	fd, err := openBeneath(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		if unsafeErr(err) {
+			return fmt.Errorf("%w: a symbolic link is in the way", ErrUnsafe)
+		}
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, unixPerm(fs.FileMode(o.Mode))); err != nil {
+		return err
+	}
+	return unix.UtimesNanoAt(pfd, name, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW)
+}

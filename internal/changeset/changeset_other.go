@@ -1,0 +1,56 @@
+//go:build !linux
+
+package changeset
+
+import (
+	"context"
+	"os"
+	"syscall"
+)
+
+const oNoFollow = syscall.O_NOFOLLOW
+
+// Scan needs Linux.
+func Scan(ctx context.Context, roots []Root) ([]Entry, error) { return nil, ErrUnsupported }
+
+// Fingerprint needs Linux.
+func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) { return nil, ErrUnsupported }
+
+// Conflicts needs Linux; elsewhere it finds none.
+func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict { return nil }
+
+// Apply needs Linux.
+func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry, o ApplyOptions) (ApplyResult, error) {
+	return ApplyResult{}, ErrUnsupported
+}
+
+// Recover needs Linux.
+func Recover(ctx context.Context, journalDir string, roots []Root) error { return ErrUnsupported }
+
+// Lock needs Linux.
+func (c *Changeset) Lock() (unlock func(), err error) { return nil, ErrUnsupported }
+
+func lstatPath(path string) (*Stat, error) { return nil, ErrUnsupported }
+
+func upperWhiteout(path string, st *Stat) bool { return false }
+
+func readFile(path string, buf []byte, limit int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	for len(buf) < limit {
+		if cap(buf)-len(buf) < 4096 {
+			nb := make([]byte, len(buf), max(2*cap(buf), 16<<10))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := f.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			break
+		}
+	}
+	return buf, nil
+}

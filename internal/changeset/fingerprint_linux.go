@@ -1,0 +1,130 @@
+package changeset
+
+import (
+	"fmt"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+// stateOf is the fingerprint of a path's current stat (nil: absent).
+func stateOf(st *Stat) FileState {
+	if st == nil {
+		return FileState{Absent: true}
+	}
+	s := FileState{Mode: uint32(st.Mode), Ino: st.Ino}
+	if !st.Mode.IsDir() {
+		s.Size = st.Size
+		s.MTime = st.ModTime.UnixNano()
+		s.CTime = st.ChangeTime.UnixNano()
+	}
+	return s
+}
+
+// Fingerprint records the current state of the original of every entry.
+// Take it right after the run; [Conflicts] compares with it later.
+func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) {
+	fp := make(Fingerprints, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		if e.Root < 0 || e.Root >= len(roots) {
+			return nil, fmt.Errorf("entry %q: no root %d", e.Path, e.Root)
+		}
+		st, err := lstatPath(join(roots[e.Root].Lower, e.Path))
+		if err != nil {
+			return nil, fmt.Errorf("fingerprinting %s: %w", e.Path, err)
+		}
+		fp[FingerprintKey(e.Root, e.Path)] = stateOf(st)
+	}
+	return fp, nil
+}
+
+// Conflicts lists the entries whose original changed since fp was taken.
+// A path that already holds the changeset's version (a partial apply) is
+// not a conflict. A directory the changeset deletes conflicts when it now
+// holds names the changeset does not delete. Entries without a
+// fingerprint are not checked.
+func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
+	var out []Conflict
+	deleted := make(map[string]bool)
+	for i := range entries {
+		if entries[i].Kind == Deleted || entries[i].TypeChanged() {
+			deleted[FingerprintKey(entries[i].Root, entries[i].Path)] = true
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Root < 0 || e.Root >= len(roots) {
+			continue
+		}
+		want, ok := fp[FingerprintKey(e.Root, e.Path)]
+		if !ok {
+			continue
+		}
+		path := join(roots[e.Root].Lower, e.Path)
+		now, err := lstatPath(path)
+		if err != nil {
+			out = append(out, Conflict{e.Root, e.Path, WhyChanged})
+			continue
+		}
+		cur := stateOf(now)
+		if cur != want && !holdsNew(roots[e.Root], e, now) {
+			why := WhyChanged
+			switch {
+			case want.Absent:
+				why = WhyCreated
+			case cur.Absent:
+				why = WhyDeleted
+			}
+			out = append(out, Conflict{e.Root, e.Path, why})
+			continue
+		}
+		// A directory to delete that holds something new.
+		if now != nil && now.Mode.IsDir() && e.Old != nil && e.Old.Mode.IsDir() && (e.New == nil || !e.New.Mode.IsDir()) {
+			names, err := listDir(path)
+			if err != nil {
+				out = append(out, Conflict{e.Root, e.Path, WhyChanged})
+				continue
+			}
+			for _, n := range names {
+				if !deleted[FingerprintKey(e.Root, join(e.Path, n))] {
+					out = append(out, Conflict{e.Root, join(e.Path, n), WhyCreated})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// holdsNew tells whether now, the current state of e's original, already
+// is the changeset's version.
+func holdsNew(r Root, e *Entry, now *Stat) bool {
+	n := e.New
+	switch {
+	case n == nil || now == nil:
+		return n == nil && now == nil
+	case n.Mode.Type() != now.Mode.Type():
+		return false
+	case n.Mode.IsDir():
+		return n.Mode == now.Mode
+	case n.Mode&fs.ModeSymlink != 0:
+		return n.Link == now.Link
+	case n.Mode.IsRegular():
+		if n.Mode != now.Mode || n.Size != now.Size {
+			return false
+		}
+		eq, err := sameContent(join(r.Upper, e.Path), join(r.Lower, e.Path), make([]byte, 32<<10), make([]byte, 32<<10))
+		return err == nil && eq
+	}
+	return false
+}
+
+// listDir lists the names in a directory.
+func listDir(path string) ([]string, error) {
+	fd, err := openDir(unix.AT_FDCWD, path)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return readNames(fd)
+}

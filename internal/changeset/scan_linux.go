@@ -1,0 +1,335 @@
+package changeset
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Scan compares each root's upper directory with its original and returns
+// the changes, sorted by root then path. Deleted and opaque directories are
+// expanded into one entry per path. A path copied up without a change of
+// content, mode, symlink target or type is not reported.
+func Scan(ctx context.Context, roots []Root) ([]Entry, error) {
+	var out []Entry
+	for i, r := range roots {
+		s := &scanner{ctx: ctx, root: i, r: r}
+		if err := s.run(); err != nil {
+			return nil, fmt.Errorf("scanning changes of %s: %w", r.Lower, err)
+		}
+		out = append(out, s.out...)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if c := cmp.Compare(a.Root, b.Root); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Path, b.Path)
+	})
+	return out, nil
+}
+
+type scanner struct {
+	ctx  context.Context
+	root int
+	r    Root
+	out  []Entry
+	same []int // indexes into out of modified files whose contents must be compared
+}
+
+func (s *scanner) run() error {
+	ufd, err := openDir(unix.AT_FDCWD, s.r.Upper)
+	if err != nil {
+		return fmt.Errorf("opening upper directory: %w", err)
+	}
+	defer unix.Close(ufd)
+	lfd, err := openDir(unix.AT_FDCWD, s.r.Lower)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("opening original: %w", err)
+		}
+		lfd = -1
+	}
+	if lfd >= 0 {
+		defer unix.Close(lfd)
+	}
+	if err := s.dir("", ufd, lfd, false); err != nil {
+		return err
+	}
+	return s.compareContents()
+}
+
+// openDir opens a directory without following a final symlink.
+func openDir(dirfd int, name string) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// readNames lists a directory open as fd, sorted.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (s *scanner) add(e Entry) {
+	e.Root = s.root
+	s.out = append(s.out, e)
+}
+
+// dir compares the upper directory rel (open as ufd) with the original
+// (lfd, or -1 when there is none). opaque says that the upper directory
+// replaces the original: names of the original that the upper does not
+// hold are gone.
+func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	names, err := readNames(ufd)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.upperPath(rel), err)
+	}
+	for _, name := range names {
+		p := join(rel, name)
+		u, err := statAt(ufd, name)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", s.upperPath(p), err)
+		}
+		if u == nil {
+			continue // removed while scanning
+		}
+		var l *Stat
+		if lfd >= 0 {
+			if l, err = statAt(lfd, name); err != nil {
+				return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
+			}
+		}
+		if s.isWhiteout(u, p) {
+			if l != nil {
+				s.add(Entry{Path: p, Kind: Deleted, Old: l})
+				if l.Mode.IsDir() {
+					if err := s.deletedDir(p, lfd, name); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
+		if !u.Mode.IsDir() {
+			switch {
+			case l == nil:
+				s.add(Entry{Path: p, Kind: Added, New: u})
+			case l.Mode.IsDir():
+				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+				if err := s.deletedDir(p, lfd, name); err != nil {
+					return err
+				}
+			case l.Mode != u.Mode || l.Link != u.Link || l.Rdev != u.Rdev ||
+				(l.Mode.IsRegular() && l.Size != u.Size):
+				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+			case l.Mode.IsRegular() && l.Size > 0:
+				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+				s.same = append(s.same, len(s.out)-1)
+			}
+			continue
+		}
+		// A directory.
+		cu, err := openDir(ufd, name)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", s.upperPath(p), err)
+		}
+		cl := -1
+		childOpaque := false
+		switch {
+		case l == nil:
+			s.add(Entry{Path: p, Kind: Added, New: u})
+		case !l.Mode.IsDir():
+			s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+		default:
+			childOpaque = opaque || s.isOpaque(p)
+			if childOpaque || l.Mode != u.Mode {
+				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u, Opaque: childOpaque})
+			}
+			if cl, err = openDir(lfd, name); err != nil {
+				unix.Close(cu)
+				return fmt.Errorf("opening %s: %w", s.lowerPath(p), err)
+			}
+		}
+		err = s.dir(p, cu, cl, childOpaque)
+		unix.Close(cu)
+		if cl >= 0 {
+			unix.Close(cl)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !opaque || lfd < 0 {
+		return nil
+	}
+	// The original's names that the upper directory does not hold.
+	lnames, err := readNames(lfd)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.lowerPath(rel), err)
+	}
+	for _, name := range lnames {
+		if _, ok := slices.BinarySearch(names, name); ok {
+			continue
+		}
+		p := join(rel, name)
+		l, err := statAt(lfd, name)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
+		}
+		if l == nil {
+			continue
+		}
+		s.add(Entry{Path: p, Kind: Deleted, Old: l})
+		if l.Mode.IsDir() {
+			if err := s.deletedDir(p, lfd, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deletedDir lists everything below the original directory rel (name in
+// the directory parentfd) as deleted.
+func (s *scanner) deletedDir(rel string, parentfd int, name string) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	fd, err := openDir(parentfd, name)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.lowerPath(rel), err)
+	}
+	defer unix.Close(fd)
+	names, err := readNames(fd)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.lowerPath(rel), err)
+	}
+	for _, n := range names {
+		p := join(rel, n)
+		l, err := statAt(fd, n)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
+		}
+		if l == nil {
+			continue
+		}
+		s.add(Entry{Path: p, Kind: Deleted, Old: l})
+		if l.Mode.IsDir() {
+			if err := s.deletedDir(p, fd, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *scanner) upperPath(rel string) string { return join(s.r.Upper, rel) }
+func (s *scanner) lowerPath(rel string) string { return join(s.r.Lower, rel) }
+
+// isWhiteout tells whether the upper entry u at rel marks a deletion.
+func (s *scanner) isWhiteout(u *Stat, rel string) bool {
+	if u.Mode&fs.ModeCharDevice != 0 && u.Rdev == 0 {
+		return true
+	}
+	return u.Mode.IsRegular() && u.Size == 0 && upperWhiteout(s.upperPath(rel), u)
+}
+
+// isOpaque tells whether the upper directory rel replaces the original.
+func (s *scanner) isOpaque(rel string) bool {
+	p := s.upperPath(rel)
+	return xattrIs(p, "user.overlay.opaque", "y") || xattrIs(p, "trusted.overlay.opaque", "y")
+}
+
+func hasXattr(path, name string) bool {
+	_, err := unix.Lgetxattr(path, name, nil)
+	return err == nil
+}
+
+func xattrIs(path, name, want string) bool {
+	var buf [8]byte
+	n, err := unix.Lgetxattr(path, name, buf[:])
+	return err == nil && string(buf[:n]) == want
+}
+
+// compareContents drops the modified files of s.same whose contents equal
+// the original's, comparing several files at a time.
+func (s *scanner) compareContents() error {
+	if len(s.same) == 0 {
+		return nil
+	}
+	drop := make([]bool, len(s.same))
+	errs := make([]error, len(s.same))
+	workers := min(len(s.same), max(4, 2*runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := make([]byte, 64<<10)
+			b := make([]byte, 64<<10)
+			for k := range next {
+				p := s.out[s.same[k]].Path
+				eq, err := sameContent(s.lowerPath(p), s.upperPath(p), a, b)
+				drop[k], errs[k] = eq, err
+			}
+		}()
+	}
+	for k := range s.same {
+		if s.ctx.Err() != nil {
+			break
+		}
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	dropped := make(map[int]bool)
+	for k, d := range drop {
+		if d {
+			dropped[s.same[k]] = true
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	kept := s.out[:0]
+	for i, e := range s.out {
+		if !dropped[i] {
+			kept = append(kept, e)
+		}
+	}
+	s.out = kept
+	return nil
+}

@@ -1,0 +1,269 @@
+package changeset
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Changeset statuses.
+const (
+	StatusRunning = "running" // the command still runs, or died before it could finish
+	StatusOpen    = "open"    // finished, to review, apply or discard
+	StatusApplied = "applied"
+	StatusBroken  = "broken" // List only: meta.json is unreadable
+)
+
+// Meta is a changeset's metadata, kept in meta.json.
+type Meta struct {
+	ID           string       `json:"id"`
+	Created      time.Time    `json:"created"`
+	Finished     time.Time    `json:"finished,omitzero"`
+	Command      []string     `json:"command"`
+	Workspace    string       `json:"workspace"`
+	Roots        []MetaRoot   `json:"roots"`
+	Status       string       `json:"status"`
+	ExitCode     int          `json:"exit_code"`
+	Fingerprints Fingerprints `json:"fingerprints,omitempty"`
+}
+
+// MetaRoot is one captured directory: its host path and the directory
+// holding its upper and work directories, relative to the changeset's.
+type MetaRoot struct {
+	Path string `json:"path"`
+	Dir  string `json:"dir"` // "r0", "r1", ...
+}
+
+// Changeset is a changeset in the store:
+//
+//	<store>/changesets/<id>/meta.json
+//	<store>/changesets/<id>/r<N>/upper   the overlay's upper directory for root N
+//	<store>/changesets/<id>/r<N>/work    the overlay's work directory (never read)
+//	<store>/changesets/<id>/lock         flock(2)ed while in use
+type Changeset struct {
+	Dir  string
+	Meta Meta
+}
+
+const (
+	changesetsDir = "changesets"
+	metaName      = "meta.json"
+	lockName      = "lock"
+	idLen         = 12
+)
+
+// Create makes a new changeset for a command about to run: an id, the
+// upper and work directories of each path (the workspace when paths is
+// empty), all mode 0700, and meta.json with status "running".
+func Create(storeDir, workspace string, paths []string, command []string) (*Changeset, error) {
+	if len(paths) == 0 {
+		paths = []string{workspace}
+	}
+	base := filepath.Join(storeDir, changesetsDir)
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, fmt.Errorf("creating a changeset: %w", err)
+	}
+	var id, dir string
+	for tries := 0; ; tries++ {
+		id = fmt.Sprintf("%012x", rand.Uint64()>>16)
+		dir = filepath.Join(base, id)
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || tries > 10 {
+			return nil, fmt.Errorf("creating a changeset: %w", err)
+		}
+	}
+	c := &Changeset{Dir: dir, Meta: Meta{
+		ID: id, Created: time.Now().UTC(), Command: slices.Clone(command),
+		Workspace: workspace, Status: StatusRunning,
+	}}
+	for i, p := range paths {
+		r := MetaRoot{Path: p, Dir: "r" + strconv.Itoa(i)}
+		for _, sub := range []string{"", "upper", "work"} {
+			if err := os.Mkdir(filepath.Join(dir, r.Dir, sub), 0o700); err != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("creating a changeset: %w", err)
+			}
+		}
+		c.Meta.Roots = append(c.Meta.Roots, r)
+	}
+	if err := c.Save(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// Open finds a changeset by its id or a unique prefix of it.
+func Open(storeDir, idOrPrefix string) (*Changeset, error) {
+	if idOrPrefix == "" || strings.ContainsAny(idOrPrefix, "/\\.") {
+		return nil, fmt.Errorf("%w: bad id %q", ErrNotFound, idOrPrefix)
+	}
+	ids, err := listIDs(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	var match []string
+	for _, id := range ids {
+		if id == idOrPrefix {
+			match = []string{id}
+			break
+		}
+		if strings.HasPrefix(id, idOrPrefix) {
+			match = append(match, id)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return nil, fmt.Errorf("%w %q", ErrNotFound, idOrPrefix)
+	case 1:
+		return load(storeDir, match[0])
+	}
+	shown := match[:min(len(match), 5)]
+	return nil, fmt.Errorf("%w %q: it matches %s", ErrAmbiguous, idOrPrefix, strings.Join(shown, ", "))
+}
+
+func listIDs(storeDir string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(storeDir, changesetsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing changesets: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && len(e.Name()) == idLen && strings.Trim(e.Name(), "0123456789abcdef") == "" {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+func load(storeDir, id string) (*Changeset, error) {
+	c := &Changeset{Dir: filepath.Join(storeDir, changesetsDir, id)}
+	data, err := os.ReadFile(filepath.Join(c.Dir, metaName))
+	if err != nil {
+		return nil, fmt.Errorf("reading changeset %s: %w", id, err)
+	}
+	if err := json.Unmarshal(data, &c.Meta); err != nil {
+		return nil, fmt.Errorf("reading changeset %s: %w", id, err)
+	}
+	if c.Meta.ID != id {
+		return nil, fmt.Errorf("reading changeset %s: meta.json names %q", id, c.Meta.ID)
+	}
+	for _, r := range c.Meta.Roots {
+		if !validRel(r.Dir) || strings.Contains(r.Dir, "/") {
+			return nil, fmt.Errorf("reading changeset %s: bad root directory %q", id, r.Dir)
+		}
+	}
+	return c, nil
+}
+
+// List returns the store's changesets, newest first. A changeset whose
+// meta.json cannot be read is listed with status "broken", so that it
+// can be removed.
+func List(storeDir string) ([]*Changeset, error) {
+	ids, err := listIDs(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Changeset
+	for _, id := range ids {
+		c, err := load(storeDir, id)
+		if err != nil {
+			if _, serr := os.Stat(filepath.Join(storeDir, changesetsDir, id, metaName)); errors.Is(serr, fs.ErrNotExist) {
+				continue // being created
+			}
+			c = &Changeset{Dir: filepath.Join(storeDir, changesetsDir, id), Meta: Meta{ID: id, Status: StatusBroken}}
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *Changeset) int {
+		if c := b.Meta.Created.Compare(a.Meta.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Meta.ID, a.Meta.ID)
+	})
+	return out, nil
+}
+
+// Latest returns the newest open changeset of a workspace.
+func Latest(storeDir, workspace string) (*Changeset, error) {
+	all, err := List(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range all {
+		if c.Meta.Status == StatusOpen && c.Meta.Workspace == workspace {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no open changeset for %s", ErrNotFound, workspace)
+}
+
+// Roots returns the changeset's roots, for Scan, Apply and the writers.
+func (c *Changeset) Roots() []Root {
+	out := make([]Root, len(c.Meta.Roots))
+	for i, r := range c.Meta.Roots {
+		out[i] = Root{Lower: r.Path, Upper: filepath.Join(c.Dir, r.Dir, "upper")}
+	}
+	return out
+}
+
+// WorkDir returns the overlay work directory of root i.
+func (c *Changeset) WorkDir(i int) string {
+	return filepath.Join(c.Dir, c.Meta.Roots[i].Dir, "work")
+}
+
+// Save writes meta.json atomically.
+func (c *Changeset) Save() error {
+	data, err := json.MarshalIndent(&c.Meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if err := writeFileSync(filepath.Join(c.Dir, metaName), data); err != nil {
+		return fmt.Errorf("saving changeset %s: %w", c.Meta.ID, err)
+	}
+	return nil
+}
+
+// Remove discards the changeset: its directory and everything in it,
+// read-only directories included.
+func (c *Changeset) Remove() error {
+	if err := os.RemoveAll(c.Dir); err == nil {
+		return nil
+	}
+	// Make every directory writable and searchable, then try again.
+	filepath.WalkDir(c.Dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+			if err != nil {
+				// Unreadable before the chmod: walk it now.
+				filepath.WalkDir(p, func(q string, e fs.DirEntry, _ error) error {
+					if e != nil && e.IsDir() {
+						os.Chmod(q, 0o700)
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	})
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("removing changeset %s: %w", c.Meta.ID, err)
+	}
+	return nil
+}

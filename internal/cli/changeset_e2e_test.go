@@ -1,0 +1,370 @@
+package cli_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// changesetID finds the id in run's summary line.
+var summaryRE = regexp.MustCompile(`pinfold: changeset ([0-9a-f]+): (\d+) added, (\d+) modified, (\d+) deleted`)
+
+func summary(t *testing.T, stderr string) (id string, added, modified, deleted int) {
+	t.Helper()
+	m := summaryRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no changeset summary in %q", stderr)
+	}
+	a, _ := strconv.Atoi(m[2])
+	mo, _ := strconv.Atoi(m[3])
+	d, _ := strconv.Atoi(m[4])
+	return m[1], a, mo, d
+}
+
+// changesetWorkspace is a workspace with a private store.
+func changesetWorkspace(t *testing.T) string {
+	t.Helper()
+	t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("bye\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "run.sh"), []byte("#!/bin/sh\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "dir"), 0o755)
+	os.WriteFile(filepath.Join(ws, "dir", "old"), []byte("old\n"), 0o644)
+	return ws
+}
+
+const changes = `echo four >> keep.txt; rm gone.txt; echo new > added.txt; chmod +x run.sh; rm -rf dir; mkdir dir; echo fresh > dir/new; printf '\0\1\2' > blob.bin`
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+func TestChangesetReviewAndApply(t *testing.T) {
+	ws := changesetWorkspace(t)
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", changes)
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, errs)
+	}
+	id, added, modified, deleted := summary(t, errs)
+	// added.txt, blob.bin, dir/new; keep.txt, run.sh; gone.txt, dir/old.
+	if added != 3 || modified != 2 || deleted != 2 {
+		t.Errorf("summary %d/%d/%d: %s", added, modified, deleted, errs)
+	}
+	if read(t, filepath.Join(ws, "keep.txt")) != "one\ntwo\nthree\n" || read(t, filepath.Join(ws, "gone.txt")) != "bye\n" {
+		t.Fatal("the workspace changed before apply")
+	}
+	out, _, _ := pf(t, ws, "changes")
+	if !strings.Contains(out, id) || !strings.Contains(out, "open") || !strings.Contains(out, "+3 ~2 -2") {
+		t.Errorf("changes: %s", out)
+	}
+	out, _, _ = pf(t, ws, "diff", "--name-status")
+	for _, want := range []string{"A\tadded.txt", "A\tblob.bin", "A\tdir/new", "M\tkeep.txt", "M\trun.sh", "D\tdir/old", "D\tgone.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("name-status lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = pf(t, ws, "diff", id, "keep.txt", "run.sh", "blob.bin")
+	for _, want := range []string{"diff --git a/keep.txt b/keep.txt", "+four", "old mode 100644", "new mode 100755", "Binary files"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "added.txt") {
+		t.Errorf("diff ignored PATHS:\n%s", out)
+	}
+	out, _, _ = pf(t, ws, "diff", "--stat")
+	if !strings.Contains(out, "7 files changed") {
+		t.Errorf("stat:\n%s", out)
+	}
+	var js []map[string]any
+	out, _, _ = pf(t, ws, "diff", "--json")
+	files := 0
+	for _, e := range js {
+		if e["type"] != "dir" {
+			files++
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) == 0 {
+		t.Errorf("json: %v %s", err, out)
+	}
+	files = 0
+	for _, e := range js {
+		if e["type"] != "dir" {
+			files++
+		}
+	}
+	if files != 7 {
+		t.Errorf("json lists %d files, want 7: %s", files, out)
+	}
+	_, errs, code = pf(t, ws, "apply", id)
+	if code != 0 {
+		t.Fatalf("apply: %d %s", code, errs)
+	}
+	if read(t, filepath.Join(ws, "keep.txt")) != "one\ntwo\nthree\nfour\n" || read(t, filepath.Join(ws, "added.txt")) != "new\n" ||
+		read(t, filepath.Join(ws, "dir", "new")) != "fresh\n" {
+		t.Error("apply did not write the changes")
+	}
+	for _, gone := range []string{"gone.txt", "dir/old"} {
+		if _, err := os.Lstat(filepath.Join(ws, gone)); err == nil {
+			t.Errorf("%s survived apply", gone)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "run.sh")); err != nil || fi.Mode()&0o111 == 0 {
+		t.Error("apply lost the mode change")
+	}
+	out, _, _ = pf(t, ws, "changes")
+	if strings.Contains(out, id) {
+		t.Errorf("an applied changeset is still listed: %s", out)
+	}
+}
+
+func TestChangesetConflictAndForce(t *testing.T) {
+	ws := changesetWorkspace(t)
+	_, errs, _ := pf(t, ws, "run", "--", "sh", "-c", "echo mine >> keep.txt")
+	id, _, _, _ := summary(t, errs)
+	// Someone edits the original meanwhile.
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("theirs\n"), 0o644)
+	_, errs, code := pf(t, ws, "apply")
+	if code != 125 || !strings.Contains(errs, "PF181") || !strings.Contains(errs, "keep.txt") {
+		t.Fatalf("conflict not refused: %d %s", code, errs)
+	}
+	if read(t, filepath.Join(ws, "keep.txt")) != "theirs\n" {
+		t.Fatal("a refused apply wrote")
+	}
+	if _, errs, code = pf(t, ws, "apply", "--force", id); code != 0 {
+		t.Fatalf("--force: %d %s", code, errs)
+	}
+	if read(t, filepath.Join(ws, "keep.txt")) != "one\ntwo\nthree\nmine\n" {
+		t.Errorf("forced apply: %q", read(t, filepath.Join(ws, "keep.txt")))
+	}
+}
+
+func TestChangesetDiscardApplyAndRerun(t *testing.T) {
+	ws := changesetWorkspace(t)
+	_, errs, _ := pf(t, ws, "run", "--", "sh", "-c", "echo x > junk")
+	id, _, _, _ := summary(t, errs)
+	if _, errs, code := pf(t, ws, "discard", id); code != 0 {
+		t.Fatalf("discard: %s", errs)
+	}
+	if _, _, code := pf(t, ws, "diff", id); code != 125 {
+		t.Error("a discarded changeset is still there")
+	}
+	// --apply applies when the command succeeds...
+	_, errs, code := pf(t, ws, "run", "--apply", "--", "sh", "-c", "echo auto > auto.txt")
+	if code != 0 || read(t, filepath.Join(ws, "auto.txt")) != "auto\n" || !strings.Contains(errs, "applied 1 added") {
+		t.Errorf("--apply: %d %q", code, errs)
+	}
+	// ...and keeps the changeset when it fails.
+	_, errs, code = pf(t, ws, "run", "--apply", "--", "sh", "-c", "echo bad > bad.txt; exit 3")
+	if code != 3 || read(t, filepath.Join(ws, "bad.txt")) != "<open "+filepath.Join(ws, "bad.txt")+": no such file or directory>" {
+		t.Errorf("--apply after failure: %d %q", code, errs)
+	}
+	id, _, _, _ = summary(t, errs)
+	// A rerun on the open changeset sees and extends it.
+	out, errs, code := pf(t, ws, "run", "--changeset", id, "--", "sh", "-c", "cat bad.txt; echo more > more.txt")
+	if code != 0 || out != "bad\n" {
+		t.Fatalf("rerun: %d %q %q", code, out, errs)
+	}
+	if id2, added, _, _ := summary(t, errs); id2 != id || added != 2 {
+		t.Errorf("rerun summary: %s", errs)
+	}
+	// No changes, no changeset.
+	_, errs, _ = pf(t, ws, "run", "--", "cat", "keep.txt")
+	if strings.Contains(errs, "changeset") {
+		t.Errorf("a read-only command left a changeset: %s", errs)
+	}
+}
+
+func TestCaptureAndExport(t *testing.T) {
+	ws := changesetWorkspace(t)
+	extra := t.TempDir()
+	os.WriteFile(filepath.Join(extra, "conf"), []byte("a\n"), 0o644)
+	_, errs, code := pf(t, ws, "run", "--capture", extra, "--", "sh", "-c", "echo b > "+extra+"/conf; rm gone.txt")
+	if code != 0 || read(t, filepath.Join(extra, "conf")) != "a\n" {
+		t.Fatalf("capture: %d %s", code, errs)
+	}
+	id, _, modified, deleted := summary(t, errs)
+	if modified != 1 || deleted != 1 {
+		t.Errorf("capture summary: %s", errs)
+	}
+	layer := filepath.Join(t.TempDir(), "layer.tar")
+	if _, errs, code := pf(t, ws, "export", id, "-o", layer); code != 0 {
+		t.Fatalf("export: %s", errs)
+	}
+	f, _ := os.Open(layer)
+	defer f.Close()
+	tr := tar.NewReader(f)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+	}
+	joined := strings.Join(names, "\n")
+	wsRel, extraRel := strings.TrimPrefix(ws, "/"), strings.TrimPrefix(extra, "/")
+	if !strings.Contains(joined, wsRel+"/.wh.gone.txt") || !strings.Contains(joined, extraRel+"/conf") {
+		t.Errorf("layer entries:\n%s", joined)
+	}
+	out, _, _ := pf(t, ws, "diff", "--name-status", id)
+	if !strings.Contains(out, "M\t"+extraRel+"/conf") || !strings.Contains(out, "D\tgone.txt") {
+		t.Errorf("diff of a capture:\n%s", out)
+	}
+	if _, errs, code := pf(t, ws, "apply", id); code != 0 || read(t, filepath.Join(extra, "conf")) != "b\n" {
+		t.Errorf("apply of a capture: %d %s", code, errs)
+	}
+}
+
+func TestChangesetOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ws := changesetWorkspace(t)
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1234, 1234) })
+	_, errs, code := pf(t, ws, "run", "--apply", "--", "sh", "-c", "echo x > made; mkdir made-dir; echo y >> keep.txt")
+	if code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	for _, f := range []string{"made", "made-dir", "keep.txt"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(ws, f), &st); err != nil || st.Uid != 1234 || st.Gid != 1234 {
+			t.Errorf("%s: %v owned by %d:%d, want the workspace owner", f, err, st.Uid, st.Gid)
+		}
+	}
+}
+
+func TestChangesetUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching to another user needs root")
+	}
+	ws := changesetWorkspace(t)
+	store := filepath.Join(t.TempDir(), "store")
+	os.Chmod(filepath.Dir(store), 0o755)
+	os.Mkdir(store, 0o700)
+	os.Chown(store, 65534, 65534)
+	os.Chmod(filepath.Dir(ws), 0o755)
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(pinfold, args...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "PINFOLD_STORE=" + store}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	out, code := run("run", "--", "sh", "-c", changes)
+	if code != 0 {
+		t.Fatalf("unprivileged changeset run: %d %s", code, out)
+	}
+	id, added, modified, deleted := summary(t, out)
+	if added != 3 || modified != 2 || deleted != 2 {
+		t.Errorf("summary: %s", out)
+	}
+	if out, code = run("apply", id); code != 0 || read(t, filepath.Join(ws, "added.txt")) != "new\n" {
+		t.Errorf("unprivileged apply: %d %s", code, out)
+	}
+}
+
+func TestKill9MidApplyRecovers(t *testing.T) {
+	ws := changesetWorkspace(t)
+	// A changeset big enough that apply takes a while.
+	script := `for i in $(seq 1 1500); do echo "file $i" > f$i; done; for i in $(seq 1 50); do head -c 200000 /dev/urandom > big$i; done`
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	id, _, _, _ := summary(t, errs)
+	// Kill apply once it has started writing (its marker exists), retrying
+	// with a new changeset when it finishes first.
+	store := os.Getenv("PINFOLD_STORE")
+	marker := func(id string) bool {
+		_, err := os.Stat(filepath.Join(store, "applying", id))
+		return err == nil
+	}
+	killed := false
+	for attempt := 0; attempt < 6 && !killed; attempt++ {
+		cmd := exec.Command(pinfold, "apply", id)
+		cmd.Dir = ws
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2000 && !marker(id); i++ {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(attempt*3) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok && ee.Sys().(syscall.WaitStatus).Signaled() && marker(id) {
+			killed = true
+			break
+		}
+		// It finished: make the next changeset to try on.
+		for _, f := range []string{"f1", "big1"} {
+			os.Remove(filepath.Join(ws, f))
+		}
+		_, errs, _ := pf(t, ws, "run", "--", "sh", "-c", script)
+		id, _, _, _ = summary(t, errs)
+	}
+	if !killed {
+		t.Fatal("could not kill apply while it was writing")
+	}
+	// No half-written file: every f$i is absent or complete.
+	for i := 1; i <= 1500; i++ {
+		b, err := os.ReadFile(filepath.Join(ws, fmt.Sprintf("f%d", i)))
+		if err == nil && string(b) != fmt.Sprintf("file %d\n", i) {
+			t.Fatalf("f%d half written: %q", i, b)
+		}
+	}
+	// The next pinfold command finishes the apply (or, when the kill came
+	// before apply wrote anything, leaves the changeset open to apply).
+	out, errs, code := pf(t, ws, "changes")
+	if code != 0 {
+		t.Fatalf("recovery: %d %q %q", code, out, errs)
+	}
+	if !strings.Contains(errs, "finished applying changeset "+id) {
+		if !strings.Contains(out, id) {
+			t.Fatalf("the changeset was neither applied nor kept: %q %q", out, errs)
+		}
+		if _, errs, code = pf(t, ws, "apply", id); code != 0 {
+			t.Fatalf("apply after an early kill: %s", errs)
+		}
+	}
+	for i := 1; i <= 1500; i += 97 {
+		if got := read(t, filepath.Join(ws, fmt.Sprintf("f%d", i))); got != fmt.Sprintf("file %d\n", i) {
+			t.Errorf("f%d after recovery: %q", i, got)
+		}
+	}
+	ents, _ := os.ReadDir(ws)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".pinfold-apply") {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+	_ = bytes.Contains
+}

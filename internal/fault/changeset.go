@@ -1,0 +1,9 @@
+package fault
+
+// Codes of changesets.
+const (
+	NoChangeset Code = "PF180" // no changeset matches, or none is open for the workspace
+	Conflict    Code = "PF181" // originals changed since the run; apply refused
+	ApplyFailed Code = "PF182" // an apply stopped (disk full, unsafe entry...)
+	Busy        Code = "PF183" // another pinfold holds the changeset
+)
