@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,9 +40,9 @@ import (
 // already holds the changeset's version counts as skipped, not as a
 // conflict, so applying again after a partial apply succeeds.
 //
-// Writes are not synced one by one: an apply is atomic against the death
-// of the process, and the journal is removed only after a syncfs of each
-// root, so a crash of the machine leaves it for Recover.
+// Like cp, Apply does not fsync the files it writes (only its journal):
+// it is atomic against the death of its process, not against a power cut
+// before the kernel writes the data back.
 func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry, o ApplyOptions) (ApplyResult, error) {
 	var res ApplyResult
 	if err := Recover(ctx, journalDir, roots); err != nil {
@@ -542,20 +543,19 @@ func readProgress(path string, n int) []bool {
 	return done
 }
 
-// finish syncs the roots' file systems and removes the journal.
+// finish removes the journal.
 func (a *applier) finish(journalDir string) error {
-	for _, fd := range a.lower {
-		unix.Syncfs(fd)
-	}
 	if a.progress != nil {
 		a.progress.Close()
 		a.progress = nil
 	}
 	os.Remove(filepath.Join(journalDir, progressName))
+	// Not synced: should the removal be lost, Recover re-runs idempotent
+	// operations, and a sync here would wait for the data of the apply.
 	if err := os.Remove(filepath.Join(journalDir, journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(journalDir)
+	return nil
 }
 
 // run carries out the journal's operations not marked in done.
@@ -609,7 +609,7 @@ func (a *applier) parallel(from, to int, done []bool) error {
 		defer errMu.Unlock()
 		return firstErr != nil
 	}
-	for range workerCount(to - from) {
+	for range min(to-from, max(2, runtime.GOMAXPROCS(0))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -34,7 +34,11 @@ func lstatPath(path string) (*Stat, error) { return nil, ErrUnsupported }
 
 func upperWhiteout(path string, st *Stat) bool { return false }
 
-func readFile(path string, buf []byte, limit int) ([]byte, error) {
+type dirCache struct{}
+
+func (c *dirCache) release() {}
+
+func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return buf, err

@@ -75,7 +75,10 @@ type scratch struct {
 	d        differ
 	old, new []byte
 	edits    []edit
+	dirs     dirCache
 }
+
+func (s *scratch) release() { s.dirs.release() }
 
 // side is one version of a path, as the diff reads it.
 type side struct {
@@ -91,7 +94,7 @@ func hasContent(st *Stat) bool {
 	return st != nil && (st.Mode.IsRegular() || st.Mode&fs.ModeSymlink != 0)
 }
 
-func (s *scratch) load(sd *side, buf *[]byte, countOnly bool) error {
+func (s *scratch) load(sd *side, buf *[]byte) error {
 	st := sd.st
 	if !hasContent(st) {
 		sd.loaded = true
@@ -106,7 +109,7 @@ func (s *scratch) load(sd *side, buf *[]byte, countOnly bool) error {
 		sd.binary = true
 		return nil
 	}
-	data, err := readFile(sd.path, (*buf)[:0], maxTextSize+1)
+	data, err := s.dirs.readFile(sd.path, (*buf)[:0], maxTextSize+1, st.Size)
 	*buf = data
 	if err != nil {
 		return err
@@ -117,7 +120,6 @@ func (s *scratch) load(sd *side, buf *[]byte, countOnly bool) error {
 	}
 	sd.data, sd.loaded = data, true
 	sd.binary = bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0
-	_ = countOnly
 	return nil
 }
 
@@ -139,11 +141,11 @@ func (s *scratch) diffEntry(roots []Root, e *Entry, o *DiffOptions, patch bool) 
 	if e.New != nil {
 		r.newSize = e.New.Size
 	}
-	if err := s.load(&oldSide, &s.old, !patch); err != nil {
+	if err := s.load(&oldSide, &s.old); err != nil {
 		r.err = err
 		return r
 	}
-	if err := s.load(&newSide, &s.new, !patch); err != nil {
+	if err := s.load(&newSide, &s.new); err != nil {
 		r.err = err
 		return r
 	}

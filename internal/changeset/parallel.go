@@ -8,7 +8,7 @@ import (
 
 // workerCount is how many files are read at a time.
 func workerCount(n int) int {
-	return max(1, min(n, 2*runtime.GOMAXPROCS(0), 16))
+	return max(1, min(n, 4*runtime.GOMAXPROCS(0), 16))
 }
 
 // runOrdered calls work for 0..n-1 on a few goroutines, each with its own
@@ -22,6 +22,7 @@ func runOrdered[R any](ctx context.Context, n int, work func(s *scratch, i int) 
 	workers := workerCount(n)
 	if workers == 1 {
 		var s scratch
+		defer s.release()
 		for i := range n {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -62,6 +63,7 @@ func runOrdered[R any](ctx context.Context, n int, work func(s *scratch, i int) 
 		go func() {
 			defer wg.Done()
 			var s scratch
+			defer s.release()
 			for i := range jobs {
 				r := work(&s, i)
 				mu.Lock()

@@ -2,38 +2,82 @@ package changeset
 
 import (
 	"io/fs"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// readFile appends the content of the file at path to buf, reading at
-// most limit bytes. It does not follow a symlink.
-func readFile(path string, buf []byte, limit int) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// dirCache keeps the directory of the last file a worker read open, so
+// that reading many files of one directory resolves one name each.
+type dirCache struct {
+	path string
+	fd   int
+}
+
+func (c *dirCache) release() {
+	if c.path != "" {
+		unix.Close(c.fd)
+		c.path = ""
 	}
+}
+
+// open opens path for reading without following a final symlink.
+func (c *dirCache) open(path string) (int, error) {
+	dirfd, name := unix.AT_FDCWD, path
+	if i := strings.LastIndexByte(path, '/'); i > 0 {
+		dir := path[:i]
+		if dir != c.path {
+			c.release()
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				c.path, c.fd = dir, fd
+			}
+		}
+		if dir == c.path {
+			dirfd, name = c.fd, path[i+1:]
+		}
+	}
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// readFile appends the content of the file at path to buf, reading at
+// most limit bytes. size is the expected size: a short read past it is
+// taken as the end of the file, which saves a read on small files.
+func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
+	fd, err := c.open(path)
 	if err != nil {
 		return buf, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	start := len(buf)
+	if want := start + int(min(size, int64(limit))) + 1; cap(buf) < want {
+		nb := make([]byte, start, max(want, 16<<10))
+		copy(nb, buf)
+		buf = nb
+	}
 	for len(buf) < limit {
 		if cap(buf)-len(buf) < 4096 {
 			nb := make([]byte, len(buf), max(2*cap(buf), 16<<10))
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := unix.Read(fd, buf[len(buf):min(cap(buf), limit)])
+		ask := min(cap(buf), limit) - len(buf)
+		n, err := unix.Read(fd, buf[len(buf):len(buf)+ask])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return buf, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
-		if n == 0 {
+		buf = buf[:len(buf)+n]
+		if n == 0 || (n < ask && int64(len(buf)-start) > size) {
 			break
 		}
-		buf = buf[:len(buf)+n]
 	}
 	return buf, nil
 }
