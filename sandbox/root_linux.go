@@ -168,6 +168,7 @@ type rootPlan struct {
 	overlays []overlay
 	idmap    bool // binds are idmapped (root supervisors)
 	tmpSize  int64
+	scratch  string // host directory for /tmp instead of a tmpfs
 	hideExe  string // the host's pinfold binary, when the base shows it
 }
 
@@ -231,9 +232,18 @@ func buildRoot(p *rootPlan) []native.Op {
 	}
 
 	l.mkdirAll("/tmp", 0o1777)
-	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs",
-		D:          "mode=1777,size=" + strconv.FormatInt(p.tmpSize, 10),
-		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "mounting /tmp"})
+	switch {
+	case p.scratch == "":
+		l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs",
+			D:          "mode=1777,size=" + strconv.FormatInt(p.tmpSize, 10),
+			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "mounting /tmp"})
+	case p.idmap:
+		// Cloned as the host sees it, like a changeset's upper directory.
+		l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: p.scratch, B: "/tmp",
+			Attr: attrNosuid | attrNodev, What: "mounting " + p.scratch + " at /tmp"})
+	default:
+		l.hostBind(p.scratch, "/tmp", attrNosuid|attrNodev, "mounting "+p.scratch+" at /tmp")
+	}
 	l.mkdirAll("/sys", 0o555) // empty: nothing of the host's /sys is shown
 
 	for _, b := range p.binds {

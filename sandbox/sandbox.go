@@ -115,6 +115,10 @@ type Spec struct {
 	Changeset *Capture
 	// Captures are more host directories whose writes are kept aside.
 	Captures []Capture
+	// Scratch is a host directory mounted at /tmp instead of a tmpfs of
+	// Limits.TmpSize, so that what /tmp holds counts against that
+	// directory's filesystem (pinfold's --disk volume). Empty: the tmpfs.
+	Scratch  string
 	Mounts   []Mount
 	Hostname string
 	Network  Network // default NetworkNone

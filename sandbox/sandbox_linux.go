@@ -167,6 +167,13 @@ func normalize(s *Spec) error {
 		}
 		c.Path = p
 	}
+	if s.Scratch != "" {
+		d, err := canonicalDir(s.Scratch)
+		if err != nil {
+			return &SpecError{"scratch", err}
+		}
+		s.Scratch = d
+	}
 	for i := range s.Mounts {
 		m := &s.Mounts[i]
 		src, err := filepath.EvalSymlinks(m.Source)
@@ -266,7 +273,7 @@ func (s *Sandbox) planSpawn() error {
 // instance.
 func (s *Sandbox) configure(ctx context.Context) error {
 	sp := &s.spec
-	plan := rootPlan{tmpSize: sp.Limits.TmpSize}
+	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch}
 	switch sp.Base.Kind {
 	case BaseHost:
 		plan.baseRoot, plan.hostBase = "/", true
@@ -329,6 +336,10 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		return fmt.Errorf("building the seccomp filter: %w", err)
 	}
 	user := ids.user
+	tmpCheck := "/tmp"
+	if sp.Scratch != "" {
+		tmpCheck = "" // the owner of the scratch directory watches its filesystem
+	}
 	s.tmpl = native.Config{
 		SpawnConfig:  s.tmpl.SpawnConfig,
 		IDMapUID:     ids.idmapUID,
@@ -343,7 +354,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		Rlimits:      []native.Rlimit{{Resource: unix.RLIMIT_CORE}},
 		User:         &user,
 		RootReadOnly: true,
-		TmpCheck:     "/tmp",
+		TmpCheck:     tmpCheck,
 		NoNewPrivs:   true,
 	}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -32,11 +34,15 @@ func storeDir() (string, error) {
 // can find an interrupted one with a single directory read.
 func applyingDir(dir string) string { return filepath.Join(dir, "applying") }
 
-// recoverApplies finishes applies that a killed pinfold left half done.
+// recoverApplies finishes applies that a killed pinfold left half done
+// (and first takes over the disks of its runs, see recoverDisks).
 func recoverApplies(ctx context.Context, io *IO) error {
 	dir, err := store.DefaultDir()
 	if err != nil {
 		return nil
+	}
+	if err := recoverDisks(ctx, io, dir); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(applyingDir(dir))
 	if err != nil || len(ents) == 0 {
@@ -172,7 +178,16 @@ func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *pl
 	}
 	n := changeset.Count(entries)
 	counts := fmt.Sprintf("%d added, %d modified, %d deleted", n.Added, n.Modified, n.Deleted)
-	if p.Apply && res.ExitCode == 0 {
+	capHit := slices.Contains(res.LimitsHit, limitDisk)
+	if capHit {
+		// Said first, and in the summary: what is kept is incomplete.
+		counts += fmt.Sprintf("; the run hit its disk cap (--disk %s): writes past it failed with \"no space left on device\"",
+			units.FormatSize(p.Disk))
+	}
+	if p.Apply && res.ExitCode == 0 && capHit && !quiet {
+		fmt.Fprintf(io.Stderr, "pinfold: not applying: some writes failed at the disk cap\n")
+	}
+	if p.Apply && res.ExitCode == 0 && !capHit {
 		if _, err := applyChangeset(ctx, cs, nil, false); err != nil {
 			return err
 		}

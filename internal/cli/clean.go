@@ -15,12 +15,16 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, err)
 	}
 	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold clean\n\nRemoves cgroups and temporary directories that runs killed before they\ncould clean up left behind. Sandboxes still running are not touched.\n\nFlags:\n")
+		fmt.Fprint(io.Stdout, "Usage: pinfold clean\n\nRemoves cgroups and temporary directories that runs killed before they\ncould clean up left behind, and finishes their interrupted applies and\ndisks (--disk). Sandboxes still running are not touched.\n\nFlags:\n")
 		fs.Usage(io.Stdout)
 		return 0
 	}
 	if len(rest) > 0 {
 		return fail(io, fault.New(fault.Usage, "pinfold clean takes no arguments", "", "run pinfold clean", nil))
+	}
+	// Interrupted applies and disks of killed runs are finished first.
+	if err := recoverApplies(ctx, io); err != nil {
+		return fail(io, err)
 	}
 	removed, err := sandbox.Clean(ctx, "")
 	for _, r := range removed {

@@ -20,6 +20,7 @@ import (
 	"github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/disk"
 	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
@@ -70,6 +71,7 @@ func runFlags(name string, o *runOptions) *flagSet {
 	fs.String(&f.CPUs, "cpus", 0, "N", "CPU limit, like 0.5 or 2")
 	fs.String(&f.Timeout, "timeout", 0, "DURATION", "kill the sandbox after this long (exit status 124)")
 	fs.String(&f.TmpSize, "tmp-size", 0, "SIZE", "size of /tmp (default 1g)")
+	fs.String(&f.Disk, "disk", 0, "SIZE", "cap what the run may write into its changeset and /tmp, like 2g (default none; root)")
 	fs.Bool(&f.TTY, "tty", 't', "run the command on a pseudo-terminal")
 	fs.Bool(&f.Interactive, "interactive", 'i', "keep stdin attached")
 	if name == "run" {
@@ -167,16 +169,45 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
+	var vol *disk.Volume
+	if cs != nil && p.Disk > 0 {
+		if vol, err = openDisk(ctx, cs, p); err != nil {
+			if p.Changeset == "" {
+				cs.Remove()
+			}
+			unlock()
+			return fail(io, err)
+		}
+	}
 	p.Sandbox.Trace = tr != nil
-	res, err := execute(ctx, io, p, tr, o.json || cs != nil)
+	started := func() {
+		if vol != nil {
+			// The sandbox holds its own mounts of the volume now.
+			vol.Detach()
+		}
+	}
+	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started)
 	if err != nil {
 		if cs != nil {
+			if vol != nil {
+				dropDisk(cs, vol)
+			}
 			if p.Changeset == "" {
 				cs.Remove()
 			}
 			unlock()
 		}
 		return fail(io, classify(err, p))
+	}
+	if vol != nil {
+		full, err := closeDisk(ctx, cs, vol)
+		if err != nil {
+			unlock()
+			return fail(io, err)
+		}
+		if full {
+			res.LimitsHit = append(res.LimitsHit, limitDisk)
+		}
 	}
 	if cs != nil {
 		err := finishChangeset(ctx, io, cs, p, res, o.json)
@@ -185,7 +216,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 			return fail(io, err)
 		}
 	}
-	report(io, res, o.json)
+	report(io, res, p.Disk, o.json)
 	if tr != nil {
 		tr.mark("pinfold: exiting")
 		tr.print(io.Stderr, res)
@@ -260,7 +291,7 @@ func makeCaches(p *plan.Plan) error {
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool) (*sandbox.Result, error) {
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func()) (*sandbox.Result, error) {
 	// A plain run hands off to a small waiter once the command runs (see
 	// sandbox.Process.Handoff); the sandbox must be started from the
 	// thread that will exec it.
@@ -324,6 +355,7 @@ func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool) (
 	if err != nil {
 		return nil, err
 	}
+	started()
 	tr.mark("pinfold: command started")
 	outDone := make(chan struct{})
 	if proc.PTY != nil {
@@ -415,13 +447,14 @@ type jsonResult struct {
 		Pids    int64   `json:"pids,omitempty"`
 		CPUs    float64 `json:"cpus,omitempty"`
 		TmpSize int64   `json:"tmp_size"`
+		Disk    int64   `json:"disk,omitempty"`
 		Timeout float64 `json:"timeout_s,omitempty"`
 	} `json:"limits"`
 }
 
 // report tells the user about limits the command hit, and prints the JSON
 // result when asked.
-func report(io *IO, r *sandbox.Result, asJSON bool) {
+func report(io *IO, r *sandbox.Result, diskCap int64, asJSON bool) {
 	if asJSON {
 		var j jsonResult
 		j.Status, j.Reason = r.ExitCode, string(r.Reason)
@@ -434,15 +467,22 @@ func report(io *IO, r *sandbox.Result, asJSON bool) {
 			j.LimitsHit = []string{}
 		}
 		j.Limits.Memory, j.Limits.Pids, j.Limits.CPUs = r.Limits.Memory, r.Limits.Pids, r.Limits.CPUs
-		j.Limits.TmpSize, j.Limits.Timeout = r.Limits.TmpSize, r.Timeout.Seconds()
+		j.Limits.TmpSize, j.Limits.Timeout, j.Limits.Disk = r.Limits.TmpSize, r.Timeout.Seconds(), diskCap
 		b, _ := json.Marshal(&j)
 		io.Stdout.Write(append(b, '\n'))
 		return
 	}
 	for _, l := range r.LimitsHit {
+		if l == limitDisk {
+			continue // the changeset summary says it
+		}
 		fmt.Fprintf(io.Stderr, "pinfold: %s\n", limitMessage(r, l))
 	}
 }
+
+// limitDisk is the disk cap of a changeset run (--disk), which the CLI
+// watches rather than the sandbox.
+const limitDisk = "disk"
 
 func limitMessage(r *sandbox.Result, limit string) string {
 	switch limit {

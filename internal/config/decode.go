@@ -783,7 +783,7 @@ func (s *Secret) target() string {
 }
 
 func (d *decoder) limits(s *Settings, key, v *node, w where) (*Limits, error) {
-	if err := d.want(v, mapNode, "limits", "a mapping (memory:, pids:, cpus:, timeout:, tmp_size:)"); err != nil {
+	if err := d.want(v, mapNode, "limits", "a mapping (memory:, pids:, cpus:, timeout:, tmp_size:, disk:)"); err != nil {
 		return nil, err
 	}
 	l := &Limits{Pos: key.pos}
@@ -795,6 +795,12 @@ func (d *decoder) limits(s *Settings, key, v *node, w where) (*Limits, error) {
 			l.Memory, err = d.size(lv, "limits.memory", 4<<20, "4m")
 		case "tmp_size":
 			l.TmpSize, err = d.size(lv, "limits.tmp_size", 1<<20, "1m")
+		case "disk":
+			if lv.kind == scalarNode && lv.value == "none" {
+				l.Disk = &lv.value
+			} else {
+				l.Disk, err = d.size(lv, "limits.disk", 16<<20, "16m")
+			}
 		case "pids":
 			var n int64
 			if n, err = d.integer(lv, "limits.pids"); err == nil {

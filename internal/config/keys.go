@@ -19,7 +19,7 @@ var profileKeys = [...]string{
 
 var envKeys = [...]string{"deny", "pass", "set"}
 
-var limitsKeys = [...]string{"cpus", "memory", "pids", "timeout", "tmp_size"}
+var limitsKeys = [...]string{"cpus", "disk", "memory", "pids", "timeout", "tmp_size"}
 
 var hostKeys = [...]string{"allow", "block_env"}
 

@@ -139,6 +139,7 @@ type Limits struct {
 	CPUs    *float64
 	Timeout *string
 	TmpSize *string
+	Disk    *string // a size or "none"
 }
 
 // Hook is a host-side command, run before the command in the workspace

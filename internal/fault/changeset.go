@@ -6,4 +6,5 @@ const (
 	Conflict    Code = "PF181" // originals changed since the run; apply refused
 	ApplyFailed Code = "PF182" // an apply stopped (disk full, unsafe entry...)
 	Busy        Code = "PF183" // another pinfold holds the changeset
+	DiskCap     Code = "PF184" // the --disk volume cannot be made (not root, no loop devices, no room)
 )

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/disk"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
@@ -41,6 +42,9 @@ type Plan struct {
 	Changeset string
 	// Apply applies the changeset when the command succeeds (--apply).
 	Apply bool
+	// Disk caps what a run may write into its changeset and /tmp, in
+	// bytes (--disk, limits.disk); 0 means no cap.
+	Disk int64
 	// HostAllow are the globs a command must match to run with backend
 	// host; HostBlocked the variables stripped from its environment.
 	HostAllow   []string
@@ -113,7 +117,7 @@ func (c *Command) Environ() []string {
 // and nil slices mean "not given".
 type Flags struct {
 	Base, Access, Workspace, Workdir, User, Hostname, Network, Backend string
-	Memory, Pids, CPUs, Timeout, TmpSize, Changeset                    string
+	Memory, Pids, CPUs, Timeout, TmpSize, Disk, Changeset              string
 	Mounts, Env, CapAdd, Capture                                       []string
 	TTY, Interactive, Apply                                            bool
 }
@@ -223,6 +227,8 @@ func flagName(key string) string {
 		return "mount"
 	case "limits.tmp_size":
 		return "tmp-size"
+	case "limits.disk":
+		return "disk"
 	}
 	if strings.HasPrefix(key, "limits.") {
 		return key[len("limits."):]
@@ -250,8 +256,8 @@ func flagSettings(f *Flags) (*config.Settings, error) {
 	}
 	s.Capabilities = f.CapAdd
 	s.Capture = f.Capture
-	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" {
-		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize)}
+	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" || f.Disk != "" {
+		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize), Disk: str(f.Disk)}
 		if f.Pids != "" {
 			n, err := strconv.ParseInt(f.Pids, 10, 64)
 			if err != nil || n < 1 {
@@ -386,6 +392,13 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	if err := resolveLimits(ls, p); err != nil {
 		return err
 	}
+	if p.Disk > 0 && sp.Access != sandbox.AccessChangeset && len(p.Captures) == 0 {
+		e := fault.New(fault.BadValue, "--disk caps what a changeset keeps, and this run has none",
+			"with --access "+string(sp.Access)+" the command writes straight to the workspace",
+			"run with --access changeset, or cap /tmp alone with --tmp-size", nil)
+		e.Exit = fault.ExitUsage
+		return e
+	}
 	if err := resolveCachesAndSecrets(r, ls, p); err != nil {
 		return err
 	}
@@ -428,7 +441,7 @@ func resolveLimits(ls []layer, p *Plan) error {
 	sp := &p.Sandbox
 	sp.Limits.TmpSize = sandbox.DefaultTmpSize
 	var err error
-	for _, key := range []string{"memory", "pids", "cpus", "timeout", "tmp_size"} {
+	for _, key := range []string{"memory", "pids", "cpus", "timeout", "tmp_size", "disk"} {
 		for i := len(ls) - 1; i >= 0; i-- {
 			l := ls[i].s.Limits
 			if l == nil {
@@ -464,6 +477,14 @@ func resolveLimits(ls []layer, p *Plan) error {
 				if set = l.TmpSize != nil; set {
 					if sp.Limits.TmpSize, err = units.ParseSize(*l.TmpSize); err != nil || sp.Limits.TmpSize < 1<<20 {
 						return badValue("tmp-size", *l.TmpSize, "a size of at least 1m, like 256m")
+					}
+				}
+			case "disk":
+				if set = l.Disk != nil; set {
+					if *l.Disk == "none" || *l.Disk == "0" {
+						p.Disk = 0
+					} else if p.Disk, err = units.ParseSize(*l.Disk); err != nil || p.Disk < disk.MinSize {
+						return badValue("disk", *l.Disk, "a size of at least 16m, like 2g, or none")
 					}
 				}
 			}

@@ -78,6 +78,9 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintf(w, "  cpus:     %s%s\n", orNone(l.CPUs > 0, strconv.FormatFloat(l.CPUs, 'g', -1, 64)), src("limits.cpus"))
 		fmt.Fprintf(w, "  timeout:  %s%s\n", orNone(p.Timeout > 0, p.Timeout.String()), src("limits.timeout"))
 		fmt.Fprintf(w, "  /tmp:     %s%s\n", units.FormatSize(l.TmpSize), src("limits.tmp_size"))
+		if p.Disk > 0 {
+			fmt.Fprintf(w, "  disk:     %s, changeset and /tmp together%s\n", units.FormatSize(p.Disk), src("limits.disk"))
+		}
 		fmt.Fprintf(w, "security:\n")
 		caps := "none"
 		if len(sp.Capabilities) > 0 {
@@ -212,6 +215,9 @@ func (p *Plan) JSON(w io.Writer) error {
 			out.Mounts = append(out.Mounts, mount{m.Source, m.Target, m.ReadOnly})
 		}
 		out.Limits = map[string]any{"tmp_size": sp.Limits.TmpSize}
+		if p.Disk > 0 {
+			out.Limits["disk"] = p.Disk
+		}
 		if sp.Limits.Memory > 0 {
 			out.Limits["memory"] = sp.Limits.Memory
 		}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pinfold/pinfold/internal/changeset"
+	"github.com/pinfold/pinfold/internal/disk"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/units"
+)
+
+// A run with --disk writes its changeset and /tmp into a volume of that
+// size, <changeset>/disk.img, mounted at <changeset>/disk while the
+// sandbox is built:
+//
+//	disk/r<N>/upper, disk/r<N>/work   the overlay of root N
+//	disk/tmp                          the sandbox's /tmp
+//
+// Once the command ends, the upper directories are copied back to where
+// the rest of pinfold reads a changeset (<changeset>/r<N>/upper) and the
+// volume goes. A marker in <store>/disks names every changeset with a
+// volume, so that the next pinfold finds one a killed run left behind.
+
+func disksDir(store string) string { return filepath.Join(store, "disks") }
+
+// openDisk creates the volume of a run on cs and points the sandbox at it.
+// On a rerun (--changeset) the changeset's writes so far are copied in.
+func openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.Plan) (*disk.Volume, error) {
+	store := filepath.Dir(filepath.Dir(cs.Dir))
+	if err := os.MkdirAll(disksDir(store), 0o700); err != nil {
+		return nil, fault.New(fault.Store, "cannot record the disk of changeset "+cs.Meta.ID, err.Error(), "", err)
+	}
+	marker := filepath.Join(disksDir(store), cs.Meta.ID)
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		return nil, fault.New(fault.Store, "cannot record the disk of changeset "+cs.Meta.ID, err.Error(), "", err)
+	}
+	v, err := disk.Create(ctx, filepath.Join(cs.Dir, "disk.img"), filepath.Join(cs.Dir, "disk"), p.Disk)
+	if err != nil {
+		os.Remove(marker)
+		hint := "free space in pinfold's store, or ask for a smaller --disk"
+		if errors.Is(err, disk.ErrUnsupported) {
+			hint = "run pinfold as root, or run without --disk (limits.disk: none)"
+		}
+		return nil, fault.New(fault.DiskCap, "cannot make the "+units.FormatSize(p.Disk)+" disk of this run", err.Error(), hint, err)
+	}
+	fail := func(err error) (*disk.Volume, error) {
+		v.Close()
+		os.Remove(marker)
+		return nil, fault.New(fault.DiskCap, "cannot prepare the disk of this run", err.Error(), "", err)
+	}
+	sp := &p.Sandbox
+	roots := cs.Roots()
+	for i, r := range roots {
+		rel := "r" + strconv.Itoa(i)
+		for _, sub := range []string{rel, rel + "/upper", rel + "/work"} {
+			if err := os.Mkdir(filepath.Join(v.Dir(), sub), 0o700); err != nil {
+				return fail(err)
+			}
+		}
+		if p.Changeset != "" {
+			if err := v.CopyIn(ctx, r.Upper, rel+"/upper"); err != nil {
+				return fail(err)
+			}
+		}
+		// Root 0 is the workspace's when it has a changeset, as in
+		// startChangeset; the captures follow in order.
+		c := sp.Changeset
+		if j := i - len(roots) + len(sp.Captures); j >= 0 {
+			c = &sp.Captures[j]
+		}
+		c.Upper, c.Work = filepath.Join(v.Dir(), rel, "upper"), filepath.Join(v.Dir(), rel, "work")
+	}
+	tmp := filepath.Join(v.Dir(), "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fail(err)
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		return fail(err)
+	}
+	sp.Scratch = tmp
+	return v, nil
+}
+
+// dropDisk removes the volume of a run that did not start.
+func dropDisk(cs *changeset.Changeset, v *disk.Volume) {
+	v.Close()
+	os.Remove(filepath.Join(disksDir(filepath.Dir(filepath.Dir(cs.Dir))), cs.Meta.ID))
+}
+
+// closeDisk copies the run's writes out of v into cs and removes v. It
+// reports whether the run filled the volume.
+func closeDisk(ctx context.Context, cs *changeset.Changeset, v *disk.Volume) (full bool, err error) {
+	full = v.IsFull()
+	for i, r := range cs.Roots() {
+		if err = copyBack(ctx, v, "r"+strconv.Itoa(i)+"/upper", r.Upper); err != nil {
+			break
+		}
+	}
+	if cerr := v.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return full, fault.New(fault.Store, "cannot keep the writes of changeset "+cs.Meta.ID, err.Error(),
+			"free space in pinfold's store; the writes stay in "+v.Image+" until then", err)
+	}
+	os.Remove(filepath.Join(disksDir(filepath.Dir(filepath.Dir(cs.Dir))), cs.Meta.ID))
+	return full, nil
+}
+
+// copyBack replaces the upper directory dst with rel of v: into a new
+// directory first, so that a failed copy leaves dst as it was.
+func copyBack(ctx context.Context, v *disk.Volume, rel, dst string) error {
+	next, old := dst+".next", dst+".old"
+	os.RemoveAll(next)
+	if err := os.Mkdir(next, 0o700); err != nil {
+		return err
+	}
+	if err := v.CopyOut(ctx, rel, next); err != nil {
+		os.RemoveAll(next)
+		return err
+	}
+	os.RemoveAll(old)
+	if err := os.Rename(dst, old); err != nil {
+		return err
+	}
+	if err := os.Rename(next, dst); err != nil {
+		os.Rename(old, dst)
+		return err
+	}
+	return os.RemoveAll(old)
+}
+
+// recoverDisks takes over the volumes of runs a killed pinfold left: their
+// writes so far join the changeset (which lists as interrupted), and the
+// volume goes.
+func recoverDisks(ctx context.Context, io *IO, store string) error {
+	ents, err := os.ReadDir(disksDir(store))
+	if err != nil || len(ents) == 0 {
+		return nil
+	}
+	for _, e := range ents {
+		marker := filepath.Join(disksDir(store), e.Name())
+		cs, err := changeset.Open(store, e.Name())
+		if err != nil {
+			os.Remove(marker)
+			continue
+		}
+		unlock, err := cs.Lock()
+		if err != nil {
+			continue // its run is still going
+		}
+		image, dir := filepath.Join(cs.Dir, "disk.img"), filepath.Join(cs.Dir, "disk")
+		var v *disk.Volume
+		switch {
+		case disk.Mounted(dir):
+			v = disk.Attached(image, dir)
+		default:
+			if _, err := os.Stat(image); err != nil {
+				os.Remove(dir)
+				os.Remove(marker)
+				unlock()
+				continue
+			}
+			if v, err = disk.Mount(image, dir); err != nil {
+				unlock()
+				return fault.New(fault.DiskCap, "cannot recover the disk of changeset "+cs.Meta.ID, err.Error(),
+					"discard the changeset (pinfold discard "+cs.Meta.ID+")", err)
+			}
+		}
+		_, err = closeDisk(ctx, cs, v)
+		unlock()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(io.Stderr, "pinfold: kept the writes of changeset %s from its disk (its run was interrupted)\n", cs.Meta.ID)
+	}
+	return nil
+}
