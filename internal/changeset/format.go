@@ -50,7 +50,7 @@ func (o *DiffOptions) name(e *Entry) string {
 // that are not directories.
 func textEntries(entries []Entry, o *DiffOptions) []int {
 	sel := newSelector(o.Paths, o.Exclude, o.Prefix)
-	var idx []int
+	idx := make([]int, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
 		if (e.IsDir() && !e.TypeChanged()) || !sel.match(e) {
@@ -83,7 +83,8 @@ func (s *scratch) release() { s.dirs.release() }
 // side is one version of a path, as the diff reads it.
 type side struct {
 	st     *Stat
-	path   string // where to read it
+	dir    string // where to read it: dir/rel
+	rel    string
 	data   []byte
 	binary bool
 	loaded bool // data holds the whole content
@@ -109,7 +110,7 @@ func (s *scratch) load(sd *side, buf *[]byte) error {
 		sd.binary = true
 		return nil
 	}
-	data, err := s.dirs.readFile(sd.path, (*buf)[:0], maxTextSize+1, st.Size)
+	data, err := s.dirs.readFile(join(sd.dir, sd.rel), (*buf)[:0], maxTextSize+1, st.Size)
 	*buf = data
 	if err != nil {
 		return err
@@ -129,11 +130,10 @@ func (s *scratch) diffEntry(roots []Root, e *Entry, o *DiffOptions, patch bool) 
 	var r fileResult
 	var buf bytes.Buffer
 	name := o.name(e)
-	oldSide := side{st: e.Old}
-	newSide := side{st: e.New}
+	oldSide := side{st: e.Old, rel: e.Path}
+	newSide := side{st: e.New, rel: e.Path}
 	if e.Root >= 0 && e.Root < len(roots) {
-		oldSide.path = join(roots[e.Root].Lower, e.Path)
-		newSide.path = join(roots[e.Root].Upper, e.Path)
+		oldSide.dir, newSide.dir = roots[e.Root].Lower, roots[e.Root].Upper
 	}
 	if e.Old != nil {
 		r.oldSize = e.Old.Size
@@ -241,7 +241,7 @@ func sameData(a, b *side) bool {
 	if !a.st.Mode.IsRegular() {
 		return false
 	}
-	eq, err := sameContent(a.path, b.path, make([]byte, 64<<10), make([]byte, 64<<10))
+	eq, err := sameContent(join(a.dir, a.rel), join(b.dir, b.rel), make([]byte, 64<<10), make([]byte, 64<<10))
 	return err == nil && eq
 }
 
@@ -641,7 +641,7 @@ func typeName(st *Stat) string {
 // one for a deleted symlink).
 func WriteJSON(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error {
 	sel := newSelector(o.Paths, o.Exclude, o.Prefix)
-	var idx []int
+	idx := make([]int, 0, len(entries))
 	for i := range entries {
 		if sel.match(&entries[i]) {
 			idx = append(idx, i)

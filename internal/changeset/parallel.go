@@ -14,7 +14,8 @@ func workerCount(n int) int {
 // runOrdered calls work for 0..n-1 on a few goroutines, each with its own
 // scratch memory, and emit with the results in order, keeping only a
 // window of results in memory. It stops at the first error of emit or of
-// ctx.
+// ctx. Work is handed out in chunks of consecutive items: one hand-off per
+// file would cost more than reading a small file.
 func runOrdered[R any](ctx context.Context, n int, work func(s *scratch, i int) R, emit func(i int, r R) error) error {
 	if n == 0 {
 		return ctx.Err()
@@ -33,29 +34,28 @@ func runOrdered[R any](ctx context.Context, n int, work func(s *scratch, i int) 
 		}
 		return nil
 	}
+	chunk := min(max(n/(workers*16), 1), 32)
+	chunks := (n + chunk - 1) / chunk
+	window := workers * 4 // chunks in flight; their results live in a ring
 	var (
 		mu    sync.Mutex
 		cond  = sync.NewCond(&mu)
-		res   = make([]R, n)
-		ready = make([]bool, n)
-		sem   = make(chan struct{}, workers*8)
-		jobs  = make(chan int)
+		res   = make([]R, window*chunk)
+		ready = make([]bool, window)
+		sem   = make(chan struct{}, window)
+		jobs  = make(chan int, window)
 		stop  = make(chan struct{})
 		wg    sync.WaitGroup
 	)
 	go func() {
 		defer close(jobs)
-		for i := range n {
+		for c := range chunks {
 			select {
 			case sem <- struct{}{}:
 			case <-stop:
 				return
 			}
-			select {
-			case jobs <- i:
-			case <-stop:
-				return
-			}
+			jobs <- c // never blocks: at most window chunks are out
 		}
 	}()
 	for range workers {
@@ -64,32 +64,38 @@ func runOrdered[R any](ctx context.Context, n int, work func(s *scratch, i int) 
 			defer wg.Done()
 			var s scratch
 			defer s.release()
-			for i := range jobs {
-				r := work(&s, i)
+			for c := range jobs {
+				k := c % window
+				for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
+					res[k*chunk+i-c*chunk] = work(&s, i)
+				}
 				mu.Lock()
-				res[i], ready[i] = r, true
-				cond.Signal()
+				ready[k] = true
+				cond.Broadcast()
 				mu.Unlock()
 			}
 		}()
 	}
 	var err error
-	for i := range n {
+	for c := 0; c < chunks && err == nil; c++ {
+		k := c % window
 		mu.Lock()
-		for !ready[i] {
+		for !ready[k] {
 			cond.Wait()
 		}
-		r := res[i]
-		var zero R
-		res[i] = zero
+		ready[k] = false
 		mu.Unlock()
+		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
+			r := &res[k*chunk+i-c*chunk]
+			if err == nil {
+				if err = ctx.Err(); err == nil {
+					err = emit(i, *r)
+				}
+			}
+			var zero R
+			*r = zero
+		}
 		<-sem
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		if err = emit(i, r); err != nil {
-			break
-		}
 	}
 	close(stop) // the feeder stops, closes jobs, and the workers end
 	wg.Wait()

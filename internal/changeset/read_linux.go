@@ -46,8 +46,8 @@ func (c *dirCache) open(path string) (int, error) {
 }
 
 // readFile appends the content of the file at path to buf, reading at
-// most limit bytes. size is the expected size: a short read past it is
-// taken as the end of the file, which saves a read on small files.
+// most limit bytes. size is the expected size, to size buf; a short read
+// is the end of the file, which saves a read on small files.
 func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
 	fd, err := c.open(path)
 	if err != nil {
@@ -75,7 +75,8 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 			return buf, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		buf = buf[:len(buf)+n]
-		if n == 0 || (n < ask && int64(len(buf)-start) > size) {
+		// A short read of a regular file is its end.
+		if n < ask {
 			break
 		}
 	}

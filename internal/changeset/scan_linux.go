@@ -19,13 +19,22 @@ import (
 // expanded into one entry per path. A path copied up without a change of
 // content, mode, symlink target or type is not reported.
 func Scan(ctx context.Context, roots []Root) ([]Entry, error) {
-	var out []Entry
+	var parts [][]Entry
+	n := 0
 	for i, r := range roots {
-		s := &scanner{ctx: ctx, root: i, r: r}
+		t := &scan{ctx: ctx, sem: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+		s := &scanner{t: t, root: i, r: r}
 		if err := s.run(); err != nil {
 			return nil, fmt.Errorf("scanning changes of %s: %w", r.Lower, err)
 		}
-		out = append(out, s.out...)
+		for _, p := range t.parts {
+			parts = append(parts, p.out)
+			n += len(p.out)
+		}
+	}
+	out := make([]Entry, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
 		if c := cmp.Compare(a.Root, b.Root); c != 0 {
@@ -36,12 +45,32 @@ func Scan(ctx context.Context, roots []Root) ([]Entry, error) {
 	return out, nil
 }
 
+// scan is the state the scanners of one root share: directories are
+// scanned on other goroutines while a slot of sem is free.
+type scan struct {
+	ctx   context.Context
+	sem   chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	parts []*scanner // every scanner, each with its own entries
+	err   error
+}
+
+func (t *scan) fail(err error) {
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.mu.Unlock()
+}
+
 type scanner struct {
-	ctx  context.Context
-	root int
-	r    Root
-	out  []Entry
-	same []int // indexes into out of modified files whose contents must be compared
+	t     *scan
+	root  int
+	r     Root
+	out   []Entry
+	stats []Stat // allocated in blocks, for fewer and denser allocations
+	same  []int  // indexes into out of modified files whose contents must be compared
 }
 
 func (s *scanner) run() error {
@@ -60,10 +89,55 @@ func (s *scanner) run() error {
 	if lfd >= 0 {
 		defer unix.Close(lfd)
 	}
-	if err := s.dir("", ufd, lfd, false); err != nil {
+	s.t.parts = append(s.t.parts, s)
+	err = s.dir("", ufd, lfd, false)
+	s.t.wg.Wait()
+	if err == nil {
+		err = s.t.err
+	}
+	if err != nil {
 		return err
 	}
-	return s.compareContents()
+	for _, p := range s.t.parts {
+		if err := p.compareContents(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sub scans the directory rel (open as ufd and lfd, which it closes) on
+// another goroutine when one is free, else here.
+func (s *scanner) sub(rel string, ufd, lfd int, opaque bool) error {
+	select {
+	case s.t.sem <- struct{}{}:
+	default:
+		err := s.dir(rel, ufd, lfd, opaque)
+		closeDirs(ufd, lfd)
+		return err
+	}
+	c := &scanner{t: s.t, root: s.root, r: s.r}
+	s.t.mu.Lock()
+	s.t.parts = append(s.t.parts, c)
+	s.t.mu.Unlock()
+	s.t.wg.Add(1)
+	go func() {
+		defer s.t.wg.Done()
+		err := c.dir(rel, ufd, lfd, opaque)
+		closeDirs(ufd, lfd)
+		<-s.t.sem
+		if err != nil {
+			s.t.fail(err)
+		}
+	}()
+	return nil
+}
+
+func closeDirs(ufd, lfd int) {
+	unix.Close(ufd)
+	if lfd >= 0 {
+		unix.Close(lfd)
+	}
 }
 
 // openDir opens a directory without following a final symlink.
@@ -95,7 +169,33 @@ func readNames(fd int) ([]string, error) {
 
 func (s *scanner) add(e Entry) {
 	e.Root = s.root
+	if len(s.out) == cap(s.out) {
+		// Double: append grows large slices by a quarter, which
+		// allocates several times the final size on big changesets.
+		s.out = slices.Grow(s.out, max(64, len(s.out)))
+	}
 	s.out = append(s.out, e)
+}
+
+// stat is statAt with the result kept in s's blocks.
+func (s *scanner) stat(dirfd int, name string) (*Stat, error) {
+	var st unix.Stat_t
+	ok, err := fstatat(dirfd, name, &st)
+	if !ok || err != nil {
+		return nil, err
+	}
+	if len(s.stats) == cap(s.stats) {
+		s.stats = make([]Stat, 0, 128)
+	}
+	s.stats = append(s.stats, statOf(&st))
+	r := &s.stats[len(s.stats)-1]
+	if r.Mode&fs.ModeSymlink != 0 {
+		if r.Link, err = readlinkAt(dirfd, name); err != nil {
+			return nil, err
+		}
+		r.Size = int64(len(r.Link))
+	}
+	return r, nil
 }
 
 // dir compares the upper directory rel (open as ufd) with the original
@@ -103,7 +203,7 @@ func (s *scanner) add(e Entry) {
 // replaces the original: names of the original that the upper does not
 // hold are gone.
 func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
-	if err := s.ctx.Err(); err != nil {
+	if err := s.t.ctx.Err(); err != nil {
 		return err
 	}
 	names, err := readNames(ufd)
@@ -112,7 +212,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 	}
 	for _, name := range names {
 		p := join(rel, name)
-		u, err := statAt(ufd, name)
+		u, err := s.stat(ufd, name)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", s.upperPath(p), err)
 		}
@@ -121,7 +221,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 		}
 		var l *Stat
 		if lfd >= 0 {
-			if l, err = statAt(lfd, name); err != nil {
+			if l, err = s.stat(lfd, name); err != nil {
 				return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
 			}
 		}
@@ -176,12 +276,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 				return fmt.Errorf("opening %s: %w", s.lowerPath(p), err)
 			}
 		}
-		err = s.dir(p, cu, cl, childOpaque)
-		unix.Close(cu)
-		if cl >= 0 {
-			unix.Close(cl)
-		}
-		if err != nil {
+		if err := s.sub(p, cu, cl, childOpaque); err != nil {
 			return err
 		}
 	}
@@ -198,7 +293,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 			continue
 		}
 		p := join(rel, name)
-		l, err := statAt(lfd, name)
+		l, err := s.stat(lfd, name)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
 		}
@@ -218,7 +313,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 // deletedDir lists everything below the original directory rel (name in
 // the directory parentfd) as deleted.
 func (s *scanner) deletedDir(rel string, parentfd int, name string) error {
-	if err := s.ctx.Err(); err != nil {
+	if err := s.t.ctx.Err(); err != nil {
 		return err
 	}
 	fd, err := openDir(parentfd, name)
@@ -232,7 +327,7 @@ func (s *scanner) deletedDir(rel string, parentfd int, name string) error {
 	}
 	for _, n := range names {
 		p := join(rel, n)
-		l, err := statAt(fd, n)
+		l, err := s.stat(fd, n)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)
 		}
@@ -302,14 +397,14 @@ func (s *scanner) compareContents() error {
 		}()
 	}
 	for k := range s.same {
-		if s.ctx.Err() != nil {
+		if s.t.ctx.Err() != nil {
 			break
 		}
 		next <- k
 	}
 	close(next)
 	wg.Wait()
-	if err := s.ctx.Err(); err != nil {
+	if err := s.t.ctx.Err(); err != nil {
 		return err
 	}
 	if err := errors.Join(errs...); err != nil {

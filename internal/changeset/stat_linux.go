@@ -53,18 +53,9 @@ func statOf(st *unix.Stat_t) Stat {
 // name does not exist (or a parent is not a directory).
 func statAt(dirfd int, name string) (*Stat, error) {
 	var st unix.Stat_t
-	for {
-		err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.ENOENT || err == unix.ENOTDIR {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		break
+	ok, err := fstatat(dirfd, name, &st)
+	if !ok || err != nil {
+		return nil, err
 	}
 	s := statOf(&st)
 	if s.Mode&fs.ModeSymlink != 0 {
@@ -76,6 +67,23 @@ func statAt(dirfd int, name string) (*Stat, error) {
 		s.Size = int64(len(t))
 	}
 	return &s, nil
+}
+
+// fstatat stats name in dirfd without following a final symlink; false
+// when the name does not exist (or a parent is not a directory).
+func fstatat(dirfd int, name string, st *unix.Stat_t) (bool, error) {
+	for {
+		err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW)
+		switch err {
+		case nil:
+			return true, nil
+		case unix.EINTR:
+			continue
+		case unix.ENOENT, unix.ENOTDIR:
+			return false, nil
+		}
+		return false, err
+	}
 }
 
 // lstatPath is statAt for a whole path.

@@ -33,7 +33,6 @@ type Meta struct {
 	Roots        []MetaRoot   `json:"roots"`
 	Status       string       `json:"status"`
 	ExitCode     int          `json:"exit_code"`
-	Fingerprints Fingerprints `json:"fingerprints,omitempty"`
 }
 
 // MetaRoot is one captured directory: its host path and the directory
@@ -46,6 +45,8 @@ type MetaRoot struct {
 // Changeset is a changeset in the store:
 //
 //	<store>/changesets/<id>/meta.json
+//	<store>/changesets/<id>/fingerprints.json  the originals after the run
+//	                                            (apart: listing needs only meta)
 //	<store>/changesets/<id>/r<N>/upper   the overlay's upper directory for root N
 //	<store>/changesets/<id>/r<N>/work    the overlay's work directory (never read)
 //	<store>/changesets/<id>/lock         flock(2)ed while in use
@@ -57,6 +58,7 @@ type Changeset struct {
 const (
 	changesetsDir = "changesets"
 	metaName      = "meta.json"
+	fpName        = "fingerprints.json"
 	lockName      = "lock"
 	idLen         = 12
 )
@@ -235,6 +237,35 @@ func (c *Changeset) Save() error {
 	}
 	data = append(data, '\n')
 	if err := writeFileSync(filepath.Join(c.Dir, metaName), data); err != nil {
+		return fmt.Errorf("saving changeset %s: %w", c.Meta.ID, err)
+	}
+	return nil
+}
+
+// Fingerprints returns what the originals looked like after the run, for
+// Apply's conflict check: nil when none were saved.
+func (c *Changeset) Fingerprints() (Fingerprints, error) {
+	data, err := os.ReadFile(filepath.Join(c.Dir, fpName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fp Fingerprints
+	if err := json.Unmarshal(data, &fp); err != nil {
+		return nil, fmt.Errorf("changeset %s: %s: %w", c.Meta.ID, fpName, err)
+	}
+	return fp, nil
+}
+
+// SaveFingerprints writes fp atomically.
+func (c *Changeset) SaveFingerprints(fp Fingerprints) error {
+	data, err := json.Marshal(fp)
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(c.Dir, fpName), data); err != nil {
 		return fmt.Errorf("saving changeset %s: %w", c.Meta.ID, err)
 	}
 	return nil

@@ -41,16 +41,19 @@ func TestStore(t *testing.T) {
 		t.Errorf("Latest with none open: %v", err)
 	}
 	a.Meta.Status, a.Meta.Finished = StatusOpen, time.Now()
-	a.Meta.Fingerprints = Fingerprints{FingerprintKey(0, "bad\xffname"): {Size: 3}, FingerprintKey(1, "x"): {Absent: true}}
 	if err := a.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveFingerprints(Fingerprints{FingerprintKey(0, "bad\xffname"): {Size: 3}, FingerprintKey(1, "x"): {Absent: true}}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := Latest(store, ws)
 	if err != nil || l.Meta.ID != a.Meta.ID {
 		t.Fatalf("Latest = %v, %v; want %s", l, err, a.Meta.ID)
 	}
-	if got := l.Meta.Fingerprints[FingerprintKey(0, "bad\xffname")]; got.Size != 3 || len(l.Meta.Fingerprints) != 2 {
-		t.Errorf("fingerprints after a round trip: %+v", l.Meta.Fingerprints)
+	fp, err := l.Fingerprints()
+	if got := fp[FingerprintKey(0, "bad\xffname")]; err != nil || got.Size != 3 || len(fp) != 2 {
+		t.Errorf("fingerprints after a round trip: %+v %v", fp, err)
 	}
 	b.Meta.Status = StatusOpen
 	b.Save()

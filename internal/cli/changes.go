@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,6 +29,14 @@ func storeDir() (string, error) {
 		return "", fault.New(fault.Store, "cannot find pinfold's store", err.Error(), "set PINFOLD_STORE", err)
 	}
 	return d, nil
+}
+
+// useAllCPUs lifts main's one-P setting for commands that read many
+// files: the changeset code reads and compares them on several threads.
+func useAllCPUs() {
+	if n := runtime.NumCPU(); n > 1 {
+		runtime.GOMAXPROCS(n)
+	}
 }
 
 // applyingDir holds a marker per apply in progress, so that every command
@@ -149,6 +158,7 @@ func rootPaths(cs *changeset.Changeset) string {
 // finishChangeset records what the run changed, applies it with --apply
 // when the command succeeded, and tells the user what to do with it.
 func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result, quiet bool) error {
+	useAllCPUs()
 	roots := cs.Roots()
 	entries, err := changeset.Scan(ctx, roots)
 	if err != nil {
@@ -162,15 +172,18 @@ func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *pl
 	if err != nil {
 		return fault.New(fault.Store, "cannot fingerprint changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
-	if cs.Meta.Fingerprints == nil {
-		cs.Meta.Fingerprints = fp
-	} else {
+	if reused {
 		// A rerun keeps what the originals looked like when first captured.
-		for k, v := range fp {
-			if _, ok := cs.Meta.Fingerprints[k]; !ok {
-				cs.Meta.Fingerprints[k] = v
-			}
+		old, err := cs.Fingerprints()
+		if err != nil {
+			return fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
 		}
+		for k, v := range old {
+			fp[k] = v
+		}
+	}
+	if err := cs.SaveFingerprints(fp); err != nil {
+		return fault.New(fault.Store, "cannot save changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
 	cs.Meta.Status, cs.Meta.ExitCode, cs.Meta.Finished = "open", res.ExitCode, time.Now()
 	if err := cs.Save(); err != nil {
@@ -228,8 +241,12 @@ func applyChangeset(ctx context.Context, cs *changeset.Changeset, paths []string
 	if err := os.WriteFile(marker, []byte(mode), 0o600); err != nil {
 		return changeset.ApplyResult{}, fault.New(fault.Store, "cannot record the apply of changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
+	fp, err := cs.Fingerprints()
+	if err != nil {
+		return changeset.ApplyResult{}, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
+	}
 	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
-		Owner: owner, Fingerprints: cs.Meta.Fingerprints})
+		Owner: owner, Fingerprints: fp})
 	if err != nil {
 		if errors.Is(err, changeset.ErrConflict) {
 			os.Remove(marker)
@@ -338,6 +355,7 @@ func relPaths(cs *changeset.Changeset, paths []string) []string {
 }
 
 func changesMain(ctx context.Context, io *IO, args []string) int {
+	useAllCPUs()
 	var all, asJSON bool
 	fs := newFlagSet("changes")
 	fs.Bool(&all, "all", 'a', "list the changesets of every workspace")
@@ -450,6 +468,7 @@ func quoteCmd(args []string) string {
 }
 
 func diffMain(ctx context.Context, io *IO, args []string) int {
+	useAllCPUs()
 	var stat, nameStatus, asJSON bool
 	var exclude []string
 	fs := newFlagSet("diff")
@@ -512,6 +531,7 @@ func rootPrefix(cs *changeset.Changeset) func(int) string {
 }
 
 func applyMain(ctx context.Context, io *IO, args []string) int {
+	useAllCPUs()
 	var force bool
 	fs := newFlagSet("apply")
 	fs.Bool(&force, "force", 'f', "apply even where the originals changed since the run")
@@ -590,6 +610,7 @@ func discardMain(ctx context.Context, io *IO, args []string) int {
 }
 
 func exportMain(ctx context.Context, io *IO, args []string) int {
+	useAllCPUs()
 	var out string
 	fs := newFlagSet("export")
 	fs.String(&out, "output", 'o', "FILE", "write the layer to FILE (default: standard output)")
