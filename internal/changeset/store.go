@@ -25,14 +25,14 @@ const (
 
 // Meta is a changeset's metadata, kept in meta.json.
 type Meta struct {
-	ID           string       `json:"id"`
-	Created      time.Time    `json:"created"`
-	Finished     time.Time    `json:"finished,omitzero"`
-	Command      []string     `json:"command"`
-	Workspace    string       `json:"workspace"`
-	Roots        []MetaRoot   `json:"roots"`
-	Status       string       `json:"status"`
-	ExitCode     int          `json:"exit_code"`
+	ID        string     `json:"id"`
+	Created   time.Time  `json:"created"`
+	Finished  time.Time  `json:"finished,omitzero"`
+	Command   []string   `json:"command"`
+	Workspace string     `json:"workspace"`
+	Roots     []MetaRoot `json:"roots"`
+	Status    string     `json:"status"`
+	ExitCode  int        `json:"exit_code"`
 }
 
 // MetaRoot is one captured directory: its host path and the directory
