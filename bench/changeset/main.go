@@ -1,75 +1,215 @@
-// Command changeset measures pinfold's changesets in one run:
+// Command changeset measures pinfold's changeset commands end to end, the
+// way a user runs them, against their peers in the same run:
 //
-//   - `diff --stat` of a changeset of 10,000 added small text files: the
-//     median time of WriteStat alone, and of Scan followed by WriteStat;
-//   - Apply against `cp -a` of the same files: each round copies the
-//     original twice, then times Apply into one copy and `cp -a upper/.`
-//     into the other, alternating which goes first; it prints the median
-//     of the per-round throughput ratios (cp time / Apply time: above 1,
-//     Apply is faster).
+//   - `pinfold diff --stat` of a changeset of -files files (a dependency
+//     tree unpacked by a real sandboxed run, plus edits to the project)
+//     against `git diff --cached --stat` of the same change staged in git;
+//   - `pinfold apply` of such a changeset against `cp -a` of its upper
+//     directory into a copy of the same project. Each round makes a new
+//     changeset and two fresh copies of the project (not timed), then times
+//     both, alternating which goes first. The throughput ratio of a round
+//     is cp time / apply time; the median over rounds is reported.
 //
-// The changesets are written straight into upper directories, which is
-// what an overlay does with new files. Run as root or not; it needs about
-// 1 GB free in -dir.
+// Build pinfold first (make build, or go build -o pinfold ./cmd/pinfold):
 //
-//	go run ./bench/changeset -rounds 7
+//	go run ./bench/changeset -pinfold ./pinfold
 package main
 
 import (
-	"context"
+	"archive/tar"
+	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
-
-	"github.com/pinfold/pinfold/internal/changeset"
 )
 
 func main() {
-	dir := flag.String("dir", "", "scratch directory (default: a new one in $TMPDIR)")
-	files := flag.Int("files", 10000, "files in the --stat changeset")
-	statRounds := flag.Int("stat-rounds", 21, "rounds of the --stat measurement")
+	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure")
+	files := flag.Int("files", 10000, "files in the changeset")
+	statRounds := flag.Int("stat-rounds", 21, "rounds of the diff --stat measurement")
 	rounds := flag.Int("rounds", 7, "rounds of the apply measurement")
-	mb := flag.Int("mb", 200, "size of the apply changeset, in MB")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	keep := flag.Bool("keep", false, "keep the scratch directory (to profile a command on it)")
 	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench/changeset:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
+	bin, err := filepath.Abs(*pinfold)
+	check(err)
+	dir, err := os.MkdirTemp("", "pinfold-bench-changeset-")
+	check(err)
+	if !*keep {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Println("scratch directory:", dir)
 	}
-	if err := run(*dir, *files, *statRounds, *rounds, *mb); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/changeset:", err)
-		pprof.StopCPUProfile()
-		os.Exit(1)
-	}
+	b := &bench{bin: bin, dir: dir, store: filepath.Join(dir, "store")}
+	b.project = filepath.Join(dir, "project")
+	b.archive = filepath.Join(dir, "deps.tar")
+	check(b.makeProject(*files))
+	b.stat(*statRounds)
+	b.apply(*rounds)
 }
 
-func run(dir string, files, statRounds, rounds, mb int) error {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "pinfold-bench-changeset-")
-		if err != nil {
+type bench struct {
+	bin, dir, store  string
+	project, archive string
+}
+
+// makeProject writes a project of 200 files and an archive of files-100
+// dependency files of mixed sizes (mostly small, as in node_modules).
+func (b *bench) makeProject(files int) error {
+	r := rand.New(rand.NewPCG(1, 2))
+	text := func(n int) []byte {
+		var buf bytes.Buffer
+		for buf.Len() < n {
+			fmt.Fprintf(&buf, "line %d of some source text %x\n", buf.Len(), r.Uint32())
+		}
+		return buf.Bytes()[:n]
+	}
+	for i := range 200 {
+		p := filepath.Join(b.project, "src", fmt.Sprintf("m%02d", i%10), fmt.Sprintf("f%03d.js", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		defer os.RemoveAll(d)
-		dir = d
+		if err := os.WriteFile(p, text(2000), 0o644); err != nil {
+			return err
+		}
 	}
-	if err := benchStat(filepath.Join(dir, "stat"), files, statRounds); err != nil {
+	f, err := os.Create(b.archive)
+	if err != nil {
 		return err
 	}
-	return benchApply(filepath.Join(dir, "apply"), rounds, mb)
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for i := range files - 100 {
+		size := 200 + r.IntN(4000)
+		if i%100 == 99 {
+			size = 64<<10 + r.IntN(256<<10)
+		}
+		name := fmt.Sprintf("node_modules/p%03d/lib/f%05d.js", i/50, i)
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(size), ModTime: time.Unix(1700000000, 0)}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(text(size)); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// script unpacks the archive and edits 100 of the project's files.
+const script = `tar xf /deps.tar && for f in src/m0*/f0[0-9]*.js; do echo "// edited" >> "$f"; done`
+
+var idRE = regexp.MustCompile(`changeset ([0-9a-f]{12})`)
+
+// changeset copies the project to ws and makes a changeset there with a
+// sandboxed run; it returns the changeset's id.
+func (b *bench) changeset(ws string) string {
+	os.RemoveAll(ws)
+	b.run("", "cp", "-a", b.project, ws)
+	out := b.run(ws, b.bin, "run", "--mount", b.archive+":/deps.tar:ro", "--", "sh", "-c", script)
+	m := idRE.FindStringSubmatch(out)
+	if m == nil {
+		fail(fmt.Errorf("no changeset id in %q", out))
+	}
+	return m[1]
+}
+
+func (b *bench) run(dir string, args ...string) string {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+b.store)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		fail(fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out))
+	}
+	return string(out)
+}
+
+func (b *bench) time(dir string, args ...string) time.Duration {
+	start := time.Now()
+	b.run(dir, args...)
+	return time.Since(start)
+}
+
+func (b *bench) stat(rounds int) {
+	ws := filepath.Join(b.dir, "stat-ws")
+	id := b.changeset(ws)
+	// The same change in git: the project committed, the changeset's
+	// result staged.
+	repo := filepath.Join(b.dir, "stat-git")
+	b.run("", "cp", "-a", b.project, repo)
+	git := func(args ...string) {
+		b.run(repo, append([]string{"git", "-c", "user.name=b", "-c", "user.email=b@b"}, args...)...)
+	}
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-qm", "project")
+	b.run(repo, "tar", "xf", b.archive)
+	b.run(repo, "sh", "-c", strings.TrimPrefix(script, "tar xf /deps.tar && "))
+	git("add", "-A")
+	pout := b.run(ws, b.bin, "diff", "--stat", id)
+	gout := b.run(repo, "git", "diff", "--cached", "--stat")
+	if last(pout) != last(gout) {
+		fail(fmt.Errorf("pinfold and git disagree:\n%s\n%s", last(pout), last(gout)))
+	}
+	var p, g []time.Duration
+	for i := range rounds + 2 {
+		a := b.time(ws, b.bin, "diff", "--stat", id)
+		c := b.time(repo, "git", "diff", "--cached", "--stat")
+		if i >= 2 { // warm-up
+			p, g = append(p, a), append(g, c)
+		}
+	}
+	pm, gm := median(p), median(g)
+	fmt.Printf("diff --stat of %s\n", last(pout))
+	fmt.Printf("  pinfold diff --stat       median %7.1f ms\n", ms(pm))
+	fmt.Printf("  git diff --cached --stat  median %7.1f ms\n", ms(gm))
+	fmt.Printf("  ratio pinfold/git %.2f; target: pinfold median <= 100 ms: %s\n", ms(pm)/ms(gm), verdict(ms(pm) <= 100))
+}
+
+func (b *bench) apply(rounds int) {
+	var ta, tc []time.Duration
+	var ratios []float64
+	for i := range rounds {
+		ws := filepath.Join(b.dir, "apply-ws")
+		id := b.changeset(ws)
+		target := filepath.Join(b.dir, "cp-target")
+		os.RemoveAll(target)
+		b.run("", "cp", "-a", b.project, target)
+		// cp copies a hard-linked snapshot of the changeset: the same
+		// files, which apply removes from the store.
+		upper := filepath.Join(b.dir, "snapshot")
+		os.RemoveAll(upper)
+		b.run("", "cp", "-al", filepath.Join(b.store, "changesets", id, "r0", "upper"), upper)
+		b.run("", "sync")
+		applyOnce := func() time.Duration { return b.time(ws, b.bin, "apply", id) }
+		cpOnce := func() time.Duration { return b.time("", "cp", "-a", upper+"/.", target+"/") }
+		var a, c time.Duration
+		if i%2 == 0 {
+			a, c = applyOnce(), cpOnce()
+		} else {
+			c, a = cpOnce(), applyOnce()
+		}
+		ta, tc = append(ta, a), append(tc, c)
+		ratios = append(ratios, float64(c)/float64(a))
+	}
+	slices.Sort(ratios)
+	r := ratios[len(ratios)/2]
+	fmt.Printf("apply of the same changeset (%d rounds)\n", rounds)
+	fmt.Printf("  pinfold apply  median %7.1f ms\n", ms(median(ta)))
+	fmt.Printf("  cp -a          median %7.1f ms\n", ms(median(tc)))
+	fmt.Printf("  throughput ratio apply/cp: median %.2fx (min %.2fx, max %.2fx); target >= 0.8x: %s\n",
+		r, ratios[0], ratios[len(ratios)-1], verdict(r >= 0.8))
+}
+
+func last(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func median(d []time.Duration) time.Duration {
@@ -78,151 +218,22 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func benchStat(dir string, n, rounds int) error {
-	root := changeset.Root{Lower: filepath.Join(dir, "lower"), Upper: filepath.Join(dir, "upper")}
-	if err := os.MkdirAll(root.Lower, 0o755); err != nil {
-		return err
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
 	}
-	for i := range n {
-		p := filepath.Join(root.Upper, fmt.Sprintf("dir%02d/file%05d.txt", i%50, i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "package p%d\n\nfunc F() int {\n\treturn %d\n}\n", i, i), 0o644); err != nil {
-			return err
-		}
-	}
-	roots := []changeset.Root{root}
-	ctx := context.Background()
-	var stat, both []time.Duration
-	for range rounds {
-		start := time.Now()
-		es, err := changeset.Scan(ctx, roots)
-		if err != nil {
-			return err
-		}
-		scanned := time.Now()
-		if err := changeset.WriteStat(io.Discard, roots, es, changeset.DiffOptions{}); err != nil {
-			return err
-		}
-		end := time.Now()
-		stat = append(stat, end.Sub(scanned))
-		both = append(both, end.Sub(start))
-	}
-	fmt.Printf("diff --stat of %d added files: WriteStat median %v, Scan+WriteStat median %v (%d rounds; target WriteStat <= 100ms)\n",
-		n, median(stat).Round(time.Millisecond/10), median(both).Round(time.Millisecond/10), rounds)
-	return nil
+	return "NOT met"
 }
 
-// benchApply builds an original and a changeset of mixed sizes, ~mb MB
-// in all: many small files (half of them replacing originals), some
-// medium, a few large.
-func benchApply(dir string, rounds, mb int) error {
-	orig := filepath.Join(dir, "orig")
-	upper := filepath.Join(dir, "upper")
-	r := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 32<<20)
-	for i := range buf {
-		buf[i] = byte(r.Uint32())
+func check(err error) {
+	if err != nil {
+		fail(err)
 	}
-	write := func(p string, size int) error {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		off := r.IntN(len(buf) - size)
-		return os.WriteFile(p, buf[off:off+size], 0o644)
-	}
-	total, nfiles := 0, 0
-	budget := mb << 20
-	for i := 0; total < budget; i++ {
-		var size int
-		switch {
-		case i%200 == 199:
-			size = 4<<20 + r.IntN(16<<20)
-		case i%20 == 19:
-			size = 64<<10 + r.IntN(1<<20)
-		default:
-			size = 512 + r.IntN(16<<10)
-		}
-		size = min(size, budget-total+1)
-		rel := fmt.Sprintf("d%02d/s%02d/f%05d", i%40, i%7, i)
-		if i%2 == 0 && size < 64<<10 {
-			if err := write(filepath.Join(orig, rel), size/2+1); err != nil {
-				return err
-			}
-		}
-		if err := write(filepath.Join(upper, rel), size); err != nil {
-			return err
-		}
-		total += size
-		nfiles++
-	}
-	if err := os.MkdirAll(orig, 0o755); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	fresh := func(name string) (string, error) {
-		t := filepath.Join(dir, name)
-		if err := os.RemoveAll(t); err != nil {
-			return "", err
-		}
-		if out, err := exec.Command("cp", "-a", orig, t).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("cp -a: %v: %s", err, out)
-		}
-		return t, nil
-	}
-	applyOnce := func() (time.Duration, error) {
-		t, err := fresh("target-apply")
-		if err != nil {
-			return 0, err
-		}
-		roots := []changeset.Root{{Lower: t, Upper: upper}}
-		exec.Command("sync").Run()
-		start := time.Now()
-		es, err := changeset.Scan(ctx, roots)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := changeset.Apply(ctx, filepath.Join(dir, "journal"), roots, es, changeset.ApplyOptions{}); err != nil {
-			return 0, err
-		}
-		return time.Since(start), nil
-	}
-	cpOnce := func() (time.Duration, error) {
-		t, err := fresh("target-cp")
-		if err != nil {
-			return 0, err
-		}
-		exec.Command("sync").Run()
-		start := time.Now()
-		if out, err := exec.Command("cp", "-a", upper+"/.", t+"/").CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("cp -a: %v: %s", err, out)
-		}
-		return time.Since(start), nil
-	}
-	var ratios []float64
-	var ta, tc []time.Duration
-	for i := range rounds {
-		var a, c time.Duration
-		var err error
-		if i%2 == 0 {
-			if a, err = applyOnce(); err == nil {
-				c, err = cpOnce()
-			}
-		} else {
-			if c, err = cpOnce(); err == nil {
-				a, err = applyOnce()
-			}
-		}
-		if err != nil {
-			return err
-		}
-		ta, tc = append(ta, a), append(tc, c)
-		ratios = append(ratios, float64(c)/float64(a))
-	}
-	slices.Sort(ratios)
-	fmt.Printf("apply of %d files, %d MB: Scan+Apply median %v, cp -a median %v; throughput ratio Apply/cp -a: median %.2fx (min %.2fx, max %.2fx; target >= 0.8x)\n",
-		nfiles, total>>20, median(ta).Round(time.Millisecond), median(tc).Round(time.Millisecond),
-		ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
-	return nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench/changeset:", err)
+	os.Exit(1)
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -146,8 +147,9 @@ type applier struct {
 	mu       sync.Mutex
 	dirs     map[dirKey]int
 	progress *os.File
-	applied  int64 // entries done
-	left     int64 // directories left because they are not empty
+	progBuf  []byte // progress records not yet written
+	applied  int64  // entries done
+	left     int64  // directories left because they are not empty
 }
 
 type dirKey struct {
@@ -588,6 +590,9 @@ func (a *applier) run(journalDir string, done []bool) error {
 		}
 		i++
 	}
+	if err := a.flushProgress(); runErr == nil {
+		runErr = err
+	}
 	if done != nil {
 		// Remove what an interrupted run may have left aside.
 		for i := range ops {
@@ -600,46 +605,64 @@ func (a *applier) run(journalDir string, done []bool) error {
 func (a *applier) parallel(from, to int, done []bool) error {
 	var (
 		wg       sync.WaitGroup
-		next     = make(chan int)
 		errMu    sync.Mutex
 		firstErr error
 	)
+	fail := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
 	failed := func() bool {
 		errMu.Lock()
 		defer errMu.Unlock()
 		return firstErr != nil
 	}
-	for range min(to-from, max(2, runtime.GOMAXPROCS(0))) {
+	// Stretches of consecutive operations in one directory: one hand-off
+	// per small file would cost more than the file, and two threads in
+	// one directory wait for each other's locks on it.
+	var stretches []int // start of each stretch, then to
+	for i := from; i < to; {
+		stretches = append(stretches, i)
+		dir, _ := splitPath(string(a.j.Ops[i].Path))
+		k := i + 1
+		for k < to && k-i < 256 && a.j.Ops[k].Root == a.j.Ops[i].Root {
+			if d, _ := splitPath(string(a.j.Ops[k].Path)); d != dir {
+				break
+			}
+			k++
+		}
+		i = k
+	}
+	stretches = append(stretches, to)
+	var next atomic.Int64
+	for range min(len(stretches)-1, max(2, runtime.GOMAXPROCS(0))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				if err := a.do(i); err != nil {
-					errMu.Lock()
-					if firstErr == nil {
-						firstErr = err
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= len(stretches)-1 {
+					return
+				}
+				for i := stretches[n]; i < stretches[n+1]; i++ {
+					if err := a.ctx.Err(); err != nil {
+						fail(err)
 					}
-					errMu.Unlock()
+					if failed() {
+						return
+					}
+					if done == nil || !done[i] {
+						if err := a.do(i); err != nil {
+							fail(err)
+						}
+					}
 				}
 			}
 		}()
 	}
-	for i := from; i < to; i++ {
-		if err := a.ctx.Err(); err != nil {
-			errMu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			errMu.Unlock()
-		}
-		if failed() {
-			break
-		}
-		if done == nil || !done[i] {
-			next <- i
-		}
-	}
-	close(next)
 	wg.Wait()
 	return firstErr
 }
@@ -672,10 +695,23 @@ func (a *applier) do(i int) error {
 	if o.Entry {
 		a.applied++
 	}
-	_, err = a.progress.Write(strconv.AppendInt(nil, int64(i), 10))
-	if err == nil {
-		_, err = a.progress.Write([]byte{'\n'})
+	// Recorded in batches: operations are idempotent, so losing the last
+	// batch to a kill only means doing them again.
+	a.progBuf = append(strconv.AppendInt(a.progBuf, int64(i), 10), '\n')
+	if len(a.progBuf) >= 4096 {
+		return a.flushProgress()
 	}
+	return nil
+}
+
+// flushProgress writes the batched progress records; a.mu is held or
+// no operation runs.
+func (a *applier) flushProgress() error {
+	if len(a.progBuf) == 0 || a.progress == nil {
+		return nil
+	}
+	_, err := a.progress.Write(a.progBuf)
+	a.progBuf = a.progBuf[:0]
 	if err != nil {
 		return fmt.Errorf("recording apply progress: %w", err)
 	}
@@ -788,7 +824,7 @@ func (a *applier) file(i int, o *op) (err error) {
 			unix.Unlinkat(pfd, tmp, 0)
 		}
 	}()
-	if err = copyFD(dst, src); err != nil {
+	if err = copyFD(dst, src, st.Size); err != nil {
 		return err
 	}
 	if o.Owner != nil {
@@ -810,11 +846,22 @@ func (a *applier) file(i int, o *op) (err error) {
 	return unix.Renameat(pfd, tmp, pfd, name)
 }
 
-// copyFD copies src to dst from their current offsets to the end of src.
-func copyFD(dst, src int) error {
+// copyFD copies src, size bytes when it was opened, to dst from their
+// current offsets: to its end, or size bytes (which saves the call that
+// finds the end).
+func copyFD(dst, src int, size int64) error {
+	if size == 0 {
+		return copyRW(dst, src)
+	}
 	first := true
+	var done int64
 	for {
 		n, err := unix.CopyFileRange(src, nil, dst, nil, 1<<30, 0)
+		if err == nil && n > 0 {
+			if done += int64(n); done == size {
+				return nil
+			}
+		}
 		switch {
 		case err == unix.EINTR:
 			continue

@@ -3,6 +3,7 @@
 package changeset
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"syscall"
@@ -57,4 +58,15 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 		}
 	}
 	return buf, nil
+}
+
+func (c *dirCache) countLines(path string, buf []byte) (int, bool, error) {
+	data, err := c.readFile(path, nil, maxTextSize+1, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(data) > maxTextSize || bytes.IndexByte(data[:min(len(data), binarySniff)], 0) >= 0 {
+		return 0, true, nil
+	}
+	return countLines(data), false, nil
 }

@@ -76,6 +76,7 @@ type scratch struct {
 	old, new []byte
 	edits    []edit
 	dirs     dirCache
+	chunk    []byte // countLines's buffer
 }
 
 func (s *scratch) release() { s.dirs.release() }
@@ -124,6 +125,24 @@ func (s *scratch) load(sd *side, buf *[]byte) error {
 	return nil
 }
 
+// countLines counts the lines of one version as block would, reading a
+// file through a fixed buffer; binary reports a file diff shows as binary.
+func (s *scratch) countLines(sd *side) (n int, binary bool, err error) {
+	st := sd.st
+	switch {
+	case !hasContent(st):
+		return 0, false, nil
+	case st.Mode&fs.ModeSymlink != 0:
+		return countLines([]byte(st.Link)), false, nil
+	case st.Size > maxTextSize:
+		return 0, true, nil
+	}
+	if s.chunk == nil {
+		s.chunk = make([]byte, 64<<10)
+	}
+	return s.dirs.countLines(join(sd.dir, sd.rel), s.chunk)
+}
+
 // diffEntry reads both versions of e and, when patch is set, writes the
 // unified diff.
 func (s *scratch) diffEntry(roots []Root, e *Entry, o *DiffOptions, patch bool) fileResult {
@@ -140,6 +159,25 @@ func (s *scratch) diffEntry(roots []Root, e *Entry, o *DiffOptions, patch bool) 
 	}
 	if e.New != nil {
 		r.newSize = e.New.Size
+	}
+	if !patch && (e.Old == nil) != (e.New == nil) {
+		// Only a count of lines: read in chunks, not whole.
+		sd := &newSide
+		if e.New == nil {
+			sd = &oldSide
+		}
+		n, binary, err := s.countLines(sd)
+		switch {
+		case err != nil:
+			r.err = err
+		case binary:
+			r.binary = true
+		case e.New != nil:
+			r.ins = n
+		default:
+			r.del = n
+		}
+		return r
 	}
 	if err := s.load(&oldSide, &s.old); err != nil {
 		r.err = err

@@ -1,6 +1,7 @@
 package changeset
 
 import (
+	"bytes"
 	"io/fs"
 	"strings"
 
@@ -81,4 +82,45 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 		}
 	}
 	return buf, nil
+}
+
+// countLines counts the lines of the file at path, reading it through
+// buf: a NUL in its first binarySniff bytes, or more than maxTextSize
+// bytes, make it binary.
+func (c *dirCache) countLines(path string, buf []byte) (n int, binary bool, err error) {
+	fd, err := c.open(path)
+	if err != nil {
+		return 0, false, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	total, last := 0, byte('\n')
+	for {
+		m, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, false, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		chunk := buf[:m]
+		if total < binarySniff && bytes.IndexByte(chunk[:min(m, binarySniff-total)], 0) >= 0 {
+			return 0, true, nil
+		}
+		total += m
+		if total > maxTextSize {
+			return 0, true, nil
+		}
+		n += bytes.Count(chunk, []byte{'\n'})
+		last = chunk[m-1]
+		if m < len(buf) {
+			break // a short read of a regular file is its end
+		}
+	}
+	if last != '\n' {
+		n++
+	}
+	return n, false, nil
 }

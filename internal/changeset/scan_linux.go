@@ -1,8 +1,10 @@
 package changeset
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -54,6 +56,29 @@ type scan struct {
 	mu    sync.Mutex
 	parts []*scanner // every scanner, each with its own entries
 	err   error
+	bufs  [][]byte // readPaths buffers of finished scanners
+}
+
+// buf returns a buffer for readPaths: one per goroutine at a time.
+func (t *scan) buf() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.bufs); n > 0 {
+		b := t.bufs[n-1]
+		t.bufs = t.bufs[:n-1]
+		return b
+	}
+	return make([]byte, 8<<10)
+}
+
+func (t *scan) putBuf(s *scanner) {
+	if s.dbuf == nil {
+		return
+	}
+	t.mu.Lock()
+	t.bufs = append(t.bufs, s.dbuf)
+	s.dbuf = nil
+	t.mu.Unlock()
 }
 
 func (t *scan) fail(err error) {
@@ -70,6 +95,7 @@ type scanner struct {
 	r     Root
 	out   []Entry
 	stats []Stat // allocated in blocks, for fewer and denser allocations
+	dbuf  []byte // readPaths's buffer
 	same  []int  // indexes into out of modified files whose contents must be compared
 }
 
@@ -125,6 +151,7 @@ func (s *scanner) sub(rel string, ufd, lfd int, opaque bool) error {
 		defer s.t.wg.Done()
 		err := c.dir(rel, ufd, lfd, opaque)
 		closeDirs(ufd, lfd)
+		s.t.putBuf(c)
 		<-s.t.sem
 		if err != nil {
 			s.t.fail(err)
@@ -149,6 +176,59 @@ func openDir(dirfd int, name string) (int, error) {
 		}
 		return fd, err
 	}
+}
+
+// readPaths lists a directory open as fd as the paths rel/name, sorted:
+// one string per entry, its name a suffix of it.
+func (s *scanner) readPaths(fd int, rel string) ([]string, error) {
+	if s.dbuf == nil {
+		s.dbuf = s.t.buf()
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var out []string
+	prefix := rel
+	if rel != "" {
+		prefix += "/"
+	}
+	for {
+		n, err := unix.Getdents(fd, s.dbuf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+		for b := s.dbuf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, errors.New("malformed directory entry")
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if !(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') {
+				out = append(out, prefix+string(name))
+			}
+			b = b[reclen:]
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// nameLen is the length of the last name of p, a path below rel.
+func nameLen(p, rel string) int {
+	if rel == "" {
+		return len(p)
+	}
+	return len(p) - len(rel) - 1
 }
 
 // readNames lists a directory open as fd, sorted.
@@ -185,7 +265,7 @@ func (s *scanner) stat(dirfd int, name string) (*Stat, error) {
 		return nil, err
 	}
 	if len(s.stats) == cap(s.stats) {
-		s.stats = make([]Stat, 0, 128)
+		s.stats = make([]Stat, 0, min(max(16, 2*cap(s.stats)), 256))
 	}
 	s.stats = append(s.stats, statOf(&st))
 	r := &s.stats[len(s.stats)-1]
@@ -206,12 +286,12 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 	if err := s.t.ctx.Err(); err != nil {
 		return err
 	}
-	names, err := readNames(ufd)
+	paths, err := s.readPaths(ufd, rel)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.upperPath(rel), err)
 	}
-	for _, name := range names {
-		p := join(rel, name)
+	for _, p := range paths {
+		name := p[len(p)-nameLen(p, rel):]
 		u, err := s.stat(ufd, name)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", s.upperPath(p), err)
@@ -284,15 +364,15 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 		return nil
 	}
 	// The original's names that the upper directory does not hold.
-	lnames, err := readNames(lfd)
+	lpaths, err := s.readPaths(lfd, rel)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.lowerPath(rel), err)
 	}
-	for _, name := range lnames {
-		if _, ok := slices.BinarySearch(names, name); ok {
+	for _, p := range lpaths {
+		if _, ok := slices.BinarySearch(paths, p); ok {
 			continue
 		}
-		p := join(rel, name)
+		name := p[len(p)-nameLen(p, rel):]
 		l, err := s.stat(lfd, name)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", s.lowerPath(p), err)

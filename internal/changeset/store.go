@@ -60,6 +60,7 @@ const (
 	metaName      = "meta.json"
 	fpName        = "fingerprints.json"
 	lockName      = "lock"
+	trashDir      = "trash"
 	idLen         = 12
 )
 
@@ -274,11 +275,51 @@ func (c *Changeset) SaveFingerprints(fp Fingerprints) error {
 // Remove discards the changeset: its directory and everything in it,
 // read-only directories included.
 func (c *Changeset) Remove() error {
-	if err := os.RemoveAll(c.Dir); err == nil {
+	if err := removeTree(c.Dir); err != nil {
+		return fmt.Errorf("removing changeset %s: %w", c.Meta.ID, err)
+	}
+	return nil
+}
+
+// Trash takes the changeset out of the store at once, for EmptyTrash to
+// delete: removing many files takes a while, and nobody need wait for it.
+func (c *Changeset) Trash() error {
+	trash := filepath.Join(filepath.Dir(filepath.Dir(c.Dir)), trashDir)
+	if err := os.MkdirAll(trash, 0o700); err != nil {
+		return fmt.Errorf("removing changeset %s: %w", c.Meta.ID, err)
+	}
+	dst := filepath.Join(trash, c.Meta.ID+"-"+strconv.FormatUint(rand.Uint64(), 36))
+	if err := os.Rename(c.Dir, dst); err != nil {
+		return fmt.Errorf("removing changeset %s: %w", c.Meta.ID, err)
+	}
+	return nil
+}
+
+// EmptyTrash deletes the changesets Trash set aside, and reports whether
+// there were any.
+func EmptyTrash(storeDir string) (bool, error) {
+	dir := filepath.Join(storeDir, trashDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		return false, nil
+	}
+	var errs []error
+	for _, e := range ents {
+		if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return true, errors.Join(errs...)
+}
+
+// removeTree removes dir and everything in it, read-only directories
+// included.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
 	// Make every directory writable and searchable, then try again.
-	filepath.WalkDir(c.Dir, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
 			os.Chmod(p, 0o700)
 			if err != nil {
@@ -293,8 +334,5 @@ func (c *Changeset) Remove() error {
 		}
 		return nil
 	})
-	if err := os.RemoveAll(c.Dir); err != nil {
-		return fmt.Errorf("removing changeset %s: %w", c.Meta.ID, err)
-	}
-	return nil
+	return os.RemoveAll(dir)
 }

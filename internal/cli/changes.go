@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -29,6 +30,28 @@ func storeDir() (string, error) {
 		return "", fault.New(fault.Store, "cannot find pinfold's store", err.Error(), "set PINFOLD_STORE", err)
 	}
 	return d, nil
+}
+
+// dropChangeset removes an applied or discarded changeset: out of the
+// store at once, its files deleted by a detached pinfold so that the user
+// does not wait for the file system (deleting many files that were written
+// out takes long, the more so with online discard).
+func dropChangeset(cs *changeset.Changeset) error {
+	if err := cs.Trash(); err != nil {
+		return cs.Remove()
+	}
+	exe, err := os.Executable()
+	if err != nil || filepath.Base(exe) != "pinfold" {
+		// Not the pinfold binary (a test, a renamed copy): delete here.
+		_, err := changeset.EmptyTrash(filepath.Dir(filepath.Dir(cs.Dir)))
+		return err
+	}
+	cmd := exec.Command(exe, "clean", "--trash")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		cmd.Process.Release()
+	}
+	return nil // what remains, pinfold clean deletes
 }
 
 // useAllCPUs lifts main's one-P setting for commands that read many
@@ -79,8 +102,7 @@ func recoverApplies(ctx context.Context, io *IO) error {
 			fmt.Fprintf(io.Stderr, "pinfold: finished applying changeset %s (interrupted earlier)\n", cs.Meta.ID)
 			// A partial apply (PATHS) leaves the changeset open.
 			if b, _ := os.ReadFile(marker); string(b) != "partial" {
-				cs.Meta.Status = "applied"
-				err = cs.Remove()
+				err = dropChangeset(cs)
 			}
 			os.Remove(marker)
 		}
@@ -269,8 +291,7 @@ func applyChangeset(ctx context.Context, cs *changeset.Changeset, paths []string
 	}
 	os.Remove(marker)
 	if len(paths) == 0 {
-		cs.Meta.Status = "applied"
-		return res, cs.Remove()
+		return res, dropChangeset(cs)
 	}
 	return res, nil
 }
@@ -602,7 +623,7 @@ func discardMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(), "wait for the other pinfold to finish", err))
 	}
 	defer unlock()
-	if err := cs.Remove(); err != nil {
+	if err := dropChangeset(cs); err != nil {
 		return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 	}
 	fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
 func cleanMain(ctx context.Context, io *IO, args []string) int {
+	var trashOnly bool
 	fs := newFlagSet("clean")
+	fs.Bool(&trashOnly, "trash", 0, "only delete the files of applied and discarded changesets")
 	rest, err := fs.Parse(args)
 	if err != nil {
 		return fail(io, err)
@@ -22,9 +25,25 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 	if len(rest) > 0 {
 		return fail(io, fault.New(fault.Usage, "pinfold clean takes no arguments", "", "run pinfold clean", nil))
 	}
+	dir, err := storeDir()
+	if err != nil {
+		return fail(io, err)
+	}
+	if trashOnly {
+		if _, err := changeset.EmptyTrash(dir); err != nil {
+			return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
+		}
+		return 0
+	}
 	// Interrupted applies and disks of killed runs are finished first.
 	if err := recoverApplies(ctx, io); err != nil {
 		return fail(io, err)
+	}
+	if any, err := changeset.EmptyTrash(dir); any {
+		fmt.Fprintln(io.Stdout, "removed the files of applied and discarded changesets")
+		if err != nil {
+			return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
+		}
 	}
 	removed, err := sandbox.Clean(ctx, "")
 	for _, r := range removed {

@@ -230,3 +230,42 @@ func TestDiskCapRefused(t *testing.T) {
 		t.Errorf("left a changeset: %v", ents)
 	}
 }
+
+func TestApplyAndDiscardLeaveNothing(t *testing.T) {
+	ws := changesetWorkspace(t)
+	store := os.Getenv("PINFOLD_STORE")
+	for _, verb := range []string{"apply", "discard"} {
+		_, errs, code := pf(t, ws, "run", "--", "sh", "-c", "mkdir -p many; for i in $(seq 1 300); do echo $i > many/f$i; done")
+		if code != 0 {
+			t.Fatalf("run: %q", errs)
+		}
+		id, _, _, _ := summary(t, errs)
+		if _, errs, code = pf(t, ws, verb, id); code != 0 {
+			t.Fatalf("%s: %q", verb, errs)
+		}
+		// Gone from the store at once; its files go in the background.
+		if _, err := os.Stat(filepath.Join(store, "changesets", id)); !os.IsNotExist(err) {
+			t.Fatalf("%s left the changeset in the store: %v", verb, err)
+		}
+		var left []os.DirEntry
+		for i := 0; i < 500; i++ {
+			if left, _ = os.ReadDir(filepath.Join(store, "trash")); len(left) == 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(left) != 0 {
+			t.Fatalf("after %s, the trash still holds %v", verb, left)
+		}
+		os.RemoveAll(filepath.Join(ws, "many"))
+	}
+	// What a background deletion did not get to, pinfold clean deletes.
+	os.MkdirAll(filepath.Join(store, "trash", "x", "y"), 0o500)
+	out, errs, code := pf(t, ws, "clean")
+	if code != 0 || !strings.Contains(out, "removed the files of applied and discarded changesets") {
+		t.Fatalf("clean: %d %q %q", code, out, errs)
+	}
+	if left, _ := os.ReadDir(filepath.Join(store, "trash")); len(left) != 0 {
+		t.Fatalf("clean left %v", left)
+	}
+}
