@@ -101,7 +101,9 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 		}
 		c.Meta.Roots = append(c.Meta.Roots, r)
 	}
-	if err := c.Save(); err != nil {
+	// Not synced: a crash before the run ends loses nothing that was
+	// synced either, and most runs end with nothing to keep.
+	if err := c.save(false); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -230,14 +232,20 @@ func (c *Changeset) WorkDir(i int) string {
 	return filepath.Join(c.Dir, c.Meta.Roots[i].Dir, "work")
 }
 
-// Save writes meta.json atomically.
-func (c *Changeset) Save() error {
+// Save writes meta.json atomically and durably.
+func (c *Changeset) Save() error { return c.save(true) }
+
+func (c *Changeset) save(durable bool) error {
 	data, err := json.MarshalIndent(&c.Meta, "", "  ")
 	if err != nil {
 		return err
 	}
 	data = append(data, '\n')
-	if err := writeFileSync(filepath.Join(c.Dir, metaName), data); err != nil {
+	write := writeFileSync
+	if !durable {
+		write = writeFileAtomic
+	}
+	if err := write(filepath.Join(c.Dir, metaName), data); err != nil {
 		return fmt.Errorf("saving changeset %s: %w", c.Meta.ID, err)
 	}
 	return nil

@@ -20,14 +20,19 @@ func join(dir, name string) string {
 
 // writeFileSync writes a file atomically and durably: temp, fsync,
 // rename, fsync of the directory.
-func writeFileSync(path string, data []byte) error {
+func writeFileSync(path string, data []byte) error { return writeMeta(path, data, true) }
+
+// writeFileAtomic writes a file atomically: temp, rename.
+func writeFileAtomic(path string, data []byte) error { return writeMeta(path, data, false) }
+
+func writeMeta(path string, data []byte, durable bool) error {
 	tmp := fmt.Sprintf("%s.tmp-%x", path, rand.Uint64())
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -39,6 +44,9 @@ func writeFileSync(path string, data []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }

@@ -149,10 +149,12 @@ func startChangeset(p *plan.Plan) (*changeset.Changeset, func(), error) {
 		return nil, nil, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(),
 			"wait for the other pinfold to finish", err)
 	}
-	cs.Meta.Status = "running"
-	if err := cs.Save(); err != nil {
-		unlock()
-		return nil, nil, err
+	if p.Changeset != "" {
+		cs.Meta.Status = changeset.StatusRunning // Create sets it for new ones
+		if err := cs.Save(); err != nil {
+			unlock()
+			return nil, nil, err
+		}
 	}
 	roots := cs.Roots()
 	captured := func(r changeset.Root) *sandbox.Capture {
@@ -180,13 +182,16 @@ func rootPaths(cs *changeset.Changeset) string {
 // finishChangeset records what the run changed, applies it with --apply
 // when the command succeeded, and tells the user what to do with it.
 func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result, quiet bool) error {
-	useAllCPUs()
 	roots := cs.Roots()
+	reused := p.Changeset != ""
+	if !reused && emptyUppers(roots) {
+		return cs.Remove() // most runs: nothing written
+	}
+	useAllCPUs()
 	entries, err := changeset.Scan(ctx, roots)
 	if err != nil {
 		return fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
-	reused := p.Changeset != ""
 	if len(entries) == 0 && !reused {
 		return cs.Remove()
 	}
@@ -237,6 +242,22 @@ func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *pl
 			id, counts, id, id, id)
 	}
 	return nil
+}
+
+// emptyUppers reports whether no root's upper directory holds anything.
+func emptyUppers(roots []changeset.Root) bool {
+	for _, r := range roots {
+		f, err := os.Open(r.Upper)
+		if err != nil {
+			return false
+		}
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // applyChangeset applies cs (only paths, when given), journaled.

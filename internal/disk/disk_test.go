@@ -57,9 +57,9 @@ func TestVolumeCapsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	chunk := bytes.Repeat([]byte{'x'}, 64<<10)
 	var wrote int64
-	for i := 0; i < 64; i++ {
+	for i := 0; i < 1024; i++ {
 		n, err := f.Write(chunk)
 		wrote += int64(n)
 		if err != nil {
@@ -70,7 +70,8 @@ func TestVolumeCapsWrites(t *testing.T) {
 		}
 	}
 	f.Close()
-	if wrote > size || wrote < size-size/50 {
+	// ext4 keeps back a few blocks for the file's own metadata.
+	if wrote > size || wrote < size-size/32 {
 		t.Fatalf("wrote %d bytes before ENOSPC, want about %d", wrote, size)
 	}
 	if !v.IsFull() {
