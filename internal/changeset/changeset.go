@@ -95,7 +95,9 @@ type Stat struct {
 
 // Counts sums up a list of entries.
 type Counts struct {
-	Added, Modified, Deleted int
+	Added    int `json:"added"`
+	Modified int `json:"modified"`
+	Deleted  int `json:"deleted"`
 }
 
 // Count counts the entries a person would count: every path that is not a

@@ -33,6 +33,9 @@ type Meta struct {
 	Roots     []MetaRoot `json:"roots"`
 	Status    string     `json:"status"`
 	ExitCode  int        `json:"exit_code"`
+	// Counts are what the changeset changes, as of its last run or
+	// partial apply (nil while a run writes to it).
+	Counts *Counts `json:"counts,omitempty"`
 }
 
 // MetaRoot is one captured directory: its host path and the directory

@@ -156,6 +156,8 @@ func TestDiskCapRerunKeepsEarlierWrites(t *testing.T) {
 func TestDiskCapKill9(t *testing.T) {
 	needRootForDisk(t)
 	ws := changesetWorkspace(t)
+	// Whatever happens, the next pinfold takes over what a killed one left.
+	t.Cleanup(func() { exec.Command(pinfold, "clean").Run() })
 	cmd := exec.Command(pinfold, "run", "--disk", "16m", "--", "sh", "-c", "echo kept > written.txt; echo ready; sleep 60")
 	cmd.Dir = ws
 	stdout, err := cmd.StdoutPipe()
@@ -171,11 +173,23 @@ func TestDiskCapKill9(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("the command did not start: %q", line)
 	}
+	// Once the command runs, the volume leaves the host's mount table (the
+	// sandbox holds it): a kill -9 from then on leaves no mount.
+	store := os.Getenv("PINFOLD_STORE")
+	mounted := func() bool {
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		return strings.Contains(string(b), store)
+	}
+	for i := 0; i < 500 && mounted(); i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if mounted() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the volume stayed on the host's mount table while the command ran")
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	// Nothing is mounted: the volume left the host's mount table once the
-	// sandbox held it; the kernel frees it with the sandbox.
-	store := os.Getenv("PINFOLD_STORE")
 	for i := 0; i < 200; i++ {
 		left := diskLeftovers(t)
 		if len(left) == 2 { // the image and its marker, for the next pinfold
