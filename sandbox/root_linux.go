@@ -170,7 +170,12 @@ type rootPlan struct {
 	tmpSize  int64
 	scratch  string // host directory for /tmp instead of a tmpfs
 	hideExe  string // the host's pinfold binary, when the base shows it
+	resolver bool   // /etc/resolv.conf names pinfold's DNS server
 }
+
+// resolvConf is the sandbox's /etc/resolv.conf with pinfold's stack.
+const resolvConf = "# pinfold: names resolve through pinfold's DNS server, which applies the\n" +
+	"# network policy (see docs/network.md).\nnameserver 10.0.2.3\noptions edns0\n"
 
 // buildRoot returns the operations that build the sandbox's root.
 func buildRoot(p *rootPlan) []native.Op {
@@ -265,11 +270,58 @@ func buildRoot(p *rootPlan) []native.Op {
 		}
 	}
 	l.overlays(p)
+	if p.resolver {
+		l.resolvConf(p)
+	}
 	if p.hideExe != "" {
 		l.add(native.Op{Kind: native.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
 	}
 	l.add(native.Op{Kind: native.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
 	return l.ops
+}
+
+// resolvConf shows resolvConf at the base's /etc/resolv.conf: bound over
+// the file, or written where its symbolic link points when that is in the
+// sandbox's own staging root (systemd-resolved's /run/...). Without either
+// there is nowhere to put it and the command resolves with what the base has.
+func (l *layout) resolvConf(p *rootPlan) {
+	const src = "/dev/.pinfold-resolv.conf"
+	target := "/etc/resolv.conf"
+	fi, err := os.Lstat(filepath.Join(p.baseRoot, target))
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		link, err := os.Readlink(filepath.Join(p.baseRoot, target))
+		if err != nil {
+			return
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join("/etc", link)
+		}
+		link = filepath.Clean(link)
+		top := "/" + strings.SplitN(link[1:], "/", 2)[0]
+		if !l.madeOrFree(top, p) {
+			return
+		}
+		l.mkdirAll(filepath.Dir(link), 0o755)
+		l.add(native.Op{Kind: native.OpMkfile, A: resolvConf, B: link, Mode: 0o644})
+		return
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	l.add(native.Op{Kind: native.OpMkfile, A: resolvConf, B: src, Mode: 0o644})
+	l.add(native.Op{Kind: native.OpBind, A: src, B: target, Attr: attrRdonly | attrNosuid | attrNodev,
+		What: "showing pinfold's resolver at /etc/resolv.conf"})
+}
+
+// madeOrFree reports whether top is a directory of the staging root that no
+// base entry or mount occupies.
+func (l *layout) madeOrFree(top string, p *rootPlan) bool {
+	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
+		if "/"+name == top {
+			return false
+		}
+	}
+	return !isOwnMount(top)
 }
 
 func isOwnMount(p string) bool {

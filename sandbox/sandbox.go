@@ -25,6 +25,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
 // BaseKind names where a sandbox's root filesystem comes from.
@@ -79,7 +81,36 @@ const (
 	NetworkNone Network = "none"
 	// NetworkHost shares the host's network namespace.
 	NetworkHost Network = "host"
+	// NetworkOutbound reaches everything outside through pinfold's
+	// userspace network stack; nothing reaches in but published ports.
+	NetworkOutbound Network = "outbound"
+	// NetworkAllow reaches only the names and addresses NetPolicy.Allow
+	// lists, enforced by that stack and pinfold's DNS server.
+	NetworkAllow Network = "allow"
 )
+
+// NetPolicy refines the network of a sandbox (see docs/network.md).
+type NetPolicy struct {
+	// Allow lists names ("example.org"), wildcards ("*.example.org"),
+	// addresses and CIDRs the sandbox may reach with NetworkAllow.
+	Allow []string
+	// Deny entries win over Allow, in every mode with pinfold's stack.
+	Deny []string
+	// HostLoopback makes 10.0.2.2 (fd70:66::2) inside reach the host's
+	// 127.0.0.1 (::1).
+	HostLoopback bool
+	// Publish forwards host ports to sandbox ports:
+	// "[HOSTADDR:]HOSTPORT:PORT", host address 127.0.0.1 by default.
+	Publish []string
+	// DNS are the upstream resolvers ("ADDR[:PORT]"); empty means the
+	// host's /etc/resolv.conf.
+	DNS []string
+	// Log receives each violation as a JSON line when it happens.
+	Log io.Writer
+}
+
+// Violation is one name or connection the network policy blocked.
+type Violation = netpolicy.Violation
 
 // Mount binds a host path into the sandbox.
 type Mount struct {
@@ -122,6 +153,7 @@ type Spec struct {
 	Mounts   []Mount
 	Hostname string
 	Network  Network // default NetworkNone
+	Net      NetPolicy
 	// Root runs the command as root inside the user namespace (uid 0,
 	// still without capabilities unless granted). Otherwise the command
 	// runs with the invoking user's ids.
@@ -196,6 +228,8 @@ type Result struct {
 	Timeout time.Duration
 	// Trace is the timeline of the instance when Spec.Trace was set.
 	Trace []TracePoint
+	// Violations are what the network policy blocked.
+	Violations []Violation
 }
 
 // TracePoint is one step of a sandbox's start, at a CLOCK_MONOTONIC time.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
@@ -40,6 +41,7 @@ type Sandbox struct {
 	limits cgroup.Limits
 	name   string // prefix of cgroup names: "<pid>-<starttime>"
 	seq    atomic.Uint64
+	net    *netpolicy.Config // nil: no userspace network stack
 
 	// pre is an init spawned by New while it was still preparing the
 	// config, taken by the first Run.
@@ -57,6 +59,7 @@ type Sandbox struct {
 type instance struct {
 	init *native.Init
 	cg   *cgroup.Group
+	net  *netpolicy.Stack
 }
 
 type spawned struct {
@@ -75,6 +78,11 @@ func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
+	nc, err := netConfig(&spec)
+	if err != nil {
+		return nil, err
+	}
+	s.net = nc
 	if err := s.planSpawn(); err != nil {
 		return nil, err
 	}
@@ -125,9 +133,9 @@ func normalize(s *Spec) error {
 		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, dir or tar)", s.Base.Kind)}
 	}
 	switch s.Network {
-	case NetworkNone, NetworkHost:
+	case NetworkNone, NetworkHost, NetworkOutbound, NetworkAllow:
 	default:
-		return &SpecError{"network", fmt.Errorf("unknown network %q (want none or host)", s.Network)}
+		return &SpecError{"network", fmt.Errorf("unknown network %q (want none, host, outbound or allow)", s.Network)}
 	}
 	if s.Workspace != "" {
 		if s.Access == "" {
@@ -266,14 +274,66 @@ func (s *Sandbox) planSpawn() error {
 		InitID:        ids.initID,
 		Trace:         sp.Trace,
 	}
+	if s.net != nil {
+		a6 := netpolicy.SandboxAddr6.As16()
+		s.tmpl.SpawnConfig.TUN = &native.TUN{
+			Name: netpolicy.Device, MTU: netpolicy.MTU,
+			Addr4: netpolicy.SandboxAddr.As4(), Prefix4: netpolicy.Prefix4,
+			Addr6: &a6, Prefix6: netpolicy.Prefix6,
+			DefaultRoutes: s.net.Mode != netpolicy.None,
+		}
+	}
 	return nil
+}
+
+// netConfig turns the spec's network into what pinfold's userspace stack
+// enforces, or nil when the sandbox needs no stack (none without published
+// ports, or host).
+func netConfig(sp *Spec) (*netpolicy.Config, error) {
+	n := &sp.Net
+	if sp.Network == NetworkHost {
+		if len(n.Publish) > 0 {
+			return nil, &SpecError{"network", errors.New("--publish has no effect with the host's network: the command's ports are the host's already")}
+		}
+		return nil, nil
+	}
+	if sp.Network == NetworkNone && len(n.Publish) == 0 {
+		if len(n.Allow)+len(n.Deny) > 0 || n.HostLoopback {
+			return nil, &SpecError{"network", errors.New("--allow, --deny and --host-loopback need --network allow or outbound")}
+		}
+		return nil, nil
+	}
+	if sp.Network != NetworkAllow && len(n.Allow) > 0 {
+		return nil, &SpecError{"network", fmt.Errorf("--allow needs --network allow (the network is %s)", sp.Network)}
+	}
+	rules, err := netpolicy.ParseRules(n.Allow, n.Deny)
+	if err != nil {
+		return nil, &SpecError{"network", err}
+	}
+	c := &netpolicy.Config{Mode: netpolicy.Mode(sp.Network), Rules: rules, HostLoopback: n.HostLoopback, Log: n.Log}
+	for _, p := range n.Publish {
+		pp, err := netpolicy.ParsePublish(p)
+		if err != nil {
+			return nil, &SpecError{"network", err}
+		}
+		c.Publish = append(c.Publish, pp)
+	}
+	for _, d := range n.DNS {
+		ap, err := netpolicy.ParseDNS(d)
+		if err != nil {
+			return nil, &SpecError{"network", err}
+		}
+		c.DNS = append(c.DNS, ap)
+	}
+	return c, nil
 }
 
 // configure builds the rest of the template config shared by every
 // instance.
 func (s *Sandbox) configure(ctx context.Context) error {
 	sp := &s.spec
-	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch}
+	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch,
+		resolver: s.net != nil && s.net.Mode != netpolicy.None}
 	switch sp.Base.Kind {
 	case BaseHost:
 		plan.baseRoot, plan.hostBase = "/", true
@@ -509,11 +569,28 @@ func (s *Sandbox) newInstance() (*instance, error) {
 	return inst, nil
 }
 
+// startNet serves the instance's network with pinfold's stack.
+func (inst *instance) startNet(ctx context.Context, c *netpolicy.Config) error {
+	tun, err := inst.init.TUN()
+	if err != nil {
+		return err
+	}
+	st, err := netpolicy.Start(ctx, *c, tun)
+	if err != nil {
+		return err
+	}
+	inst.net = st
+	return nil
+}
+
 // discard tears an instance down in the background.
 func (s *Sandbox) discard(inst *instance) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
+		if inst.net != nil {
+			inst.net.Close()
+		}
 		inst.init.Close()
 		if inst.cg != nil {
 			inst.cg.Remove()
@@ -600,6 +677,13 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
 	if err != nil {
 		io.abort()
 		return nil, err
+	}
+	if s.net != nil {
+		if err := inst.startNet(ctx, s.net); err != nil {
+			io.abort()
+			s.discard(inst)
+			return nil, explainSetup(err)
+		}
 	}
 	env := cmd.Env
 	if env == nil {
@@ -753,8 +837,8 @@ func (p *Process) Signal(sig os.Signal) error {
 // since before New, so that the sandbox was started by this thread. It
 // is not available for sandboxes with cgroup limits or a terminal.
 func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
-	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 {
-		return errors.New("handoff needs a sandbox without limits, terminal or copied streams")
+	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 || p.inst.net != nil {
+		return errors.New("handoff needs a sandbox without limits, terminal, copied streams or network stack")
 	}
 	var deadline int64
 	if p.timeout > 0 {
@@ -794,6 +878,11 @@ func (p *Process) wait() (*Result, error) {
 		p.timer.Stop()
 	}
 	ioErr := p.io.wait()
+	var violations []Violation
+	if p.inst.net != nil {
+		violations = p.inst.net.Violations()
+		p.inst.net.Close()
+	}
 	var stats cgroup.Stats
 	if p.inst.cg != nil {
 		stats, _ = p.inst.cg.Stats()
@@ -808,7 +897,7 @@ func (p *Process) wait() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout}
+	r := &Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout, Violations: violations}
 	for _, m := range st.Marks {
 		r.Trace = append(r.Trace, TracePoint{Step: m.Step, Mono: m.Mono})
 	}

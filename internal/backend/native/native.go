@@ -49,6 +49,7 @@ const (
 	msgStarted = 13
 	msgExit    = 14
 	msgError   = 15
+	msgTUN     = 16
 
 	exitTmpFull = 1
 )
@@ -75,6 +76,11 @@ const (
 	cCapLast   = 19
 	cNNP       = 20
 	cTrace     = 21
+	cTUN       = 22
+
+	tunRoute4 = 1
+	tunAddr6  = 2
+	tunRoute6 = 4
 
 	eArg    = 1
 	eEnv    = 2
@@ -116,6 +122,20 @@ type SpawnConfig struct {
 	InitID        *ID  // ids the init switches to after the maps are written
 	// Trace has the init record when it passed each step (Status.Marks).
 	Trace bool
+	// TUN has the init create a TUN device in the sandbox's network
+	// namespace and pass it back (Init.TUN).
+	TUN *TUN
+}
+
+// TUN describes the sandbox's TUN device.
+type TUN struct {
+	Name          string
+	MTU           uint32
+	Addr4         [4]byte
+	Prefix4       uint32
+	Addr6         *[16]byte // nil: IPv4 only
+	Prefix6       uint32
+	DefaultRoutes bool // route everything through the device
 }
 
 // Config is everything else the init needs to build one sandbox.

@@ -106,6 +106,27 @@ func EncodeSpawn(s *SpawnConfig) ([]byte, error) {
 	if s.Trace {
 		e.flag(cTrace)
 	}
+	if t := s.TUN; t != nil {
+		b := make([]byte, 52)
+		binary.NativeEndian.PutUint32(b[0:], t.MTU)
+		var flags uint32
+		if t.DefaultRoutes {
+			flags |= tunRoute4
+		}
+		if t.Addr6 != nil {
+			flags |= tunAddr6
+			if t.DefaultRoutes {
+				flags |= tunRoute6
+			}
+			copy(b[16:32], t.Addr6[:])
+			binary.NativeEndian.PutUint32(b[32:], t.Prefix6)
+		}
+		binary.NativeEndian.PutUint32(b[4:], flags)
+		copy(b[8:12], t.Addr4[:])
+		binary.NativeEndian.PutUint32(b[12:], t.Prefix4)
+		copy(b[36:51], t.Name)
+		e.rec(cTUN, b)
+	}
 	return e.bytes()
 }
 
@@ -202,7 +223,7 @@ var stepNames = [...]string{
 	19: "reading the command", 20: "allocating a terminal", 21: "changing directory",
 	22: "setting resource limits", 23: "dropping capabilities", 24: "setting groups",
 	25: "switching user", 26: "setting no_new_privs", 27: "installing the seccomp filter",
-	28: "executing", 29: "starting the command", 30: "setting up stdio",
+	28: "executing", 29: "starting the command", 30: "setting up stdio", 31: "creating the network device",
 }
 
 // Step numbers callers branch on.

@@ -49,6 +49,7 @@ type Init struct {
 	sock   int
 	pid    int // stage 2: the sandbox's PID 1, a child of this process
 	stage1 int
+	tun    *os.File // the sandbox's TUN device, until TUN takes it
 
 	mu     sync.Mutex
 	reaped bool
@@ -218,9 +219,39 @@ func (in *Init) read() (typ uint32, payload []byte, fd int, err error) {
 	}
 }
 
+// TUN returns the TUN device the init made for SpawnConfig.TUN; the caller
+// owns it. It waits for the init to send it if it has not yet.
+func (in *Init) TUN() (*os.File, error) {
+	for in.tun == nil {
+		typ, p, fd, err := in.read()
+		switch {
+		case err == io.EOF:
+			return nil, in.died()
+		case err != nil:
+			return nil, err
+		case typ == msgTUN && fd >= 0:
+			in.tun = os.NewFile(uintptr(fd), "/dev/net/tun")
+		case typ == msgError:
+			return nil, decodeError(p, in.cfg)
+		default:
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return nil, fmt.Errorf("sandbox init: unexpected message %d before the network device", typ)
+		}
+	}
+	t := in.tun
+	in.tun = nil
+	return t, nil
+}
+
 // Ready waits until the init has built the root.
 func (in *Init) Ready() error {
 	typ, p, fd, err := in.read()
+	if typ == msgTUN && fd >= 0 && err == nil {
+		in.tun = os.NewFile(uintptr(fd), "/dev/net/tun")
+		typ, p, fd, err = in.read()
+	}
 	if fd >= 0 {
 		unix.Close(fd)
 	}
@@ -264,6 +295,8 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 		case typ == msgReady:
 		case typ == msgPTY && fd >= 0:
 			pty = os.NewFile(uintptr(fd), "/dev/ptmx")
+		case typ == msgTUN && fd >= 0:
+			in.tun = os.NewFile(uintptr(fd), "/dev/net/tun")
 		case typ == msgStarted:
 			return pty, nil
 		case typ == msgError:
@@ -360,6 +393,9 @@ func (in *Init) Close() error {
 	if !in.closed {
 		in.closed = true
 		err = unix.Close(in.sock)
+		if in.tun != nil {
+			in.tun.Close()
+		}
 	}
 	if !in.reaped {
 		for _, pid := range []int{in.pid, in.stage1} {

@@ -100,6 +100,17 @@ typedef unsigned long size_t;
 #define SIOCSIFFLAGS 0x8914
 #define IFF_UP 1
 #define AF_INET 2
+#define AF_INET6 10
+#define EAFNOSUPPORT 97
+#define TUNSETIFF 0x400454ca
+#define IFF_TUN 0x0001
+#define IFF_NO_PI 0x1000
+#define SIOCADDRT 0x890B
+#define SIOCSIFADDR 0x8916
+#define SIOCSIFNETMASK 0x891c
+#define SIOCSIFMTU 0x8922
+#define SIOCGIFINDEX 0x8933
+#define RTF_UP 1
 #define SOCK_DGRAM 2
 #define SOCK_CLOEXEC 02000000
 #define SOL_SOCKET 1
@@ -162,8 +173,47 @@ struct winsize {
 };
 struct ifreq {
 	char name[16];
-	short flags;
-	char pad[22];
+	union {
+		short flags;
+		int ivalue;
+		struct {
+			u16 family, port;
+			u8 addr[4];
+			u8 zero[8];
+		} sin;
+		char pad[24];
+	} u;
+};
+struct sockaddr_in4 {
+	u16 family, port;
+	u8 addr[4];
+	u8 zero[8];
+};
+struct rtentry {
+	unsigned long pad1;
+	struct sockaddr_in4 dst, gateway, genmask;
+	unsigned short flags;
+	short pad2;
+	unsigned long pad3;
+	void *pad4;
+	short metric;
+	const char *dev;
+	unsigned long mtu, window;
+	unsigned short irtt;
+};
+struct in6_ifreq {
+	u8 addr[16];
+	u32 prefixlen;
+	i32 ifindex;
+};
+struct in6_rtmsg {
+	u8 dst[16], src[16], gateway[16];
+	u32 type;
+	u16 dst_len, src_len;
+	u32 metric;
+	unsigned long info;
+	u32 flags;
+	i32 ifindex;
 };
 
 /* Freestanding helpers; the compiler may also emit calls to mem*. */
@@ -264,6 +314,7 @@ static struct {
 	struct opref ops[MAXOPS];
 	int nops, nidmap;
 	int loup, rootro, nnp, has_user, has_initid;
+	const struct tunconf *tun;
 	const void *seccomp;
 	u32 seccomp_len;
 	u64 caps;
@@ -466,6 +517,11 @@ static int parse_spawn(const char *buf, long n)
 			break;
 		case C_TRACE:
 			G.trace = 1;
+			break;
+		case C_TUN:
+			if (r.len < sizeof(struct tunconf))
+				return -1;
+			G.tun = (const struct tunconf *)r.data;
 			break;
 		}
 	}
@@ -905,7 +961,7 @@ static long build_root(void)
 		memcpy(ifr.name, "lo", 3);
 		r = s < 0 ? s : sys3(__NR_ioctl, s, SIOCGIFFLAGS, &ifr);
 		if (r >= 0) {
-			ifr.flags |= IFF_UP;
+			ifr.u.flags |= IFF_UP;
 			r = sys3(__NR_ioctl, s, SIOCSIFFLAGS, &ifr);
 		}
 		if (s >= 0)
@@ -1131,6 +1187,105 @@ static int supervisor_gone(void)
 	return sys5(__NR_ppoll, &p, 1, zero, 0, 8) > 0 && (p.revents & (POLLHUP | POLLRDHUP));
 }
 
+/* if_ioctl runs one interface ioctl on a fresh socket of family af. */
+static long if_ioctl(int af, unsigned long req, void *arg)
+{
+	long s = sys3(__NR_socket, af, SOCK_DGRAM | SOCK_CLOEXEC, 0), r;
+	if (s < 0)
+		return s;
+	r = sys3(__NR_ioctl, s, req, arg);
+	sys1(__NR_close, s);
+	return r;
+}
+
+/*
+ * setup_tun creates the TUN device of G.tun in the sandbox's network
+ * namespace, gives it its addresses and routes, and hands it to the
+ * supervisor, whose userspace network stack terminates its packets.
+ */
+static long setup_tun(void)
+{
+	const struct tunconf *t = G.tun;
+	struct ifreq ifr;
+	long fd, r;
+	int ifd;
+	fd = sys4(__NR_openat, AT_FDCWD, "/dev/net/tun", O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		report(ST_TUN, fd, -1, "/dev/net/tun");
+		return fd;
+	}
+	memset(&ifr, 0, sizeof ifr);
+	memcpy(ifr.name, t->name, 15);
+	ifr.u.flags = IFF_TUN | IFF_NO_PI;
+	if ((r = sys3(__NR_ioctl, fd, TUNSETIFF, &ifr)) < 0)
+		goto fail;
+	ifr.u.ivalue = (int)t->mtu;
+	if ((r = if_ioctl(AF_INET, SIOCSIFMTU, &ifr)) < 0)
+		goto fail;
+	memset(&ifr.u, 0, sizeof ifr.u);
+	ifr.u.sin.family = AF_INET;
+	memcpy(ifr.u.sin.addr, t->addr4, 4);
+	if ((r = if_ioctl(AF_INET, SIOCSIFADDR, &ifr)) < 0)
+		goto fail;
+	memset(&ifr.u, 0, sizeof ifr.u);
+	ifr.u.sin.family = AF_INET;
+	for (u32 i = 0; i < t->prefix4 && i < 32; i++)
+		ifr.u.sin.addr[i / 8] |= (u8)(0x80 >> (i % 8));
+	if ((r = if_ioctl(AF_INET, SIOCSIFNETMASK, &ifr)) < 0)
+		goto fail;
+	memset(&ifr.u, 0, sizeof ifr.u);
+	if ((r = if_ioctl(AF_INET, SIOCGIFFLAGS, &ifr)) < 0)
+		goto fail;
+	ifr.u.flags |= IFF_UP;
+	if ((r = if_ioctl(AF_INET, SIOCSIFFLAGS, &ifr)) < 0)
+		goto fail;
+	if (t->flags & TUN_ROUTE4) {
+		struct rtentry rt;
+		memset(&rt, 0, sizeof rt);
+		rt.dst.family = rt.gateway.family = rt.genmask.family = AF_INET;
+		rt.flags = RTF_UP;
+		rt.dev = t->name;
+		if ((r = if_ioctl(AF_INET, SIOCADDRT, &rt)) < 0)
+			goto fail;
+	}
+	if (t->flags & TUN_ADDR6) {
+		struct in6_ifreq a;
+		if ((r = if_ioctl(AF_INET, SIOCGIFINDEX, &ifr)) < 0)
+			goto fail;
+		ifd = ifr.u.ivalue;
+		memset(&a, 0, sizeof a);
+		memcpy(a.addr, t->addr6, 16);
+		a.prefixlen = t->prefix6;
+		a.ifindex = ifd;
+		r = if_ioctl(AF_INET6, SIOCSIFADDR, &a);
+		if (r == -EAFNOSUPPORT)
+			goto send; /* no IPv6 in this kernel */
+		if (r < 0)
+			goto fail;
+		if (t->flags & TUN_ROUTE6) {
+			struct in6_rtmsg rt;
+			memset(&rt, 0, sizeof rt);
+			rt.flags = RTF_UP;
+			rt.metric = 1;
+			rt.ifindex = ifd;
+			if ((r = if_ioctl(AF_INET6, SIOCADDRT, &rt)) < 0)
+				goto fail;
+		}
+	}
+send:
+	{
+		u32 h[2] = {M_TUN, 0};
+		int f = (int)fd;
+		r = sendmsg_fds(h, 8, &f, 1);
+	}
+	sys1(__NR_close, fd);
+	return r < 0 ? r : 0;
+fail:
+	report(ST_TUN, r, -1, t->name);
+	sys1(__NR_close, fd);
+	return r;
+}
+
 static int stage2(void *arg)
 {
 	u64 all = ~0ULL;
@@ -1148,6 +1303,10 @@ static int stage2(void *arg)
 		sys4(__NR_rt_sigaction, s, &sa, 0, 8);
 	}
 	await(0);
+	/* The TUN device first: opening /dev/net/tun may need the ids the init
+	 * still has. */
+	if (G.tun && setup_tun() < 0)
+		die(1);
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (G.has_initid) {

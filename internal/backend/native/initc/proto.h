@@ -25,6 +25,7 @@
 #define M_STARTED 13 /* i32 pid of the command inside the sandbox */
 #define M_EXIT 14    /* i32 wait status, u32 flags, then with C_TRACE: u64 pairs (mark, CLOCK_MONOTONIC ns) */
 #define M_ERROR 15   /* u32 step, i32 errno, i32 op index, char detail[] */
+#define M_TUN 16     /* SCM_RIGHTS: the sandbox's TUN device, configured (C_TUN) */
 
 /* M_EXIT flags */
 #define EXIT_TMP_FULL 1
@@ -36,6 +37,25 @@
 #define C_SETGROUPS 4 /* string written to setgroups ("deny") before gid_map */
 #define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
 #define C_TRACE 21    /* record timestamps and send them with M_EXIT (benchmarks) */
+#define C_TUN 22      /* struct tunconf: create and configure a TUN device, send it as M_TUN */
+
+/*
+ * C_TUN payload. The device is opened by stage 2 in its new network
+ * namespace before it switches ids (the host's /dev/net/tun may be root's).
+ */
+struct tunconf {
+	unsigned int mtu;
+	unsigned int flags;
+	unsigned char addr4[4];
+	unsigned int prefix4;
+	unsigned char addr6[16];
+	unsigned int prefix6;
+	char name[16];
+};
+
+#define TUN_ROUTE4 1 /* a default IPv4 route through the device */
+#define TUN_ADDR6 2  /* give the device addr6 (skipped when the kernel has no IPv6) */
+#define TUN_ROUTE6 4 /* a default IPv6 route through the device */
 
 /* M_CONFIG record tags */
 #define C_CGROUP 5    /* string: a cgroup.procs file stage 1 writes the init pid to */
@@ -123,5 +143,6 @@ struct op {
 #define ST_EXEC 28
 #define ST_FORK 29
 #define ST_STDIO 30
+#define ST_TUN 31
 
 #endif
