@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/backend/native"
-	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
 	"golang.org/x/sys/unix"
