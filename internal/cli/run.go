@@ -64,7 +64,12 @@ func runFlags(name string, o *runOptions) *flagSet {
 	fs.List(&f.Env, "env", 'e', "NAME[=VALUE]", "set a variable, or pass the host's value (repeatable)")
 	fs.String(&f.User, "user", 'u', "root", "run as root inside the user namespace (default: your ids)")
 	fs.String(&f.Hostname, "hostname", 0, "NAME", "hostname inside (default: sandbox)")
-	fs.String(&f.Network, "network", 0, "MODE", "network: none (default: loopback only) or host")
+	fs.String(&f.Network, "network", 0, "MODE", "network: none (default: loopback only), outbound, allow (only --allow entries) or host")
+	fs.List(&f.Allow, "allow", 0, "ENTRY", "with --network allow: a name, *.wildcard, address or CIDR the sandbox may reach (repeatable)")
+	fs.List(&f.Deny, "deny", 0, "ENTRY", "a name, *.wildcard, address or CIDR never reached; wins over --allow (repeatable)")
+	fs.Bool(&f.HostLoopback, "host-loopback", 0, "make the host's 127.0.0.1 reachable at 10.0.2.2 inside")
+	fs.List(&f.Publish, "publish", 'p', "[ADDR:]HOSTPORT:PORT", "publish a sandbox TCP port on the host (default address 127.0.0.1; repeatable)")
+	fs.List(&f.DNS, "dns", 0, "ADDR[:PORT]", "upstream resolver for pinfold's DNS server (default: the host's; repeatable)")
 	fs.List(&f.CapAdd, "cap-add", 0, "CAP", "grant a capability inside the sandbox (repeatable)")
 	fs.String(&f.Memory, "memory", 'm', "SIZE", "memory limit, like 512m or 2g")
 	fs.String(&f.Pids, "pids", 0, "N", "limit on processes and threads")
@@ -180,6 +185,14 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		}
 	}
 	p.Sandbox.Trace = tr != nil
+	var vlog *violationLog
+	if usesStack(p) {
+		if vlog = newViolationLog(); vlog != nil {
+			p.Sandbox.Net.Log = vlog
+		}
+	} else if p.Sandbox.Network == sandbox.NetworkHost {
+		fmt.Fprintln(io.Stderr, "pinfold: the sandbox shares the host's network (--network host): no network policy applies")
+	}
 	started := func() {
 		if vol != nil {
 			// The sandbox holds its own mounts of the volume now.
@@ -187,6 +200,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		}
 	}
 	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started)
+	vlog.close()
 	if err != nil {
 		if cs != nil {
 			if vol != nil {
@@ -217,6 +231,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		}
 	}
 	report(io, res, p.Disk, o.json)
+	if !o.json {
+		summarizeViolations(io, res.Violations, vlog.written())
+	}
 	if tr != nil {
 		tr.mark("pinfold: exiting")
 		tr.print(io.Stderr, res)
@@ -296,7 +313,7 @@ func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, s
 	// sandbox.Process.Handoff); the sandbox must be started from the
 	// thread that will exec it.
 	handoff := !p.TTY && !stay && tr == nil && p.Sandbox.Limits.Memory == 0 &&
-		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0
+		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0 && !usesStack(p)
 	if handoff {
 		runtime.LockOSThread()
 	}
@@ -442,6 +459,8 @@ type jsonResult struct {
 	Reason     string   `json:"reason"`
 	DurationMS float64  `json:"duration_ms"`
 	LimitsHit  []string `json:"limits_hit"`
+	// Violations are what the network policy blocked.
+	Violations []sandbox.Violation `json:"violations"`
 	Limits     struct {
 		Memory  int64   `json:"memory,omitempty"`
 		Pids    int64   `json:"pids,omitempty"`
@@ -465,6 +484,10 @@ func report(io *IO, r *sandbox.Result, diskCap int64, asJSON bool) {
 		j.LimitsHit = r.LimitsHit
 		if j.LimitsHit == nil {
 			j.LimitsHit = []string{}
+		}
+		j.Violations = r.Violations
+		if j.Violations == nil {
+			j.Violations = []sandbox.Violation{}
 		}
 		j.Limits.Memory, j.Limits.Pids, j.Limits.CPUs = r.Limits.Memory, r.Limits.Pids, r.Limits.CPUs
 		j.Limits.TmpSize, j.Limits.Timeout, j.Limits.Disk = r.Limits.TmpSize, r.Timeout.Seconds(), diskCap

@@ -3,6 +3,8 @@ package config
 import (
 	"path"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
 // Checkers of single values: each returns "" when s is acceptable, or
@@ -287,4 +289,28 @@ func digitsAt(s string, i int) int {
 		i++
 	}
 	return i
+}
+
+// checkNetRule accepts an allow or deny entry.
+func checkNetRule(s string) string {
+	if _, err := netpolicy.ParseRule(s); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkPublish accepts [HOSTADDR:]HOSTPORT:PORT.
+func checkPublish(s string) string {
+	if _, err := netpolicy.ParsePublish(s); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkDNS accepts ADDR[:PORT].
+func checkDNS(s string) string {
+	if _, err := netpolicy.ParseDNS(s); err != nil {
+		return err.Error()
+	}
+	return ""
 }

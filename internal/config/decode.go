@@ -315,6 +315,24 @@ func (d *decoder) setting(s *Settings, k, v *node, w where) (ok bool, err error)
 		s.Workdir, err = d.stringp(v, name, checkWorkdir)
 	case "network":
 		s.Network, err = d.enum(v, name, networkValues[:])
+	case "allow", "deny":
+		var list []string
+		if list, err = d.strings(v, name, checkNetRule); err == nil {
+			if name == "allow" {
+				s.Allow = list
+			} else {
+				s.Deny = list
+			}
+		}
+	case "host_loopback":
+		var b bool
+		if b, err = d.boolean(v, name); err == nil {
+			s.HostLoopback = &b
+		}
+	case "ports":
+		s.Ports, err = d.strings(v, name, checkPublish)
+	case "dns":
+		s.DNS, err = d.strings(v, name, checkDNS)
 	case "user":
 		s.User, err = d.stringp(v, name, checkUser)
 	case "hostname":

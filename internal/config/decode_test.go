@@ -194,8 +194,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"base", v + "base: debian\n", `2:7: invalid base "debian": use host, dir:PATH or tar:PATH`},
 		{"base no path", v + "base: \"tar:\"\n", `2:7: invalid base "tar:": tar: needs a path, like tar:./rootfs`},
 		{"access", v + "access: write\n", `2:9: invalid access "write"; allowed: changeset, rw, ro, none`},
-		{"network", v + "network: hots\n", `2:10: invalid network "hots" (did you mean "host"?); allowed: none, host`},
-		{"network bool", v + "network: no\n", `2:10: invalid network "no" (did you mean "none"?); allowed: none, host`},
+		{"network", v + "network: hots\n", `2:10: invalid network "hots" (did you mean "host"?); allowed: none, host, outbound, allow`},
+		{"network bool", v + "network: no\n", `2:10: invalid network "no" (did you mean "none"?); allowed: none, host, outbound, allow`},
 		{"network list", v + "network: [host]\n", `2:10: network must be a single value, not a list`},
 		{"network null", v + "network:\n", `2:9: network has no value`},
 		{"network tilde", v + "network: ~\n", `2:10: network: ~ means "no value" in YAML; leave the key out, or quote it if you mean the text`},
@@ -322,7 +322,7 @@ func TestErrorRendering(t *testing.T) {
 	want := `pinfold.yaml:5:5: unknown key "netwrok" in profile "install" (did you mean "network"?)
     5 |     netwrok: host
       |     ^
-allowed keys: access, backend, base, caches, capabilities, capture, env, host, hostname, limits, lockfile_files, mounts, network, pre_run, require_lockfile, role, secrets, user, workdir`
+allowed keys: access, allow, backend, base, caches, capabilities, capture, deny, dns, env, host, host_loopback, hostname, limits, lockfile_files, mounts, network, ports, pre_run, require_lockfile, role, secrets, user, workdir`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
@@ -356,7 +356,7 @@ func TestSuggest(t *testing.T) {
 	keys := profileKeys[:]
 	for in, want := range map[string]string{
 		"netwrok": "network", "Network": "network", "tmp-size": "", "hostnme": "hostname", "xyz": "",
-		"pre-run": "pre_run", "enviroment": "", "limit": "limits", "us": "user", "x": "",
+		"pre-run": "pre_run", "enviroment": "", "limit": "limits", "usr": "user", "x": "",
 	} {
 		if got := suggest(in, keys); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", in, got, want)

@@ -6,15 +6,15 @@ package config
 // config/pinfold.schema.json lists exactly these.
 
 var topKeys = [...]string{
-	"access", "backend", "base", "caches", "capabilities", "capture", "dispatch", "env", "host", "hostname",
-	"limits", "lockfile_files", "mounts", "network", "pre_run", "profiles", "require_lockfile",
-	"role", "secrets", "user", "version", "workdir", "workspace",
+	"access", "allow", "backend", "base", "caches", "capabilities", "capture", "deny", "dispatch", "dns",
+	"env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports",
+	"pre_run", "profiles", "require_lockfile", "role", "secrets", "user", "version", "workdir", "workspace",
 }
 
 var profileKeys = [...]string{
-	"access", "backend", "base", "caches", "capabilities", "capture", "env", "host", "hostname", "limits",
-	"lockfile_files", "mounts", "network", "pre_run", "require_lockfile", "role", "secrets", "user",
-	"workdir",
+	"access", "allow", "backend", "base", "caches", "capabilities", "capture", "deny", "dns", "env", "host",
+	"host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports", "pre_run",
+	"require_lockfile", "role", "secrets", "user", "workdir",
 }
 
 var envKeys = [...]string{"deny", "pass", "set"}
@@ -46,7 +46,7 @@ var capNames = [...]string{
 var (
 	backendValues = [...]string{"native", "host", "auto"}
 	accessValues  = [...]string{"changeset", "rw", "ro", "none"}
-	networkValues = [...]string{"none", "host"}
+	networkValues = [...]string{"none", "host", "outbound", "allow"}
 	userValues    = [...]string{"", "root"}
 	roleValues    = [...]string{"install", "run", "build"}
 )

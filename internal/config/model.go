@@ -64,9 +64,16 @@ type Settings struct {
 	Access    *string // changeset | rw | ro | none
 	Workspace *string // the workspace; default: the file's directory
 	Workdir   *string // working directory inside
-	Network   *string // none | host
+	Network   *string // none | host | outbound | allow
 	User      *string // root, or "" for the invoking user
 	Hostname  *string
+
+	// Network policy (with outbound and allow): allow and deny lists of
+	// names, wildcards and CIDRs, the host's loopback at 10.0.2.2,
+	// published ports ([HOSTADDR:]HOSTPORT:PORT), upstream resolvers.
+	Allow, Deny  []string
+	HostLoopback *bool
+	Ports, DNS   []string
 
 	Mounts []Mount
 	// Capture lists host directories besides the workspace whose writes are

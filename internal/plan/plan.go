@@ -18,6 +18,8 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
+
+	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
 // Plan is a fully resolved execution.
@@ -119,7 +121,8 @@ type Flags struct {
 	Base, Access, Workspace, Workdir, User, Hostname, Network, Backend string
 	Memory, Pids, CPUs, Timeout, TmpSize, Disk, Changeset              string
 	Mounts, Env, CapAdd, Capture                                       []string
-	TTY, Interactive, Apply                                            bool
+	Allow, Deny, Publish, DNS                                          []string
+	TTY, Interactive, Apply, HostLoopback                              bool
 }
 
 // Request is everything Resolve looks at.
@@ -229,6 +232,8 @@ func flagName(key string) string {
 		return "tmp-size"
 	case "limits.disk":
 		return "disk"
+	case "ports":
+		return "publish"
 	}
 	if strings.HasPrefix(key, "limits.") {
 		return key[len("limits."):]
@@ -256,6 +261,10 @@ func flagSettings(f *Flags) (*config.Settings, error) {
 	}
 	s.Capabilities = f.CapAdd
 	s.Capture = f.Capture
+	s.Allow, s.Deny, s.Ports, s.DNS = f.Allow, f.Deny, f.Publish, f.DNS
+	if f.HostLoopback {
+		s.HostLoopback = &f.HostLoopback
+	}
 	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" || f.Disk != "" {
 		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize), Disk: str(f.Disk)}
 		if f.Pids != "" {
@@ -365,10 +374,33 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	switch n := sandbox.Network(network); n {
 	case "":
 		sp.Network = sandbox.NetworkNone
-	case sandbox.NetworkNone, sandbox.NetworkHost:
+	case sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow:
 		sp.Network = n
 	default:
-		return badValue("network", network, "none or host")
+		return badValue("network", network, "none, host, outbound or allow")
+	}
+	list := func(key string, get func(*config.Settings) []string) []string {
+		for i := len(ls) - 1; i >= 0; i-- {
+			if v := get(ls[i].s); v != nil {
+				p.Sources[key] = ls[i].label(key)
+				return v
+			}
+		}
+		return nil
+	}
+	sp.Net.Allow = list("allow", func(s *config.Settings) []string { return s.Allow })
+	sp.Net.Deny = list("deny", func(s *config.Settings) []string { return s.Deny })
+	sp.Net.Publish = list("ports", func(s *config.Settings) []string { return s.Ports })
+	sp.Net.DNS = list("dns", func(s *config.Settings) []string { return s.DNS })
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.HostLoopback; v != nil {
+			sp.Net.HostLoopback = *v
+			p.Sources["host_loopback"] = ls[i].label("host_loopback")
+			break
+		}
+	}
+	if err := checkNetwork(sp); err != nil {
+		return err
 	}
 
 	// Lists: the highest layer that sets one wins whole.
@@ -915,6 +947,44 @@ func badValue(setting, value, want string) error {
 		setting = "--" + flagName(setting) + " / " + setting
 	}
 	e := fault.New(fault.BadValue, fmt.Sprintf("invalid %s value %q", setting, value), "", "use "+want, nil)
+	e.Exit = fault.ExitUsage
+	return e
+}
+
+// checkNetwork refuses network settings that do nothing in the chosen mode,
+// and entries that do not parse, before anything starts.
+func checkNetwork(sp *sandbox.Spec) error {
+	n := &sp.Net
+	switch {
+	case len(n.Allow) > 0 && sp.Network != sandbox.NetworkAllow:
+		return badValue("allow", strings.Join(n.Allow, ","), "--network allow to go with it (the network is "+string(sp.Network)+")")
+	case sp.Network == sandbox.NetworkAllow && len(n.Allow) == 0:
+		return badValue("network", "allow", "at least one --allow entry (a name, *.wildcard or CIDR)")
+	case sp.Network == sandbox.NetworkHost && len(n.Publish) > 0:
+		return badValue("publish", strings.Join(n.Publish, ","), "--network none, outbound or allow (with the host's network the ports are the host's already)")
+	case (len(n.Deny) > 0 || n.HostLoopback || len(n.DNS) > 0) && sp.Network != sandbox.NetworkAllow && sp.Network != sandbox.NetworkOutbound:
+		return badValue("network", string(sp.Network), "outbound or allow for --deny, --host-loopback and --dns")
+	}
+	if _, err := netpolicy.ParseRules(n.Allow, n.Deny); err != nil {
+		return badEntry(err)
+	}
+	for _, p := range n.Publish {
+		if _, err := netpolicy.ParsePublish(p); err != nil {
+			return badEntry(err)
+		}
+	}
+	for _, d := range n.DNS {
+		if _, err := netpolicy.ParseDNS(d); err != nil {
+			return badEntry(err)
+		}
+	}
+	return nil
+}
+
+// badEntry reports a network entry that does not parse; err says what is
+// wrong and what would be right.
+func badEntry(err error) error {
+	e := fault.New(fault.BadValue, err.Error(), "", "see docs/network.md for the forms each setting takes", nil)
 	e.Exit = fault.ExitUsage
 	return e
 }

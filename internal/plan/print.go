@@ -57,6 +57,18 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintf(w, "user:       %s%s\n", user, src("user"))
 		fmt.Fprintf(w, "hostname:   %s%s\n", sp.Hostname, src("hostname"))
 		fmt.Fprintf(w, "network:    %s%s\n", sp.Network, src("network"))
+		n := &sp.Net
+		for _, l := range []struct {
+			key  string
+			list []string
+		}{{"allow", n.Allow}, {"deny", n.Deny}, {"ports", n.Publish}, {"dns", n.DNS}} {
+			if len(l.list) > 0 {
+				fmt.Fprintf(w, "  %-10s%s%s\n", l.key+":", strings.Join(l.list, ", "), src(l.key))
+			}
+		}
+		if n.HostLoopback {
+			fmt.Fprintf(w, "  host loopback: at 10.0.2.2%s\n", src("host_loopback"))
+		}
 		fmt.Fprintf(w, "mounts:\n")
 		for _, m := range p.userMounts() {
 			mode := "rw"
@@ -165,6 +177,11 @@ func (p *Plan) JSON(w io.Writer) error {
 		Root      bool              `json:"root,omitempty"`
 		Hostname  string            `json:"hostname,omitempty"`
 		Network   string            `json:"network,omitempty"`
+		Allow     []string          `json:"allow,omitempty"`
+		Deny      []string          `json:"deny,omitempty"`
+		Ports     []string          `json:"ports,omitempty"`
+		DNS       []string          `json:"dns,omitempty"`
+		HostLoop  bool              `json:"host_loopback,omitempty"`
 		Mounts    []mount           `json:"mounts"`
 		Captures  []string          `json:"captures"`
 		Changeset string            `json:"changeset,omitempty"`
@@ -211,6 +228,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		}
 		out.Workspace, out.Access, out.Root = sp.Workspace, string(sp.Access), sp.Root
 		out.Hostname, out.Network = sp.Hostname, string(sp.Network)
+		out.Allow, out.Deny, out.Ports, out.DNS, out.HostLoop = sp.Net.Allow, sp.Net.Deny, sp.Net.Publish, sp.Net.DNS, sp.Net.HostLoopback
 		for _, m := range p.userMounts() {
 			out.Mounts = append(out.Mounts, mount{m.Source, m.Target, m.ReadOnly})
 		}
