@@ -68,18 +68,20 @@ func dialTCP(ctx context.Context, dst netip.AddrPort) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
+	// Ask the socket each time rather than trusting one wake-up: the
+	// connection may have completed before the poller was armed.
 	var cerr error
-	first := true
 	werr := rc.Write(func(fd uintptr) bool {
-		if first { // wait for writability before asking
-			first = false
-			return false
-		}
 		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-		if err != nil {
+		switch {
+		case err != nil:
 			cerr = err
-		} else if v != 0 {
+		case v != 0:
 			cerr = unix.Errno(v)
+		default:
+			if _, err := unix.Getpeername(int(fd)); err == unix.ENOTCONN {
+				return false // still connecting
+			}
 		}
 		return true
 	})
