@@ -7,13 +7,19 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need=""
-for pkg in gcc git e2fsprogs xz-utils zstd bzip2 bubblewrap hyperfine podman uidmap; do
+for pkg in gcc git e2fsprogs xz-utils zstd bzip2 iproute2 bubblewrap hyperfine podman uidmap slirp4netns passt; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 if [ -n "$need" ]; then
 	apt-get update -qq
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi
+
+# The network modes outbound and allow give each sandbox a TUN device.
+if [ ! -e /dev/net/tun ]; then
+	modprobe tun 2>/dev/null || true
+	[ -e /dev/net/tun ] || { mkdir -p /dev/net && mknod -m 0666 /dev/net/tun c 10 200; }
 fi
 
 . scripts/goenv.sh
