@@ -220,6 +220,7 @@ func newNetEnv(t *testing.T) *netEnv {
 		"deny.svc.test":   {h.addr},
 		"other.test":      {h.addr},
 		"meta.test":       {"169.254.169.254"},
+		"v6.test":         {h.addr6},
 	}
 	h.inside(t, func() {
 		for _, a := range []string{h.addr, "[" + h.addr6 + "]"} {
@@ -460,4 +461,18 @@ func TestNetworkPolicyLog(t *testing.T) {
 	if v.Kind != "dns" || v.Name != "other.test" || v.Time.IsZero() {
 		t.Errorf("logged %+v", v)
 	}
+}
+
+func TestNetworkIPv6(t *testing.T) {
+	e := newNetEnv(t)
+	spec := allowSpec(e, "v6.test")
+	r, res := netRun(t, spec, "tcp", "v6.test:7000")
+	wantOK(t, r, "echo ping", "tcp over IPv6 to an allowed name")
+	if len(res.Violations) != 0 {
+		t.Errorf("violations: %+v", res.Violations)
+	}
+	r, _ = netRun(t, spec, "udp", "v6.test:7001")
+	wantOK(t, r, "echo ping", "udp over IPv6 to an allowed name")
+	r, res = netRun(t, allowSpec(e, "allowed.test"), "udp", "["+e.host.addr6+"]:7001")
+	wantBlocked(t, r, res, "udp", "udp to a raw IPv6 address")
 }
