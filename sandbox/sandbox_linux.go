@@ -298,15 +298,13 @@ func netConfig(sp *Spec) (*netpolicy.Config, error) {
 		return nil, nil
 	}
 	if sp.Network == NetworkNone && len(n.Publish) == 0 {
-		if len(n.Allow)+len(n.Deny) > 0 || n.HostLoopback {
-			return nil, &SpecError{"network", errors.New("--allow, --deny and --host-loopback need --network allow or outbound")}
-		}
-		return nil, nil
+		return nil, nil // the rest of NetPolicy has nothing to act on
 	}
-	if sp.Network != NetworkAllow && len(n.Allow) > 0 {
-		return nil, &SpecError{"network", fmt.Errorf("--allow needs --network allow (the network is %s)", sp.Network)}
+	allow := n.Allow
+	if sp.Network != NetworkAllow {
+		allow = nil
 	}
-	rules, err := netpolicy.ParseRules(n.Allow, n.Deny)
+	rules, err := netpolicy.ParseRules(allow, n.Deny)
 	if err != nil {
 		return nil, &SpecError{"network", err}
 	}
@@ -933,6 +931,10 @@ func explainSetup(err error) error {
 	var se *native.SetupError
 	if !errors.As(err, &se) {
 		return err
+	}
+	if se.Step == 31 && (se.Errno == unix.EACCES || se.Errno == unix.EPERM || se.Errno == unix.ENOENT) {
+		return fmt.Errorf("%w: the network modes outbound and allow need /dev/net/tun: "+
+			"make it readable and writable by everyone (mode 0666, Debian's default; modprobe tun if it is missing), or run pinfold as root", err)
 	}
 	if se.Step == 9 && se.Errno == unix.EINVAL { // idmapping a mount
 		return fmt.Errorf("%w: the filesystem of %s does not support idmapped mounts; "+

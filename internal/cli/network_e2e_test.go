@@ -50,8 +50,7 @@ func TestNetworkViolationsReported(t *testing.T) {
 func TestNetworkFlagsChecked(t *testing.T) {
 	ws := t.TempDir()
 	for _, args := range [][]string{
-		{"--allow", "example.org"}, // needs --network allow
-		{"--network", "allow"},     // needs an entry
+		{"--network", "allow"}, // needs an entry
 		{"--network", "allow", "--allow", "https://example.org/x"},
 		{"--network", "host", "-p", "8080:80"},
 		{"--network", "outbound", "-p", "80"},
@@ -62,8 +61,9 @@ func TestNetworkFlagsChecked(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errs)
 		}
 	}
-	out, _, code := pf(t, ws, "plan", "--access", "ro", "--network", "allow", "--allow", "*.example.org", "--host-loopback", "--", "true")
-	if code != 0 || !strings.Contains(out, "allow:    *.example.org") || !strings.Contains(out, "host loopback") {
+	// An allow list alone means --network allow.
+	out, _, code := pf(t, ws, "plan", "--access", "ro", "--allow", "*.example.org", "--host-loopback", "--", "true")
+	if code != 0 || !strings.Contains(out, "network:    allow") || !strings.Contains(out, "allow:    *.example.org") || !strings.Contains(out, "host loopback") {
 		t.Errorf("plan: %d %q", code, out)
 	}
 }

@@ -34,7 +34,7 @@ func TestTemplatesLoad(t *testing.T) {
 			if install == nil || test == nil {
 				t.Fatalf("profiles %+v; want install and test", f.Profiles)
 			}
-			if *install.Settings.Role != "install" || *install.Settings.Network != "host" || *test.Settings.Network != "none" {
+			if *install.Settings.Role != "install" || *install.Settings.Network != "outbound" || *test.Settings.Network != "none" {
 				t.Errorf("install %+v, test %+v", install.Settings, test.Settings)
 			}
 			if name != "generic" && (!*install.Settings.RequireLockfile || len(install.Settings.LockfileFiles) == 0 || len(f.Settings.Caches) == 0) {

@@ -147,6 +147,7 @@ func (s *Stack) violate(v Violation) {
 	s.mu.Lock()
 	if i, ok := s.vindex[key]; ok {
 		s.viol[i].Count++
+		v.Count = s.viol[i].Count
 	} else if len(s.viol) < maxViolations {
 		v.Count = 1
 		s.vindex[key] = len(s.viol)
@@ -198,7 +199,7 @@ func (s *Stack) write(pkt []byte) {
 func special(a netip.Addr) bool {
 	return a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() || a.IsMulticast() ||
 		a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() ||
-		a == netip.AddrFrom16([16]byte{0xfd, 0x00, 0x0e, 0xc2, 15: 0x54}) // fd00:ec2::254
+		a == netip.AddrFrom16([16]byte{0xfd, 0x00, 0x0e, 0xc2, 14: 0x02, 15: 0x54}) // fd00:ec2::254
 }
 
 // decision is where a connection from the sandbox may go.

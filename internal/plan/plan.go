@@ -370,7 +370,7 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 		return badValue("hostname", host, "letters, digits, '-' and '.', at most 64 characters")
 	}
 
-	network, _ := pick("network", func(s *config.Settings) *string { return s.Network })
+	network, netLayer := pick("network", func(s *config.Settings) *string { return s.Network })
 	switch n := sandbox.Network(network); n {
 	case "":
 		sp.Network = sandbox.NetworkNone
@@ -398,6 +398,11 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 			p.Sources["host_loopback"] = ls[i].label("host_loopback")
 			break
 		}
+	}
+	if len(sp.Net.Allow) > 0 && netLayer < 0 {
+		// An allow list with no network chosen means that list.
+		sp.Network = sandbox.NetworkAllow
+		p.Sources["network"] = p.Sources["allow"]
 	}
 	if err := checkNetwork(sp); err != nil {
 		return err
@@ -955,15 +960,14 @@ func badValue(setting, value, want string) error {
 // and entries that do not parse, before anything starts.
 func checkNetwork(sp *sandbox.Spec) error {
 	n := &sp.Net
+	// Settings a mode has no use for (an allow list with outbound, a deny
+	// list with none...) are left alone, so that a profile can change the
+	// mode of a file that sets them; only contradictions are refused.
 	switch {
-	case len(n.Allow) > 0 && sp.Network != sandbox.NetworkAllow:
-		return badValue("allow", strings.Join(n.Allow, ","), "--network allow to go with it (the network is "+string(sp.Network)+")")
 	case sp.Network == sandbox.NetworkAllow && len(n.Allow) == 0:
 		return badValue("network", "allow", "at least one --allow entry (a name, *.wildcard or CIDR)")
 	case sp.Network == sandbox.NetworkHost && len(n.Publish) > 0:
 		return badValue("publish", strings.Join(n.Publish, ","), "--network none, outbound or allow (with the host's network the ports are the host's already)")
-	case (len(n.Deny) > 0 || n.HostLoopback || len(n.DNS) > 0) && sp.Network != sandbox.NetworkAllow && sp.Network != sandbox.NetworkOutbound:
-		return badValue("network", string(sp.Network), "outbound or allow for --deny, --host-loopback and --dns")
 	}
 	if _, err := netpolicy.ParseRules(n.Allow, n.Deny); err != nil {
 		return badEntry(err)
