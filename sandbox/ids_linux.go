@@ -15,6 +15,10 @@ const (
 	hostIDSize = 65536
 )
 
+// HostIDBase is the host id that root inside maps to when pinfold runs as
+// root: the shift bases in the store are built with.
+const HostIDBase = hostIDBase
+
 // idPlan is how ids map between the sandbox and the host.
 type idPlan struct {
 	uidMap, gidMap     string

@@ -42,12 +42,20 @@ const (
 	// BaseTar uses a tarball (.tar, gzip, bzip2, xz or zstd), extracted once
 	// into the store and reused.
 	BaseTar BaseKind = "tar"
+	// BaseDebian12 is pinfold's curated Debian 12 base, built into the
+	// store with debootstrap (store.BuildCurated) before first use.
+	BaseDebian12 BaseKind = "debian-12"
+	// BaseOCI is a container image: an OCI layout directory, or a
+	// docker-archive or oci-archive tarball (podman save, docker save),
+	// unpacked once into the store.
+	BaseOCI BaseKind = "oci"
 )
 
 // Base is the root filesystem of a sandbox.
 type Base struct {
 	Kind BaseKind
-	Path string // for BaseDir and BaseTar
+	Path string // for BaseDir, BaseTar and BaseOCI
+	Ref  string // BaseOCI: which image of the file ("" for the only one)
 }
 
 // Access is what the command may do to the workspace.

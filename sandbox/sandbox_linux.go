@@ -42,6 +42,8 @@ type Sandbox struct {
 	name   string // prefix of cgroup names: "<pid>-<starttime>"
 	seq    atomic.Uint64
 	net    *netpolicy.Config // nil: no userspace network stack
+	// releaseBase ends the mark that keeps a store base from removal.
+	releaseBase func()
 
 	// pre is an init spawned by New while it was still preparing the
 	// config, taken by the first Run.
@@ -124,13 +126,13 @@ func normalize(s *Spec) error {
 		s.Limits.TmpSize = DefaultTmpSize
 	}
 	switch s.Base.Kind {
-	case BaseHost:
-	case BaseDir, BaseTar:
+	case BaseHost, BaseDebian12:
+	case BaseDir, BaseTar, BaseOCI:
 		if s.Base.Path == "" {
 			return &SpecError{"base", fmt.Errorf("base %s needs a path", s.Base.Kind)}
 		}
 	default:
-		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, dir or tar)", s.Base.Kind)}
+		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, debian-12, dir, tar or oci)", s.Base.Kind)}
 	}
 	switch s.Network {
 	case NetworkNone, NetworkHost, NetworkOutbound, NetworkAllow:
@@ -341,8 +343,8 @@ func (s *Sandbox) configure(ctx context.Context) error {
 			return &SpecError{"base", err}
 		}
 		plan.baseRoot = d
-	case BaseTar:
-		root, err := s.tarBase(ctx)
+	case BaseTar, BaseOCI, BaseDebian12:
+		root, err := s.storeBase(ctx)
 		if err != nil {
 			return err
 		}
@@ -434,7 +436,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 // ErrLimits is wrapped by errors about limits this host cannot enforce.
 var ErrLimits = errors.New("cannot enforce the limits")
 
-func (s *Sandbox) tarBase(ctx context.Context) (string, error) {
+func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	dir := s.spec.Store
 	if dir == "" {
 		d, err := store.DefaultDir()
@@ -451,10 +453,19 @@ func (s *Sandbox) tarBase(ctx context.Context) (string, error) {
 	if os.Geteuid() == 0 {
 		shift = hostIDBase
 	}
-	b, err := st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
+	var b store.Base
+	switch s.spec.Base.Kind {
+	case BaseTar:
+		b, err = st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
+	case BaseOCI:
+		b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
+	case BaseDebian12:
+		b, err = st.CuratedBase(string(s.spec.Base.Kind))
+	}
 	if err != nil {
 		return "", &SpecError{"base", err}
 	}
+	s.releaseBase = store.UseBase(b.Root)
 	return b.Root, nil
 }
 
@@ -759,6 +770,9 @@ func (s *Sandbox) Close() error {
 		}
 	}
 	s.bg.Wait()
+	if s.releaseBase != nil {
+		defer s.releaseBase()
+	}
 	if s.pool != nil {
 		for {
 			select {

@@ -39,6 +39,7 @@ func commands() []command {
 		{"init", "write a starter pinfold.yaml", initMain},
 		{"doctor", "check this host can run sandboxes", doctorMain},
 		{"shim", "route tools like npm through pinfold", shimMain},
+		{"base", "list, build and remove bases", baseMain},
 		{"clean", "remove what killed runs left behind", cleanMain},
 		{"version", "print the version", versionMain},
 	}

@@ -170,6 +170,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err := makeCaches(p); err != nil {
 		return fail(io, classify(err, p))
 	}
+	if err := ensureBase(ctx, io, p); err != nil {
+		return fail(io, err)
+	}
 	cs, unlock, err := startChangeset(p)
 	if err != nil {
 		return fail(io, classify(err, p))

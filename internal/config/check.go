@@ -20,15 +20,15 @@ func checkNotEmpty(s string) string {
 func checkBase(s string) string {
 	kind, p, ok := strings.Cut(s, ":")
 	switch {
-	case s == "host":
+	case s == "host" || s == "debian-12":
 		return ""
-	case ok && (kind == "dir" || kind == "tar"):
+	case ok && (kind == "dir" || kind == "tar" || kind == "oci"):
 		if p == "" {
 			return kind + ": needs a path, like " + kind + ":./rootfs"
 		}
 		return checkHostPath(p)
 	}
-	return "use host, dir:PATH or tar:PATH"
+	return "use host, debian-12, dir:PATH, tar:PATH or oci:PATH"
 }
 
 // checkHostPath accepts a path on the host: absolute, relative to the

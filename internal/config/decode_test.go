@@ -191,7 +191,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"dispatch in profile", v + "profiles:\n  a:\n    dispatch: []\n", `4:5: "dispatch" belongs at the top level, not in profile "a"`},
 		{"backend", v + "backend: docker\n", `2:10: invalid backend "docker"; allowed: native, host, auto`},
 		{"backend typo", v + "backend: nativ\n", `2:10: invalid backend "nativ" (did you mean "native"?); allowed: native, host, auto`},
-		{"base", v + "base: debian\n", `2:7: invalid base "debian": use host, dir:PATH or tar:PATH`},
+		{"base", v + "base: debian\n", `2:7: invalid base "debian": use host, debian-12, dir:PATH, tar:PATH or oci:PATH`},
 		{"base no path", v + "base: \"tar:\"\n", `2:7: invalid base "tar:": tar: needs a path, like tar:./rootfs`},
 		{"access", v + "access: write\n", `2:9: invalid access "write"; allowed: changeset, rw, ro, none`},
 		{"network", v + "network: hots\n", `2:10: invalid network "hots" (did you mean "host"?); allowed: none, host, outbound, allow`},

@@ -32,6 +32,11 @@ const (
 	BadBase          Code = "PF120" // the base cannot be used
 	BaseImport       Code = "PF121" // importing a tarball base failed
 	BadMount         Code = "PF122" // a --mount cannot be made
+	BaseBuild        Code = "PF123" // building a curated base failed (mirror, disk, tool)
+	FormatMismatch   Code = "PF124" // a store object written by another format version
+	CapUnknown       Code = "PF125" // no capability of that name
+	CapUnavailable   Code = "PF126" // the capability has no packages for the base
+	MissingLibrary   Code = "PF127" // a system library the command needs is not in the sandbox
 	Limits           Code = "PF130" // this host cannot enforce a requested limit
 	Setup            Code = "PF140" // the kernel refused a step of building the sandbox
 	IDMap            Code = "PF141" // idmapped mounts unsupported where needed

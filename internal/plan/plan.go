@@ -872,10 +872,19 @@ func parseBase(s, dir, home string) (sandbox.Base, error) {
 	switch {
 	case s == "" || s == "host":
 		return sandbox.Base{Kind: sandbox.BaseHost}, nil
+	case s == "debian-12":
+		return sandbox.Base{Kind: sandbox.BaseDebian12}, nil
 	case (kind == "dir" || kind == "tar") && path != "":
 		return sandbox.Base{Kind: sandbox.BaseKind(kind), Path: hostPath(path, dir, home)}, nil
+	case kind == "oci" && path != "":
+		// oci:PATH or oci:PATH:REF, as podman writes them.
+		ref := ""
+		if i := strings.LastIndexByte(path, ':'); i > 0 && !strings.Contains(path[i:], "/") {
+			path, ref = path[:i], path[i+1:]
+		}
+		return sandbox.Base{Kind: sandbox.BaseOCI, Path: hostPath(path, dir, home), Ref: ref}, nil
 	}
-	return sandbox.Base{}, badValue("base", s, "host, dir:PATH or tar:PATH")
+	return sandbox.Base{}, badValue("base", s, "host, debian-12, dir:PATH, tar:PATH or oci:PATH[:REF]")
 }
 
 func trustOf(b sandbox.Base) string {
@@ -884,6 +893,10 @@ func trustOf(b sandbox.Base) string {
 		return "tar base: extracted by content digest (sha256), no signature checked"
 	case sandbox.BaseDir:
 		return "dir base: used as it is, nothing verified"
+	case sandbox.BaseDebian12:
+		return "debian-12: built by pinfold with debootstrap from the machine's Debian mirror (apt verifies the packages' signatures); named by the digest of its tree"
+	case sandbox.BaseOCI:
+		return "oci base: layers checked against their sha256 digests, no signature checked"
 	}
 	return "host base: the host's own system directories, read-only"
 }

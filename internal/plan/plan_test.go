@@ -90,7 +90,7 @@ func TestResolveFlags(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	for _, f := range []Flags{
-		{Base: "oci:x"}, {Base: "dir:"}, {Access: "rwx"}, {Network: "outbound-only"}, {Network: "allow"}, {Network: "host", Publish: []string{"80:80"}}, {Network: "allow", Allow: []string{"https://x.org/"}}, {Network: "outbound", Publish: []string{"x"}}, {Network: "outbound", DNS: []string{"resolver"}}, {User: "nobody"},
+		{Base: "oci:"}, {Base: "debian-11"}, {Base: "dir:"}, {Access: "rwx"}, {Network: "outbound-only"}, {Network: "allow"}, {Network: "host", Publish: []string{"80:80"}}, {Network: "allow", Allow: []string{"https://x.org/"}}, {Network: "outbound", Publish: []string{"x"}}, {Network: "outbound", DNS: []string{"resolver"}}, {User: "nobody"},
 		{Hostname: "bad host"}, {Memory: "1k"}, {Memory: "lots"}, {Pids: "0"}, {CPUs: "-1"},
 		{TmpSize: "10"}, {Timeout: "soon"}, {Mounts: []string{"/a"}}, {Mounts: []string{"/a:rel"}},
 		{Env: []string{"=x"}}, {Workdir: "rel"},

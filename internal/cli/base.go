@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+const baseUsage = `Usage: pinfold base ls [--json]
+       pinfold base build debian-12 [--mirror URL]
+       pinfold base rm ID...
+
+Bases are the root filesystems sandboxes start from. tar: and oci: bases
+are unpacked into the store on first use; debian-12 is built by pinfold
+with debootstrap from the Debian mirror of the machine's apt sources (on
+first use too). Each is named by the sha256 of its content.
+`
+
+func baseMain(ctx context.Context, io *IO, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(io.Stdout, baseUsage)
+		if len(args) == 0 {
+			return fault.ExitUsage
+		}
+		return 0
+	}
+	dir, err := storeDir()
+	if err != nil {
+		return fail(io, err)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return fail(io, fault.New(fault.Store, "opening the store: "+err.Error(), "", "check the permissions of "+dir, err))
+	}
+	switch args[0] {
+	case "ls":
+		return baseList(io, st, args[1:])
+	case "build":
+		var mirror string
+		fs := newFlagSet("base build")
+		fs.String(&mirror, "mirror", 0, "URL", "Debian mirror (default: the machine's apt sources)")
+		rest, err := fs.Parse(args[1:])
+		if err != nil {
+			return fail(io, err)
+		}
+		if fs.help || len(rest) != 1 {
+			fmt.Fprint(io.Stdout, baseUsage)
+			return fault.ExitUsage
+		}
+		b, err := buildBase(ctx, io, st, rest[0], mirror)
+		if err != nil {
+			return fail(io, err)
+		}
+		fmt.Fprintf(io.Stdout, "%s %s\n", rest[0], b.Digest)
+		return 0
+	case "rm":
+		if len(args) < 2 {
+			return fail(io, fault.New(fault.Usage, "pinfold base rm needs an id", "", "pinfold base ls lists the ids", nil))
+		}
+		code := 0
+		for _, id := range args[1:] {
+			b, err := st.FindBase(id)
+			if err == nil {
+				err = st.RemoveBase(b)
+			}
+			if err != nil {
+				code = fail(io, fault.New(fault.Store, err.Error(), "", "", err))
+				continue
+			}
+			fmt.Fprintf(io.Stdout, "removed %s %s\n", b.Kind, b.ID)
+		}
+		return code
+	}
+	return fail(io, fault.New(fault.Usage, "unknown command pinfold base "+args[0], "", "use ls, build or rm", nil))
+}
+
+func baseList(io *IO, st *store.Store, args []string) int {
+	var asJSON bool
+	fs := newFlagSet("base ls")
+	fs.Bool(&asJSON, "json", 0, "print JSON")
+	if _, err := fs.Parse(args); err != nil {
+		return fail(io, err)
+	}
+	bases, err := st.Bases()
+	if err != nil {
+		return fail(io, fault.New(fault.Store, "listing bases: "+err.Error(), "", "", err))
+	}
+	if asJSON {
+		type row struct {
+			Kind    string `json:"kind"`
+			ID      string `json:"id"`
+			Source  string `json:"source"`
+			Created string `json:"created"`
+		}
+		rows := []row{}
+		for _, b := range bases {
+			rows = append(rows, row{b.Kind, b.ID, b.Source, b.Created})
+		}
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		io.Stdout.Write(append(b, '\n'))
+		return 0
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tID\tCREATED\tSOURCE")
+	for _, b := range bases {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Kind, strings.TrimPrefix(b.ID, "sha256:")[:12], b.Created, b.Source)
+	}
+	tw.Flush()
+	return 0
+}
+
+// buildBase builds a curated base with a progress display on stderr.
+func buildBase(ctx context.Context, io *IO, st *store.Store, name, mirror string) (store.Base, error) {
+	var shift uint32
+	if os.Geteuid() == 0 {
+		shift = sandbox.HostIDBase
+	}
+	_, termErr := unix.IoctlGetTermios(int(io.Stderr.Fd()), unix.TCGETS)
+	tty := termErr == nil
+	last := ""
+	n := 0
+	progress := func(step string) {
+		verb, _, _ := strings.Cut(step, " ")
+		n++
+		if tty {
+			if len(step) > 70 {
+				step = step[:70]
+			}
+			fmt.Fprintf(io.Stderr, "\r\033[Kpinfold: %s: %s", name, step)
+			return
+		}
+		if verb != last { // one line per phase when nobody watches
+			fmt.Fprintf(io.Stderr, "pinfold: %s: %s\n", name, step)
+			last = verb
+		}
+	}
+	fmt.Fprintf(io.Stderr, "pinfold: building %s with debootstrap (once; it is kept in the store)\n", name)
+	b, err := st.BuildCurated(ctx, name, store.BuildOptions{Mirror: mirror, UIDShift: shift, Progress: progress})
+	if tty {
+		fmt.Fprint(io.Stderr, "\r\033[K")
+	}
+	if err != nil {
+		if errors.Is(err, store.ErrUnknownBase) {
+			return b, fault.New(fault.BadValue, err.Error(), "", "use one of: "+strings.Join(store.CuratedNames[:], ", "), err)
+		}
+		return b, fault.New(fault.BaseBuild, err.Error(), "", "see the message above", err)
+	}
+	fmt.Fprintf(io.Stderr, "pinfold: %s is %s\n", name, b.Digest)
+	return b, nil
+}
+
+// ensureBase builds a curated base the plan uses on its first use.
+func ensureBase(ctx context.Context, io *IO, p *plan.Plan) error {
+	if p.Sandbox.Base.Kind != sandbox.BaseDebian12 {
+		return nil
+	}
+	dir, err := storeDir()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return fault.New(fault.Store, "opening the store: "+err.Error(), "", "check the permissions of "+dir, err)
+	}
+	name := string(p.Sandbox.Base.Kind)
+	if _, err := st.CuratedBase(name); !errors.Is(err, store.ErrNotBuilt) {
+		return nil // there, or another problem the sandbox reports
+	}
+	_, err = buildBase(ctx, io, st, name, "")
+	return err
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrInUse: a running sandbox uses the base.
+var ErrInUse = errors.New("in use by a running sandbox")
+
+// BaseInfo describes a base in the store.
+type BaseInfo struct {
+	Kind    string // tar, oci or a curated name (debian-12)
+	ID      string // sha256:<hex>
+	Source  string // the archive, image or mirror it came from
+	Created string
+	Dir     string // bases/<kind>/<hex>
+}
+
+// baseKinds are the directories of bases/.
+func (s *Store) baseKinds() []string {
+	kinds := []string{"tar", "oci"}
+	return append(kinds, CuratedNames[:]...)
+}
+
+// Bases lists the bases in the store, newest first.
+func (s *Store) Bases() ([]BaseInfo, error) {
+	var out []BaseInfo
+	for _, kind := range s.baseKinds() {
+		entries, err := os.ReadDir(s.dir + "/bases/" + kind)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		for _, e := range entries {
+			if !isHex(e.Name()) {
+				continue
+			}
+			dir := s.dir + "/bases/" + kind + "/" + e.Name()
+			b, err := os.ReadFile(dir + "/manifest.json")
+			if err != nil {
+				continue // an entry being removed
+			}
+			var m struct {
+				Source, Mirror, Created string
+			}
+			json.Unmarshal(b, &m)
+			src := m.Source
+			if src == "" {
+				src = m.Mirror
+			}
+			out = append(out, BaseInfo{Kind: kind, ID: digestPrefix + e.Name(), Source: src, Created: m.Created, Dir: dir})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created > out[j].Created })
+	return out, nil
+}
+
+// FindBase returns the base whose id (with or without "sha256:") starts
+// with prefix.
+func (s *Store) FindBase(prefix string) (BaseInfo, error) {
+	prefix = strings.TrimPrefix(prefix, digestPrefix)
+	if len(prefix) < 4 || !isHex(prefix) {
+		return BaseInfo{}, fmt.Errorf("base id %q: give at least 4 hex digits of an id from pinfold base ls", prefix)
+	}
+	all, err := s.Bases()
+	if err != nil {
+		return BaseInfo{}, err
+	}
+	var found []BaseInfo
+	for _, b := range all {
+		if strings.HasPrefix(strings.TrimPrefix(b.ID, digestPrefix), prefix) {
+			found = append(found, b)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return BaseInfo{}, fmt.Errorf("no base %s in the store (pinfold base ls lists them)", prefix)
+	case 1:
+		return found[0], nil
+	}
+	return BaseInfo{}, fmt.Errorf("base id %s is ambiguous: %d bases start with it", prefix, len(found))
+}
+
+// UseBase marks the base whose root is root as in use until the returned
+// function is called: RemoveBase and the garbage collector leave it alone.
+// The mark is a shared lock, so it goes away with the process.
+func UseBase(root string) (release func()) {
+	fd, err := unix.Open(strings.TrimSuffix(root, "/rootfs")+"/manifest.json", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	if unix.Flock(fd, unix.LOCK_SH) != nil {
+		unix.Close(fd)
+		return func() {}
+	}
+	return func() { unix.Close(fd) }
+}
+
+// RemoveBase deletes a base unless a running sandbox uses it. Curated
+// indexes that point at it are removed too.
+func (s *Store) RemoveBase(b BaseInfo) error {
+	fd, err := unix.Open(b.Dir+"/manifest.json", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("removing base %s: %w", b.ID, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("removing base %s: %w", b.ID, ErrInUse)
+	}
+	if err := os.MkdirAll(s.dir+"/tmp", 0o700); err != nil {
+		return err
+	}
+	gone, err := s.workName()
+	if err != nil {
+		return err
+	}
+	// Out of bases/ at once; the files go after.
+	if err := os.Rename(b.Dir, gone); err != nil {
+		return fmt.Errorf("removing base %s: %w", b.ID, err)
+	}
+	if idx := s.dir + "/index/curated/" + b.Kind; b.Kind != "tar" && b.Kind != "oci" {
+		if cur, err := os.ReadFile(idx); err == nil && strings.TrimSpace(string(cur)) == b.ID {
+			os.Remove(idx)
+		}
+	}
+	if b.Kind == "tar" {
+		s.dropIndex(b.ID)
+	}
+	return removeTree(gone)
+}
+
+// dropIndex removes the tar index entries that point at digest.
+func (s *Store) dropIndex(digest string) {
+	entries, _ := os.ReadDir(s.dir + "/index/tar")
+	for _, e := range entries {
+		p := s.dir + "/index/tar/" + e.Name()
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == digest {
+			os.Remove(p)
+		}
+	}
+}
