@@ -7,3 +7,4 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold ./cmd/pinfold
 CGO_ENABLED=0 go run ./bench/startup -pinfold bin/pinfold -rounds "${ROUNDS:-300}"
 CGO_ENABLED=0 go run ./bench/workload -pinfold bin/pinfold -rounds "${WORKLOAD_ROUNDS:-10}"
 CGO_ENABLED=0 go run ./bench/changeset -pinfold bin/pinfold
+CGO_ENABLED=0 go run ./bench/network -pinfold bin/pinfold

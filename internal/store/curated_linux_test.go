@@ -67,7 +67,7 @@ func TestTreeDigest(t *testing.T) {
 func TestAptMirror(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
-		"etc/apt/sources.list": "# none here\ndeb [arch=amd64 signed-by=/k.gpg] http://one.example/debian bookworm-updates main\n",
+		"etc/apt/sources.list":                      "# none here\ndeb [arch=amd64 signed-by=/k.gpg] http://one.example/debian bookworm-updates main\n",
 		"etc/apt/sources.list.d/a-disabled.sources": "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n",
 		"etc/apt/sources.list.d/b-src.sources":      "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n",
 		"etc/apt/sources.list.d/c.sources": "Types: deb\n# a comment\nURIs: http://mirror.example/debian/\n  http://second.example/debian\n" +

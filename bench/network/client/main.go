@@ -1,12 +1,16 @@
 // Command client runs inside the sandboxes of bench/network. It talks to
 // the bench's servers and prints one JSON line with what it measured.
 //
-//	client up HOST:PORT BYTES     send BYTES, half-close, read the server's count
-//	client down HOST:PORT BYTES   ask for BYTES, read them to EOF
+//	client up HOST:PORT BYTES     send the count and BYTES, read the sink's count
+//	client down HOST:PORT BYTES   ask the source for BYTES, read them
 //	client rtt HOST:PORT N        N times: connect, send 1 byte, read it back, close
+//
+// Transfers are framed by an 8-byte count rather than ended by a
+// half-close, so that they do not depend on how a network forwards FIN.
 package main
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -55,6 +59,9 @@ func run(args []string) (result, error) {
 			return result{}, err
 		}
 		defer c.Close()
+		if err := binary.Write(c, binary.BigEndian, n); err != nil {
+			return result{}, err
+		}
 		buf := make([]byte, 1<<20)
 		for left := n; left > 0; {
 			b := buf[:min(left, int64(len(buf)))]
@@ -63,14 +70,12 @@ func run(args []string) (result, error) {
 			}
 			left -= int64(len(b))
 		}
-		c.(*net.TCPConn).CloseWrite()
-		reply, err := io.ReadAll(c) // the sink's count, once it has everything
+		reply, err := bufio.NewReader(c).ReadString('\n') // the sink's count, once it has everything
 		if err != nil {
 			return result{}, err
 		}
 		el := time.Since(start)
-		got, err := strconv.ParseInt(strings.TrimSpace(string(reply)), 10, 64)
-		if err != nil || got != n {
+		if got, err := strconv.ParseInt(strings.TrimSpace(reply), 10, 64); err != nil || got != n {
 			return result{}, fmt.Errorf("the sink got %q bytes, sent %d", reply, n)
 		}
 		return result{Bytes: n, Nanos: el.Nanoseconds()}, nil
@@ -84,14 +89,15 @@ func run(args []string) (result, error) {
 		if err := binary.Write(c, binary.BigEndian, n); err != nil {
 			return result{}, err
 		}
-		got, err := io.CopyBuffer(io.Discard, c, make([]byte, 1<<20))
-		if err != nil {
-			return result{}, err
+		buf := make([]byte, 1<<20)
+		for left := n; left > 0; {
+			k, err := c.Read(buf[:min(left, int64(len(buf)))])
+			if err != nil {
+				return result{}, fmt.Errorf("after %d of %d bytes: %v", n-left, n, err)
+			}
+			left -= int64(k)
 		}
 		el := time.Since(start)
-		if got != n {
-			return result{}, fmt.Errorf("got %d bytes, asked for %d", got, n)
-		}
 		return result{Bytes: n, Nanos: el.Nanoseconds()}, nil
 	case "rtt":
 		r := result{RTTs: make([]int64, 0, n)}
