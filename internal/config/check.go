@@ -314,3 +314,21 @@ func checkDNS(s string) string {
 	}
 	return ""
 }
+
+// checkSystemCapability accepts a capability name of the catalog's form;
+// the plan checks it against the catalog for the base.
+func checkSystemCapability(s string) string {
+	if checkCapability(s) == "" && strings.ToUpper(s) == s {
+		return "that is a Linux capability: grant it with cap_add (capabilities lists what the system must provide, like postgres or imagecodecs)"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
+			return "names are lowercase letters, digits and '-', like postgres or imagecodecs"
+		}
+	}
+	if s == "" {
+		return "it is empty"
+	}
+	return ""
+}

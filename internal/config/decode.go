@@ -339,8 +339,15 @@ func (d *decoder) setting(s *Settings, k, v *node, w where) (ok bool, err error)
 		s.Hostname, err = d.stringp(v, name, checkHostname)
 	case "mounts":
 		s.Mounts, err = d.mounts(v, w)
+	case "cap_add":
+		s.CapAdd, err = d.strings(v, name, checkCapability)
 	case "capabilities":
-		s.Capabilities, err = d.strings(v, name, checkCapability)
+		s.Capabilities, err = d.strings(v, name, checkSystemCapability)
+	case "auto":
+		var b bool
+		if b, err = d.boolean(v, name); err == nil {
+			s.Auto = &b
+		}
 	case "env":
 		s.Env, err = d.env(s, k, v, w)
 	case "caches":

@@ -24,7 +24,7 @@ mounts:
   - ./data:/data:ro
   - /srv/x:/x
   - {source: ~/.gitconfig, target: /tmp/.gitconfig, readonly: true}
-capabilities: [NET_RAW, CAP_NET_BIND_SERVICE]
+cap_add: [NET_RAW, CAP_NET_BIND_SERVICE]
 env:
   pass: [LANG, "LC_*"]
   set:
@@ -90,7 +90,7 @@ func TestDecodeEveryKey(t *testing.T) {
 			{Pos: Pos{12, 5}, Source: "/srv/x", Target: "/x"},
 			{Pos: Pos{13, 5}, Source: "~/.gitconfig", Target: "/tmp/.gitconfig", ReadOnly: true},
 		},
-		Capabilities: []string{"NET_RAW", "CAP_NET_BIND_SERVICE"},
+		CapAdd: []string{"NET_RAW", "CAP_NET_BIND_SERVICE"},
 		Env: &EnvPolicy{Pos: Pos{15, 1}, Pass: []string{"LANG", "LC_*"}, Deny: []string{"*TOKEN*"},
 			Set: map[string]string{"A": "1", "B": "two words", "C": ""}, SetOrder: []string{"A", "B", "C"}},
 		Caches: []Cache{{Pos: Pos{23, 5}, Name: "npm", Path: "/tmp/.npm"}},
@@ -106,7 +106,7 @@ func TestDecodeEveryKey(t *testing.T) {
 	}
 	wantPos := map[string]Pos{
 		"backend": {2, 1}, "base": {3, 1}, "access": {4, 1}, "workspace": {5, 1}, "workdir": {6, 1},
-		"network": {7, 1}, "user": {8, 1}, "hostname": {9, 1}, "mounts": {10, 1}, "capabilities": {14, 1},
+		"network": {7, 1}, "user": {8, 1}, "hostname": {9, 1}, "mounts": {10, 1}, "cap_add": {14, 1},
 		"env": {15, 1}, "env.pass": {16, 3}, "env.set": {17, 3}, "env.set.A": {18, 5}, "env.set.B": {19, 5},
 		"env.set.C": {20, 5}, "env.deny": {21, 3}, "caches": {22, 1}, "secrets": {25, 1}, "limits": {31, 1},
 		"limits.memory": {32, 3}, "limits.pids": {33, 3}, "limits.cpus": {34, 3}, "limits.timeout": {35, 3},
@@ -214,12 +214,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"mount map unknown", v + "mounts:\n  - {source: /a, target: /b, mode: ro}\n", `3:30: unknown key "mode" in a mount`},
 		{"mount map missing", v + "mounts:\n  - {source: /a}\n", `3:5: a mount needs a source and a target`},
 		{"mount readonly", v + "mounts:\n  - {source: /a, target: /b, readonly: yes}\n", `3:40: readonly must be true or false, not "yes"`},
-		{"capability lower case", v + "capabilities: [net_raw]\n", `2:16: invalid capabilities item "net_raw": not a Linux capability (did you mean NET_RAW?); names look like NET_RAW or CAP_NET_RAW`},
+		{"capability lower case", v + "cap_add: [net_raw]\n", `2:11: invalid cap_add item "net_raw": not a Linux capability (did you mean NET_RAW?); names look like NET_RAW or CAP_NET_RAW`},
 		{"memory exponent", v + "limits:\n  memory: 1e9\n", `3:11: invalid limits.memory "1e9": use a size of at least 4m, like 512m or 2g`},
 		{"memory spaces", v + "limits:\n  memory: 1 g\n", `3:11: invalid limits.memory "1 g": use a size of at least 4m, like 512m or 2g`},
 		{"timeout negative", v + "limits:\n  timeout: -5m\n", `3:12: invalid limits.timeout "-5m": use a duration like 30s, 5m or 1h30m, or a number of seconds`},
 		{"timeout inf", v + "limits:\n  timeout: inf\n", `3:12: invalid limits.timeout "inf": use a duration like 30s, 5m or 1h30m, or a number of seconds`},
-		{"capability", v + "capabilities: [NET_RWA]\n", `2:16: invalid capabilities item "NET_RWA": not a Linux capability (did you mean NET_RAW?); names look like NET_RAW or CAP_NET_RAW`},
+		{"capability", v + "cap_add: [NET_RWA]\n", `2:11: invalid cap_add item "NET_RWA": not a Linux capability (did you mean NET_RAW?); names look like NET_RAW or CAP_NET_RAW`},
 		{"env scalar", v + "env: LANG\n", `2:6: env must be a mapping (pass:, set:, deny:), not a single value`},
 		{"env unknown", v + "env:\n  allow: [A]\n", `3:3: unknown key "allow" in env`},
 		{"env unknown in profile", v + "profiles:\n  p:\n    env: {pas: [A]}\n", `4:11: unknown key "pas" in env of profile "p" (did you mean "pass"?)`},
@@ -322,7 +322,7 @@ func TestErrorRendering(t *testing.T) {
 	want := `pinfold.yaml:5:5: unknown key "netwrok" in profile "install" (did you mean "network"?)
     5 |     netwrok: host
       |     ^
-allowed keys: access, allow, backend, base, caches, capabilities, capture, deny, dns, env, host, host_loopback, hostname, limits, lockfile_files, mounts, network, ports, pre_run, require_lockfile, role, secrets, user, workdir`
+allowed keys: access, allow, auto, backend, base, caches, cap_add, capabilities, capture, deny, dns, env, host, host_loopback, hostname, limits, lockfile_files, mounts, network, ports, pre_run, require_lockfile, role, secrets, user, workdir`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}

@@ -6,13 +6,13 @@ package config
 // config/pinfold.schema.json lists exactly these.
 
 var topKeys = [...]string{
-	"access", "allow", "backend", "base", "caches", "capabilities", "capture", "deny", "dispatch", "dns",
-	"env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports",
+	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny",
+	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports",
 	"pre_run", "profiles", "require_lockfile", "role", "secrets", "user", "version", "workdir", "workspace",
 }
 
 var profileKeys = [...]string{
-	"access", "allow", "backend", "base", "caches", "capabilities", "capture", "deny", "dns", "env", "host",
+	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny", "dns", "env", "host",
 	"host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports", "pre_run",
 	"require_lockfile", "role", "secrets", "user", "workdir",
 }

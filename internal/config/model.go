@@ -79,7 +79,12 @@ type Settings struct {
 	// Capture lists host directories besides the workspace whose writes are
 	// kept in the changeset instead of reaching them.
 	Capture      []string
-	Capabilities []string // granted capabilities (NET_RAW...)
+	CapAdd       []string // Linux capabilities granted inside (NET_RAW...)
+	// Capabilities are what the sandbox's system must provide (postgres,
+	// imagecodecs...): packages added to the base. Auto lets pinfold infer
+	// more from lockfiles and shared objects.
+	Capabilities []string
+	Auto         *bool
 	Env          *EnvPolicy
 	Caches       []Cache
 	Secrets      []Secret

@@ -224,8 +224,10 @@ func layersFor(r *Request, p *Plan) ([]layer, error) {
 // flagName is the flag spelling of a setting.
 func flagName(key string) string {
 	switch key {
-	case "capabilities":
+	case "cap_add":
 		return "cap-add"
+	case "capabilities":
+		return "capability"
 	case "mounts":
 		return "mount"
 	case "limits.tmp_size":
@@ -259,7 +261,7 @@ func flagSettings(f *Flags) (*config.Settings, error) {
 		}
 		s.Mounts = append(s.Mounts, mt)
 	}
-	s.Capabilities = f.CapAdd
+	s.CapAdd = f.CapAdd
 	s.Capture = f.Capture
 	s.Allow, s.Deny, s.Ports, s.DNS = f.Allow, f.Deny, f.Publish, f.DNS
 	if f.HostLoopback {
@@ -420,9 +422,9 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 		}
 	}
 	for i := len(ls) - 1; i >= 0; i-- {
-		if ls[i].s.Capabilities != nil {
-			p.Sources["capabilities"] = ls[i].label("capabilities")
-			sp.Capabilities = ls[i].s.Capabilities
+		if ls[i].s.CapAdd != nil {
+			p.Sources["cap_add"] = ls[i].label("cap_add")
+			sp.Capabilities = ls[i].s.CapAdd
 			break
 		}
 	}

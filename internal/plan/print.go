@@ -99,7 +99,7 @@ func (p *Plan) Text(w io.Writer) {
 			caps = strings.Join(sp.Capabilities, ", ")
 		}
 		fmt.Fprintf(w, "  namespaces: user, mount, pid, ipc, uts, cgroup%s\n", map[bool]string{true: ", net", false: ""}[sp.Network != sandbox.NetworkHost])
-		fmt.Fprintf(w, "  capabilities: %s%s\n", caps, src("capabilities"))
+		fmt.Fprintf(w, "  capabilities: %s%s\n", caps, src("cap_add"))
 		fmt.Fprintf(w, "  no_new_privs, seccomp filter, read-only root, own /proc /dev /tmp\n")
 	}
 	fmt.Fprintf(w, "env:\n")
