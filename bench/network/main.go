@@ -1,0 +1,653 @@
+// Command network measures pinfold's userspace network stack against the
+// user-mode networks of slirp4netns and pasta, in one run:
+//
+//   - TCP throughput between a client inside and servers on the host's
+//     loopback, both ways: pinfold's library with NetworkOutbound and
+//     HostLoopback, slirp4netns and pasta, each reaching the host's
+//     127.0.0.1 as 10.0.2.2;
+//   - the latency pinfold's stack adds to a connect and a 1-byte echo,
+//     against the same client with the host's network;
+//   - what --network allow adds to the CLI's cold start.
+//
+// Rounds are paired: each round runs every side once, in rotating order,
+// so that both sides of a ratio see the same machine state; the reported
+// ratio is the median of the per-round ratios.
+//
+//	go run ./bench/network -pinfold bin/pinfold
+//
+// Only the loopback is used: the servers listen on 127.0.0.1, in this
+// process, which also runs pinfold's stack (the library's). The client
+// (./client) times each transfer itself, from connect to the last byte,
+// so no tool's start-up is counted. -v prints every measurement;
+// -cpuprofile FILE profiles this process, pinfold's stack included.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// logEach prints every measurement as it is made (-v).
+var logEach bool
+
+// peerMTU is the MTU the peers configure (-peer-mtu).
+var peerMTU int
+
+// hostAddr is the host's loopback as every tool shows it inside.
+const hostAddr = "10.0.2.2"
+
+// clientResult is what the client prints (see client/main.go).
+type clientResult struct {
+	Bytes int64   `json:"bytes"`
+	Nanos int64   `json:"nanos"`
+	RTTs  []int64 `json:"rtts"`
+	Err   string  `json:"err"`
+}
+
+// tool runs the client with args in one kind of sandbox; host is where
+// the host's loopback is inside.
+type tool struct {
+	name   string
+	host   string
+	run    func(args []string) (*clientResult, error)
+	failed []string // errors of attempts that were retried
+}
+
+// try runs the client, retrying twice after a failure: the peers drop a
+// connection now and then. Failures are reported with the results.
+func (t *tool) try(args []string) *clientResult {
+	for i := 0; ; i++ {
+		r, err := t.run(args)
+		if err == nil {
+			return r
+		}
+		if i == 2 {
+			fail(err)
+		}
+		t.failed = append(t.failed, err.Error())
+		if logEach {
+			fmt.Fprintf(os.Stderr, "retrying: %v\n", err)
+		}
+	}
+}
+
+// failures prints the retried failures of tools, and forgets them.
+func failures(tools []*tool) {
+	for _, t := range tools {
+		if len(t.failed) > 0 {
+			fmt.Printf("  %s: %d failed attempt(s) retried, first: %s\n", t.name, len(t.failed), t.failed[0])
+			t.failed = nil
+		}
+	}
+}
+
+func main() {
+	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure (CLI start-up)")
+	mib := flag.Int64("mib", 256, "MiB per transfer")
+	rounds := flag.Int("rounds", 5, "paired rounds of transfers")
+	connects := flag.Int("connects", 200, "connects per sandbox run in the latency test")
+	latRounds := flag.Int("latency-rounds", 5, "paired sandbox runs in the latency test")
+	startRounds := flag.Int("startup-rounds", 100, "paired rounds of CLI start-up")
+	peers := flag.Bool("peers", true, "measure slirp4netns and pasta too")
+	flag.IntVar(&peerMTU, "peer-mtu", 65520, "MTU of slirp4netns's and pasta's interface (pinfold's is 65520)")
+	only := flag.String("only", "", "run one part only: throughput, latency or startup")
+	verbose := flag.Bool("v", false, "print every transfer and run")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pinfold's stack runs in it) to FILE")
+	flag.Parse()
+	logEach = *verbose
+	bin, err := filepath.Abs(*pinfold)
+	check(err)
+
+	dir, err := os.MkdirTemp("", "pinfold-netbench-")
+	check(err)
+	tempDirs = append(tempDirs, dir)
+	defer os.RemoveAll(dir)
+	check(os.Chmod(dir, 0o755))
+	client := filepath.Join(dir, "client")
+	build := exec.Command("go", "build", "-o", client, "github.com/pinfold/pinfold/bench/network/client")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("building the client: %v\n%s", err, out))
+	}
+	srv, err := startServers()
+	check(err)
+
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer pprof.StopCPUProfile()
+	}
+
+	pf := pinfoldTool(dir, sandbox.NetworkOutbound)
+	tools := []*tool{pf}
+	if *peers {
+		for _, t := range []*tool{slirpTool(client), pastaTool(client)} {
+			// A first short transfer checks the tool works here.
+			var err error
+			for range 3 {
+				if _, err = t.run([]string{"up", srv.sink(t.host), "1048576"}); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				fmt.Printf("%s skipped: %v\n", t.name, err)
+				continue
+			}
+			tools = append(tools, t)
+		}
+	}
+
+	if *only == "" || *only == "throughput" {
+		throughput(tools, srv, *mib<<20, *rounds)
+	}
+	if *only == "" || *only == "latency" {
+		latency(append([]*tool{pf, pinfoldTool(dir, sandbox.NetworkHost)}, tools[1:]...), srv, *connects, *latRounds)
+	}
+	if *only == "" || *only == "startup" {
+		startup(bin, *startRounds)
+	}
+}
+
+// servers listen on the host's loopback: a sink that reads a count and
+// that many bytes and answers with the number it read, a source that
+// reads a count and sends that many bytes, and a 1-byte echo.
+type servers struct {
+	sinkPort, sourcePort, echoPort int
+}
+
+func (s *servers) sink(host string) string { return net.JoinHostPort(host, strconv.Itoa(s.sinkPort)) }
+func (s *servers) source(host string) string {
+	return net.JoinHostPort(host, strconv.Itoa(s.sourcePort))
+}
+func (s *servers) echo(host string) string { return net.JoinHostPort(host, strconv.Itoa(s.echoPort)) }
+
+func startServers() (*servers, error) {
+	var s servers
+	for _, x := range []struct {
+		port  *int
+		serve func(net.Conn)
+	}{{&s.sinkPort, serveSink}, {&s.sourcePort, serveSource}, {&s.echoPort, serveEcho}} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		*x.port = l.Addr().(*net.TCPAddr).Port
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(5 * time.Minute))
+					x.serve(c)
+				}()
+			}
+		}()
+	}
+	return &s, nil
+}
+
+func serveSink(c net.Conn) {
+	var n int64
+	if binary.Read(c, binary.BigEndian, &n) != nil {
+		return
+	}
+	buf := make([]byte, 1<<20)
+	got := int64(0)
+	for got < n {
+		k, err := c.Read(buf[:min(n-got, int64(len(buf)))])
+		got += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	fmt.Fprintf(c, "%d\n", got)
+}
+
+func serveSource(c net.Conn) {
+	var n int64
+	if binary.Read(c, binary.BigEndian, &n) != nil {
+		return
+	}
+	buf := make([]byte, 1<<20)
+	for left := n; left > 0; {
+		k, err := c.Write(buf[:min(left, int64(len(buf)))])
+		if err != nil {
+			return
+		}
+		left -= int64(k)
+	}
+}
+
+func serveEcho(c net.Conn) {
+	b := make([]byte, 1)
+	for {
+		if _, err := c.Read(b); err != nil {
+			return
+		}
+		if _, err := c.Write(b); err != nil {
+			return
+		}
+	}
+}
+
+// pinfoldTool runs the client with pinfold's library: NetworkOutbound
+// with the host's loopback at 10.0.2.2, or the host's network.
+func pinfoldTool(dir string, network sandbox.Network) *tool {
+	spec := sandbox.Spec{Network: network, Mounts: []sandbox.Mount{{Source: dir, Target: "/pinfold-bench", ReadOnly: true}}}
+	t := &tool{name: "pinfold (outbound, host loopback)", host: hostAddr}
+	if network == sandbox.NetworkOutbound {
+		spec.Net.HostLoopback = true
+	} else {
+		t.name, t.host = "pinfold (host network)", "127.0.0.1"
+	}
+	t.run = func(args []string) (*clientResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var out, errb bytes.Buffer
+		res, err := sandbox.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-bench/client"}, args...),
+			Stdout: &out, Stderr: &errb, Timeout: 4 * time.Minute})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit status %d", res.ExitCode)
+		}
+		return parse(t.name, args, out.Bytes(), errb.Bytes(), err)
+	}
+	return t
+}
+
+// slirpTool runs the client in a new user and network namespace that
+// slirp4netns connects (its 10.0.2.2 is the host's loopback unless
+// --disable-host-loopback). A shell waits in the namespace until
+// slirp4netns has configured tap0, then becomes the client.
+func slirpTool(client string) *tool {
+	t := &tool{name: "slirp4netns", host: hostAddr}
+	if out, err := exec.Command("slirp4netns", "--version").Output(); err == nil {
+		t.name = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	t.run = func(args []string) (*clientResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		goR, goW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer goW.Close()
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer inR.Close()
+		var out, errb bytes.Buffer
+		cmd := exec.CommandContext(ctx, "unshare", append([]string{"--user", "--map-root-user", "--net", "--",
+			"sh", "-c", `echo in >&4 && exec 4>&- && read x <&3 && exec 3<&- && exec "$@"`, "sh", client}, args...)...)
+		cmd.ExtraFiles = []*os.File{goR, inW} // 3, 4
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err = cmd.Start()
+		goR.Close()
+		inW.Close()
+		if err != nil {
+			return nil, err
+		}
+		defer cmd.Process.Kill() // no-op once waited for
+		// Attach only once the shell is in its namespaces.
+		if _, err := bufio.NewReader(inR).ReadString('\n'); err != nil {
+			cmd.Wait()
+			return nil, fmt.Errorf("unshare: %v: %s", err, errb.String())
+		}
+		readyR, readyW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer readyR.Close()
+		exitR, exitW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer exitW.Close()
+		var slog bytes.Buffer
+		slirp := exec.CommandContext(ctx, "slirp4netns", "--configure", "--mtu="+strconv.Itoa(peerMTU), "--ready-fd=3", "--exit-fd=4",
+			strconv.Itoa(cmd.Process.Pid), "tap0")
+		slirp.ExtraFiles = []*os.File{readyW, exitR}
+		slirp.Stdout, slirp.Stderr = &slog, &slog
+		err = slirp.Start()
+		readyW.Close()
+		exitR.Close()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := readyR.Read(make([]byte, 1)); err != nil {
+			slirp.Process.Kill()
+			slirp.Wait()
+			return nil, fmt.Errorf("slirp4netns did not get ready: %v: %s", err, slog.String())
+		}
+		fmt.Fprintln(goW, "go")
+		goW.Close()
+		err = cmd.Wait()
+		exitW.Close() // slirp4netns exits when this closes
+		slirp.Wait()
+		return parse(t.name, args, out.Bytes(), errb.Bytes(), err)
+	}
+	return t
+}
+
+// pastaTool runs the client under pasta with the same addresses as the
+// others: pasta maps its gateway (10.0.2.2 here) to the host's loopback
+// unless --no-map-gw. Port forwarding to and from the namespace is off.
+func pastaTool(client string) *tool {
+	t := &tool{name: "pasta", host: hostAddr}
+	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "passt").Output(); err == nil && len(out) > 0 {
+		t.name = "pasta " + string(out)
+	}
+	t.run = func(args []string) (*clientResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var out, errb bytes.Buffer
+		// As root, pasta drops to nobody by default and then cannot make
+		// its namespaces; --runas 0 keeps root (it warns about uid_map).
+		cmd := exec.CommandContext(ctx, "pasta", append([]string{"--runas", "0", "--config-net", "-q", "-f",
+			"-a", "10.0.2.100", "-n", "24", "-g", hostAddr, "-m", strconv.Itoa(peerMTU),
+			"-t", "none", "-u", "none", "-T", "none", "-U", "none", "--", client}, args...)...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return parse(t.name, args, out.Bytes(), errb.Bytes(), err)
+	}
+	return t
+}
+
+// parse reads the client's JSON line.
+func parse(name string, args []string, out, errb []byte, err error) (*clientResult, error) {
+	var r clientResult
+	line := out
+	if i := bytes.LastIndexByte(bytes.TrimSpace(out), '\n'); i >= 0 {
+		line = out[i+1:]
+	}
+	if jerr := json.Unmarshal(line, &r); jerr != nil {
+		if err == nil {
+			err = jerr
+		}
+		return nil, fmt.Errorf("%s: client %v: %v: %q %q", name, args, err, out, lastLines(errb))
+	}
+	if r.Err != "" {
+		return nil, fmt.Errorf("%s: client %v: %s", name, args, r.Err)
+	}
+	return &r, nil
+}
+
+func lastLines(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// throughput times transfers of n bytes each way with every tool.
+func throughput(tools []*tool, srv *servers, n int64, rounds int) {
+	for _, dir := range []struct {
+		title, cmd string
+		addr       func(string) string
+	}{
+		{"upload, sandbox -> host's loopback", "up", srv.sink},
+		{"download, host's loopback -> sandbox", "down", srv.source},
+	} {
+		rate := make([][]float64, len(tools)) // MiB/s per round
+		for _, t := range tools {             // warm up
+			t.try([]string{dir.cmd, dir.addr(t.host), strconv.FormatInt(16<<20, 10)})
+		}
+		for i := 0; i < rounds; i++ {
+			for j := range tools {
+				k := (i + j) % len(tools)
+				t := tools[k]
+				r := t.try([]string{dir.cmd, dir.addr(t.host), strconv.FormatInt(n, 10)})
+				rate[k] = append(rate[k], float64(r.Bytes)/(1<<20)/(float64(r.Nanos)/1e9))
+				if logEach {
+					fmt.Fprintf(os.Stderr, "%s round %d %s: %.0f MiB/s\n", dir.cmd, i, t.name, rate[k][i])
+				}
+			}
+		}
+		fmt.Printf("\nTCP %s, %d MiB per transfer (%d rounds; MTU: pinfold 65520, peers %d)\n", dir.title, n>>20, rounds, peerMTU)
+		fmt.Printf("  %-36s %10s %8s %10s %10s\n", "tool", "MiB/s", "Gbit/s", "min MiB/s", "max MiB/s")
+		for k, t := range tools {
+			m := medianF(rate[k])
+			fmt.Printf("  %-36s %10.0f %8.2f %10.0f %10.0f\n", t.name, m, gbit(m), minF(rate[k]), maxF(rate[k]))
+		}
+		for k, t := range tools {
+			if v := maxF(rate[k]) / minF(rate[k]); v > 3 {
+				fmt.Printf("  note: %s varies %.0fx between rounds (stalls); its median is not stable\n", t.name, v)
+			}
+		}
+		pf := medianF(rate[0])
+		fmt.Printf("  target pinfold >= 1 Gbit/s: %s (%.2f Gbit/s)\n", met(gbit(pf) >= 1), gbit(pf))
+		for k := 1; k < len(tools); k++ {
+			ratios := make([]float64, rounds)
+			for i := range ratios {
+				ratios[i] = rate[0][i] / rate[k][i]
+			}
+			r := medianF(ratios)
+			fmt.Printf("  ratio pinfold / %s: median %.2f (min %.2f, max %.2f); target >= 0.5: %s\n",
+				short(tools[k].name), r, minF(ratios), maxF(ratios), met(r >= 0.5))
+		}
+		failures(tools)
+	}
+}
+
+// latency times connect + 1-byte echo from inside: the first tool
+// (pinfold's stack) against the second (the host's network), the others
+// for context. Each run makes many connects, so start-up is not counted.
+func latency(tools []*tool, srv *servers, connects, rounds int) {
+	per := make([][]time.Duration, len(tools)) // median of each run
+	all := make([][]time.Duration, len(tools)) // every connect
+	args := func(t *tool) []string { return []string{"rtt", srv.echo(t.host), strconv.Itoa(connects)} }
+	for _, t := range tools { // warm up
+		t.try(args(t))
+	}
+	for i := 0; i < rounds; i++ {
+		for j := range tools {
+			k := (i + j) % len(tools)
+			r := tools[k].try(args(tools[k]))
+			d := make([]time.Duration, len(r.RTTs))
+			for x, ns := range r.RTTs {
+				d[x] = time.Duration(ns)
+			}
+			per[k] = append(per[k], median(d))
+			if logEach {
+				fmt.Fprintf(os.Stderr, "rtt run %d %s: median %.3fms\n", i, tools[k].name, ms(per[k][i]))
+			}
+			all[k] = append(all[k], d...)
+		}
+	}
+	fmt.Printf("\nTCP connect + 1-byte echo from inside to the host's loopback, %d connects per run (%d runs)\n", connects, rounds)
+	fmt.Printf("  %-36s %10s %10s %10s\n", "tool", "median", "p10", "p90")
+	for k, t := range tools {
+		fmt.Printf("  %-36s %8.3fms %8.3fms %8.3fms\n", t.name, ms(median(all[k])), ms(percentile(all[k], 0.1)), ms(percentile(all[k], 0.9)))
+	}
+	diffs := make([]time.Duration, rounds)
+	for i := range diffs {
+		diffs[i] = per[0][i] - per[1][i]
+	}
+	d := median(diffs)
+	fmt.Printf("  added by pinfold's stack: median of per-run differences %.3fms (all connects: %.3fms); target <= 1 ms: %s\n",
+		ms(d), ms(median(all[0])-median(all[1])), met(d <= time.Millisecond))
+	failures(tools)
+}
+
+type runner struct {
+	name string
+	run  func() error
+	d    []time.Duration
+}
+
+func command(name string, args ...string) func() error {
+	return func() error {
+		cmd := exec.Command(name, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s %v: %v: %s", name, args, err, out.String())
+		}
+		return nil
+	}
+}
+
+// startup times the CLI's cold start with --network allow against
+// --network none, both with --access ro (no changeset). If this pinfold
+// has no --network allow, it times the library instead.
+func startup(bin string, rounds int) {
+	ws, err := os.MkdirTemp("", "pinfold-netbench-ws-")
+	check(err)
+	tempDirs = append(tempDirs, ws)
+	defer os.RemoveAll(ws)
+	check(os.Chdir(ws))
+	allow := &runner{name: "pinfold run --network allow", run: command(bin, "run", "--access", "ro", "--network", "allow", "--allow", "example.org", "--", "/bin/true")}
+	none := &runner{name: "pinfold run --network none", run: command(bin, "run", "--access", "ro", "--network", "none", "--", "/bin/true")}
+	title := "CLI cold start, --access ro -- /bin/true"
+	if err := allow.run(); err != nil {
+		fmt.Printf("\n%s: --network allow fails (%v); measuring the library instead\n", title, firstLine(err))
+		title = "library sandbox.Run /bin/true (no pool), cold instance each time"
+		allow = &runner{name: "sandbox.Run NetworkAllow", run: library(ws, sandbox.NetworkAllow)}
+		none = &runner{name: "sandbox.Run NetworkNone", run: library(ws, sandbox.NetworkNone)}
+	}
+	rs := []*runner{allow, none}
+	measure(rs, rounds)
+	fmt.Printf("\n%s (%d rounds)\n", title, rounds)
+	fmt.Printf("  %-36s %10s %10s %10s\n", "command", "median", "p10", "p90")
+	for _, r := range rs {
+		fmt.Printf("  %-36s %8.2fms %8.2fms %8.2fms\n", r.name, ms(median(r.d)), ms(percentile(r.d, 0.1)), ms(percentile(r.d, 0.9)))
+	}
+	diffs := make([]time.Duration, rounds)
+	for i := range diffs {
+		diffs[i] = allow.d[i] - none.d[i]
+	}
+	d := median(diffs)
+	fmt.Printf("  added by allow: median of per-round differences %.2fms (p25 %.2fms, p75 %.2fms; difference of medians %.2fms); target <= 10 ms: %s\n",
+		ms(d), ms(percentile(diffs, 0.25)), ms(percentile(diffs, 0.75)), ms(median(allow.d)-median(none.d)), met(d <= 10*time.Millisecond))
+}
+
+// library runs /bin/true with sandbox.Run, as the CLI would: a new
+// sandbox each time, no pool.
+func library(ws string, network sandbox.Network) func() error {
+	spec := sandbox.Spec{Workspace: ws, Access: sandbox.AccessReadOnly, Network: network}
+	if network == sandbox.NetworkAllow {
+		spec.Net.Allow = []string{"example.org"}
+	}
+	return func() error {
+		res, err := sandbox.Run(context.Background(), spec, &sandbox.Cmd{Args: []string{"/bin/true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit status %d", res.ExitCode)
+		}
+		return err
+	}
+}
+
+// measure runs every runner once per round, rotating who goes first.
+func measure(rs []*runner, rounds int) {
+	for _, r := range rs { // warm up caches
+		for i := 0; i < 5; i++ {
+			if err := r.run(); err != nil {
+				fail(err)
+			}
+		}
+	}
+	for i := 0; i < rounds; i++ {
+		for j := range rs {
+			r := rs[(i+j)%len(rs)]
+			start := time.Now()
+			if err := r.run(); err != nil {
+				fail(err)
+			}
+			r.d = append(r.d, time.Since(start))
+		}
+	}
+}
+
+func median(d []time.Duration) time.Duration { return percentile(d, 0.5) }
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p+0.5)]
+}
+
+func medianF(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func minF(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxF(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// gbit converts MiB/s to Gbit/s.
+func gbit(mibs float64) float64 { return mibs * (1 << 20) * 8 / 1e9 }
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func short(s string) string { return strings.Fields(s)[0] }
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+func check(err error) {
+	if err != nil {
+		fail(err)
+	}
+}
+
+// tempDirs are removed by fail too (os.Exit skips deferred calls).
+var tempDirs []string
+
+func fail(err error) {
+	pprof.StopCPUProfile()
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
+	}
+	fmt.Fprintln(os.Stderr, "network:", err)
+	os.Exit(1)
+}
