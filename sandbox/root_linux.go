@@ -158,6 +158,8 @@ type bind struct {
 // writes going to upper.
 type overlay struct {
 	lower, upper, work string
+	target             string // where inside; default lower
+	base               bool   // lower is a base directory: cloned without idmapping
 }
 
 // rootPlan is what buildRoot needs beyond the Spec.
@@ -186,7 +188,7 @@ func buildRoot(p *rootPlan) []native.Op {
 		points = append(points, b.dst)
 	}
 	for _, o := range p.overlays {
-		points = append(points, o.lower)
+		points = append(points, o.at())
 	}
 	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
 		dst := "/" + name
@@ -358,16 +360,20 @@ func (l *layout) overlays(p *rootPlan) {
 			lowerAt, upperAt := stage+"/l"+n, stage+"/u"+n
 			l.mkdirAll(lowerAt, 0o700)
 			l.mkdirAll(upperAt, 0o700)
-			// The workspace keeps its owner's ids (idmapped); the upper
-			// directory's parent is cloned as it is.
-			l.add(native.Op{Kind: native.OpIDMap, A: o.lower, B: lowerAt, What: "capturing " + o.lower})
+			// The workspace keeps its owner's ids (idmapped), a base its
+			// own; the upper directory's parent is cloned as it is.
+			var flags uint32
+			if o.base {
+				flags = native.OpNoIDMap
+			}
+			l.add(native.Op{Kind: native.OpIDMap, Flags: flags, A: o.lower, B: lowerAt, What: "capturing " + o.lower})
 			l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: filepath.Dir(o.upper), B: upperAt,
 				What: "attaching the changeset of " + o.lower})
 			lower, upper, work = lowerAt, upperAt+"/"+filepath.Base(o.upper), upperAt+"/"+filepath.Base(o.work)
 			staged = append(staged, lowerAt, upperAt)
 		}
-		l.mkdirAll(o.lower, 0o755)
-		l.add(native.Op{Kind: native.OpMount, A: "overlay", B: o.lower, C: "overlay",
+		l.mkdirAll(o.at(), 0o755)
+		l.add(native.Op{Kind: native.OpMount, A: "overlay", B: o.at(), C: "overlay",
 			D: "lowerdir=" + overlayPath(lower) + ",upperdir=" + overlayPath(upper) + ",workdir=" +
 				overlayPath(work) + ",userxattr",
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "capturing the writes to " + o.lower})
@@ -382,6 +388,13 @@ func (l *layout) overlays(p *rootPlan) {
 }
 
 // overlayPath escapes a path for overlayfs's mount options.
+func (o *overlay) at() string {
+	if o.target != "" {
+		return o.target
+	}
+	return o.lower
+}
+
 func overlayPath(p string) string {
 	return strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`).Replace(p)
 }

@@ -157,8 +157,13 @@ type Spec struct {
 	// Scratch is a host directory mounted at /tmp instead of a tmpfs of
 	// Limits.TmpSize, so that what /tmp holds counts against that
 	// directory's filesystem (pinfold's --disk volume). Empty: the tmpfs.
-	Scratch  string
-	Mounts   []Mount
+	Scratch string
+	// BaseWrites makes the base writable, to build an image from it: the
+	// writes to each of the base's top-level directories land in
+	// BaseWrites/<name>/upper (overlayfs; the layer of the new image).
+	// Host bases cannot be written.
+	BaseWrites string
+	Mounts     []Mount
 	Hostname string
 	Network  Network // default NetworkNone
 	Net      NetPolicy

@@ -361,6 +361,24 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	for _, c := range sp.Captures {
 		plan.overlays = append(plan.overlays, overlay{lower: c.Path, upper: c.Upper, work: c.Work})
 	}
+	if sp.BaseWrites != "" {
+		if plan.hostBase {
+			return &SpecError{"base", errors.New("the host base cannot be written: build images from a dir, tar, oci or debian-12 base")}
+		}
+		for _, name := range baseEntries(plan.baseRoot, false) {
+			src := filepath.Join(plan.baseRoot, name)
+			if fi, err := os.Lstat(src); err != nil || !fi.IsDir() || isOwnMount("/"+name) {
+				continue
+			}
+			d := filepath.Join(sp.BaseWrites, name)
+			for _, sub := range []string{d + "/upper", d + "/work"} {
+				if err := os.MkdirAll(sub, 0o755); err != nil {
+					return &SpecError{"base", err}
+				}
+			}
+			plan.overlays = append(plan.overlays, overlay{lower: src, upper: d + "/upper", work: d + "/work", target: "/" + name, base: true})
+		}
+	}
 	if s.ids.idmap {
 		// The sandbox's PID 1 runs as an unprivileged host id: it must own
 		// the directories overlayfs writes to.
