@@ -164,9 +164,9 @@ type Spec struct {
 	// Host bases cannot be written.
 	BaseWrites string
 	Mounts     []Mount
-	Hostname string
-	Network  Network // default NetworkNone
-	Net      NetPolicy
+	Hostname   string
+	Network    Network // default NetworkNone
+	Net        NetPolicy
 	// Root runs the command as root inside the user namespace (uid 0,
 	// still without capabilities unless granted). Otherwise the command
 	// runs with the invoking user's ids.

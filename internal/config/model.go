@@ -78,8 +78,8 @@ type Settings struct {
 	Mounts []Mount
 	// Capture lists host directories besides the workspace whose writes are
 	// kept in the changeset instead of reaching them.
-	Capture      []string
-	CapAdd       []string // Linux capabilities granted inside (NET_RAW...)
+	Capture []string
+	CapAdd  []string // Linux capabilities granted inside (NET_RAW...)
 	// Capabilities are what the sandbox's system must provide (postgres,
 	// imagecodecs...): packages added to the base. Auto lets pinfold infer
 	// more from lockfiles and shared objects.
