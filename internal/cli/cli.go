@@ -40,6 +40,8 @@ func commands() []command {
 		{"doctor", "check this host can run sandboxes", doctorMain},
 		{"shim", "route tools like npm through pinfold", shimMain},
 		{"base", "list, build and remove bases", baseMain},
+		{"images", "list the images capabilities made", imagesMain},
+		{"explain", "print a run's base, capabilities and sandbox id", explainMain},
 		{"clean", "remove what killed runs left behind", cleanMain},
 		{"version", "print the version", versionMain},
 	}

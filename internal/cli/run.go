@@ -173,6 +173,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err := ensureBase(ctx, io, p); err != nil {
 		return fail(io, err)
 	}
+	if err := ensureImage(ctx, io, p); err != nil {
+		return fail(io, err)
+	}
 	cs, unlock, err := startChangeset(p)
 	if err != nil {
 		return fail(io, classify(err, p))

@@ -40,6 +40,10 @@ type Plan struct {
 	// Captures are host directories besides the workspace whose writes go
 	// to the changeset.
 	Captures []string
+	// Capabilities name what the base must provide (postgres...), as
+	// set; Auto lets pinfold infer more (see internal/capability).
+	Capabilities []string
+	Auto         bool
 	// Changeset is the open changeset to run on top of (--changeset), or "".
 	Changeset string
 	// Apply applies the changeset when the command succeeds (--apply).
@@ -418,6 +422,15 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 				sp.Mounts = append(sp.Mounts, sandbox.Mount{Source: hostPath(m.Source, ls[i].dir, r.Home),
 					Target: filepath.Clean(m.Target), ReadOnly: m.ReadOnly})
 			}
+			break
+		}
+	}
+	p.Capabilities = list("capabilities", func(s *config.Settings) []string { return s.Capabilities })
+	p.Auto = true
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.Auto; v != nil {
+			p.Auto = *v
+			p.Sources["auto"] = ls[i].label("auto")
 			break
 		}
 	}

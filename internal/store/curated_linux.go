@@ -231,6 +231,8 @@ func normalizeDebian(root string) error {
 		"etc/machine-id": "",
 		"etc/hosts":      "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n",
 		"etc/hostname":   "sandbox\n",
+		// A file for sandboxes with a network to show pinfold's resolver over.
+		"etc/resolv.conf": "# pinfold shows its own resolver here in sandboxes with a network\n",
 	}
 	for f, content := range files {
 		if err := os.WriteFile(filepath.Join(root, f), []byte(content), 0o644); err != nil {
