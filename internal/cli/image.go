@@ -145,7 +145,9 @@ func ensureImage(ctx context.Context, io *IO, p *plan.Plan) error {
 		}
 		fmt.Fprintf(io.Stderr, "pinfold: adding %s to %s (once; image %s)\n", strings.Join(sys.caps, ", "), sys.baseName, short(sys.id))
 		img, err := st.BuildImage(ctx, store.ImageInfo{ID: sys.id, Capabilities: sys.caps, Packages: sys.packages, Version: Version},
-			base, func(ctx context.Context, writes string) error { return installPackages(ctx, io, base, writes, sys.packages) })
+			base, func(ctx context.Context, writes string) error {
+				return installPackages(ctx, io, base, writes, sys.packages)
+			})
 		if err != nil {
 			var fe *fault.Error
 			if errors.As(err, &fe) {
