@@ -180,3 +180,38 @@ func ensureBase(ctx context.Context, io *IO, p *plan.Plan) error {
 	_, err = buildBase(ctx, io, st, name, "")
 	return err
 }
+
+// gcMain removes what nothing in the store references.
+func gcMain(ctx context.Context, io *IO, args []string) int {
+	var dry bool
+	fs := newFlagSet("gc")
+	fs.Bool(&dry, "dry-run", 'n', "only say what would be removed")
+	if _, err := fs.Parse(args); err != nil {
+		return fail(io, err)
+	}
+	if fs.help {
+		fmt.Fprint(io.Stdout, "Usage: pinfold gc [--dry-run]\n\nRemoves images whose base is gone, bases no image is built on (keeping the\nnewest build of each curated base), and work directories of imports that\ndied. Nothing a running sandbox uses is removed; changesets are kept.\n\nFlags:\n")
+		fs.Usage(io.Stdout)
+		return 0
+	}
+	dir, err := storeDir()
+	if err != nil {
+		return fail(io, err)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return fail(io, fault.New(fault.Store, err.Error(), "", "", err))
+	}
+	removed, err := st.GC(dry)
+	verb := "removed"
+	if dry {
+		verb = "would remove"
+	}
+	for _, r := range removed {
+		fmt.Fprintf(io.Stdout, "%s %s\n", verb, r)
+	}
+	if err != nil {
+		return fail(io, fault.New(fault.Store, "collecting: "+err.Error(), "", "", err))
+	}
+	return 0
+}

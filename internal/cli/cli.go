@@ -41,7 +41,9 @@ func commands() []command {
 		{"shim", "route tools like npm through pinfold", shimMain},
 		{"base", "list, build and remove bases", baseMain},
 		{"images", "list the images capabilities made", imagesMain},
+		{"gc", "remove unreferenced images and bases from the store", gcMain},
 		{"explain", "print a run's base, capabilities and sandbox id", explainMain},
+		{"capability", "list capabilities, add them to or remove them from pinfold.yaml", capabilityMain},
 		{"clean", "remove what killed runs left behind", cleanMain},
 		{"version", "print the version", versionMain},
 	}

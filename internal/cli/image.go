@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -118,7 +119,7 @@ func providedIn(root string) func(string) bool {
 // the sandbox id is built once (packages installed with the base's
 // package manager in a sandbox whose network reaches only the mirror),
 // and the plan runs on it.
-func ensureImage(ctx context.Context, io *IO, p *plan.Plan) error {
+func ensureImage(ctx context.Context, io *IO, p *plan.Plan, frozen bool) error {
 	if p.Sandbox.Base.Kind != sandbox.BaseDebian12 {
 		if len(p.Capabilities) > 0 {
 			_, err := describe(ctx, nil, p)
@@ -137,6 +138,15 @@ func ensureImage(ctx context.Context, io *IO, p *plan.Plan) error {
 	sys, err := describe(ctx, st, p)
 	if err != nil || len(sys.caps) == 0 {
 		return err
+	}
+	if frozen {
+		for _, f := range sys.findings {
+			if f.Source != capability.Explicit && f.Capability != "" && !slices.Contains(p.Capabilities, f.Capability) {
+				return fault.New(fault.CapUnknown, "capability "+f.Capability+" is needed but not in the config ("+string(f.Source)+": "+f.Evidence+")",
+					"the config is frozen here (CI=true or --frozen): pinfold does not add capabilities on its own",
+					"add it: capabilities: ["+f.Capability+"] in pinfold.yaml (pinfold capability add "+f.Capability+")", nil)
+			}
+		}
 	}
 	if sys.image == nil {
 		base, err := st.CuratedBase(string(p.Sandbox.Base.Kind))
@@ -331,4 +341,38 @@ func imagesMain(ctx context.Context, io *IO, args []string) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// tailBuffer passes a stream on and keeps its last 64 KiB.
+type tailBuffer struct {
+	w io.Writer
+	b []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	const max = 64 << 10
+	t.b = append(t.b, p...)
+	if len(t.b) > max {
+		t.b = append(t.b[:0], t.b[len(t.b)-max:]...)
+	}
+	return t.w.Write(p)
+}
+
+// suggestCapabilities turns loader errors in a failed run's output into
+// the capability that fixes them.
+func suggestCapabilities(io *IO, out []byte) {
+	seen := map[string]bool{}
+	for _, f := range capability.FromOutput(out) {
+		if seen[f.Evidence] {
+			continue
+		}
+		seen[f.Evidence] = true
+		if f.Capability == "" {
+			fmt.Fprintf(io.Stderr, "pinfold: %s %s\n  Why: a system library the command needs is not in the sandbox, and no capability provides it\n  Fix: use a base that has it, or mount it in\n",
+				fault.MissingLibrary, f.Evidence)
+			continue
+		}
+		fmt.Fprintf(io.Stderr, "pinfold: %s %s\n  Why: a system library the command needs is not in the sandbox\n  Fix: add the capability that provides it: capabilities: [%s] in pinfold.yaml (with base: debian-12)\n",
+			fault.MissingLibrary, f.Evidence, f.Capability)
+	}
 }

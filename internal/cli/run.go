@@ -44,12 +44,14 @@ type runOptions struct {
 	flags  plan.Flags
 	json   bool
 	config string
+	frozen bool
 }
 
 func runFlags(name string, o *runOptions) *flagSet {
 	f := &o.flags
 	fs := newFlagSet(name)
 	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
+	fs.Bool(&o.frozen, "frozen", 0, "fail instead of adding capabilities the config does not list (the default with CI=true)")
 	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), dir:PATH or tar:PATH")
 	fs.String(&f.Access, "access", 0, "MODE", "workspace access: changeset (default: writes kept for review), rw, ro or none")
@@ -173,7 +175,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if err := ensureBase(ctx, io, p); err != nil {
 		return fail(io, err)
 	}
-	if err := ensureImage(ctx, io, p); err != nil {
+	if err := ensureImage(ctx, io, p, o.frozen || os.Getenv("CI") == "true"); err != nil {
 		return fail(io, err)
 	}
 	cs, unlock, err := startChangeset(p)
@@ -205,7 +207,13 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 			vol.Detach()
 		}
 	}
-	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started)
+	// On bases pinfold builds, a loader error in the output gets a
+	// suggestion: the capability that provides the missing library.
+	var errTail *tailBuffer
+	if p.Sandbox.Base.Kind != sandbox.BaseHost && !p.TTY {
+		errTail = &tailBuffer{}
+	}
+	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started, errTail)
 	vlog.close()
 	if err != nil {
 		if cs != nil {
@@ -237,6 +245,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		}
 	}
 	report(io, res, p.Disk, o.json)
+	if res.ExitCode != 0 && errTail != nil {
+		suggestCapabilities(io, errTail.b)
+	}
 	if !o.json {
 		summarizeViolations(io, res.Violations, vlog.written())
 	}
@@ -314,12 +325,12 @@ func makeCaches(p *plan.Plan) error {
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func()) (*sandbox.Result, error) {
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func(), errTail *tailBuffer) (*sandbox.Result, error) {
 	// A plain run hands off to a small waiter once the command runs (see
 	// sandbox.Process.Handoff); the sandbox must be started from the
 	// thread that will exec it.
 	handoff := !p.TTY && !stay && tr == nil && p.Sandbox.Limits.Memory == 0 &&
-		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0 && !usesStack(p)
+		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0 && !usesStack(p) && errTail == nil
 	if handoff {
 		runtime.LockOSThread()
 	}
@@ -341,6 +352,10 @@ func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, s
 		}
 	} else {
 		cmd.Stdout, cmd.Stderr = io.Stdout, io.Stderr
+		if errTail != nil {
+			errTail.w = io.Stderr
+			cmd.Stderr = errTail
+		}
 		if p.Interactive {
 			cmd.Stdin = io.Stdin
 		}

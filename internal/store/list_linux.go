@@ -148,3 +148,100 @@ func (s *Store) dropIndex(digest string) {
 		}
 	}
 }
+
+// GC removes what nothing references: derived images whose base is gone or
+// that another format version wrote, bases no image is built on (except the
+// newest build of each curated base), and the work directories of imports
+// that died. Bases and images a running sandbox uses stay. With dryRun it
+// only reports. Changesets are not the store's to collect.
+func (s *Store) GC(dryRun bool) (removed []string, err error) {
+	bases, err := s.Bases()
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, b := range bases {
+		have[b.ID] = true
+	}
+	keep := map[string]bool{}
+	entries, _ := os.ReadDir(s.dir + "/images")
+	for _, e := range entries {
+		dir := s.dir + "/images/" + e.Name()
+		m, err := s.Image(digestPrefix + e.Name())
+		if err == nil && have[m.Base] {
+			keep[m.Base] = true
+			continue
+		}
+		if inUse(dir + "/manifest.json") {
+			continue
+		}
+		removed = append(removed, "image "+digestPrefix+e.Name())
+		if !dryRun {
+			if err := s.removeDir(dir); err != nil {
+				return removed, err
+			}
+		}
+	}
+	for _, name := range CuratedNames {
+		if b, err := s.CuratedBase(name); err == nil {
+			keep[b.Digest] = true
+		}
+	}
+	for _, b := range bases {
+		if keep[b.ID] {
+			continue
+		}
+		if dryRun {
+			if !inUse(b.Dir + "/manifest.json") {
+				removed = append(removed, b.Kind+" base "+b.ID)
+			}
+			continue
+		}
+		if err := s.RemoveBase(b); err != nil {
+			if errors.Is(err, ErrInUse) {
+				continue
+			}
+			return removed, err
+		}
+		removed = append(removed, b.Kind+" base "+b.ID)
+	}
+	if !dryRun {
+		gone, err := s.CleanTmp()
+		for _, g := range gone {
+			removed = append(removed, "work dir "+g)
+		}
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// inUse reports whether a sandbox holds its shared lock on a manifest.
+func inUse(manifest string) bool {
+	fd, err := unix.Open(manifest, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return true
+	}
+	unix.Flock(fd, unix.LOCK_UN)
+	return false
+}
+
+// removeDir moves dir out of the way at once, then deletes it.
+func (s *Store) removeDir(dir string) error {
+	if err := os.MkdirAll(s.dir+"/tmp", 0o700); err != nil {
+		return err
+	}
+	gone, err := s.workName()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(dir, gone); err != nil {
+		return err
+	}
+	return removeTree(gone)
+}
