@@ -89,8 +89,11 @@ func scanELF(ctx context.Context, dir string, provided func(string) bool, limit 
 		}
 		c, _ := BySoname(soname)
 		ev := n.first + " needs " + soname
-		if n.count > 1 {
-			ev += fmt.Sprintf(" (and %d more files)", n.count-1)
+		switch {
+		case n.count == 2:
+			ev += " (and 1 other file)"
+		case n.count > 2:
+			ev += fmt.Sprintf(" (and %d other files)", n.count-1)
 		}
 		out = append(out, Finding{Capability: c, Source: ELF, Evidence: ev})
 	}

@@ -15,7 +15,7 @@ import (
 
 // writeELF writes a minimal little-endian ELF64 shared object with a
 // .dynamic section holding soname (if any) and needed.
-func writeELF(t *testing.T, path string, machine elf.Machine, mode os.FileMode, soname string, needed ...string) {
+func writeELF(t testing.TB, path string, machine elf.Machine, mode os.FileMode, soname string, needed ...string) {
 	t.Helper()
 	dynstr := []byte{0}
 	str := func(s string) uint64 {
@@ -120,7 +120,7 @@ func TestFromELF(t *testing.T) {
 		{Capability: "", Source: ELF, Evidence: ".venv/lib/python3.12/site-packages/vendored/_ext.abi3.so needs libfoo.so.1"},
 		{Capability: "postgres", Source: ELF, Evidence: ".venv/lib/python3.12/site-packages/psycopg2/_psycopg.cpython-312-x86_64-linux-gnu.so needs libpq.so.5"},
 		{Capability: "ssl", Source: ELF, Evidence: "target/debug/app needs libcrypto.so.3"},
-		{Capability: "ssl", Source: ELF, Evidence: "target/debug/app needs libssl.so.3 (and 1 more files)"},
+		{Capability: "ssl", Source: ELF, Evidence: "target/debug/app needs libssl.so.3 (and 1 other file)"},
 		{Capability: "vips", Source: ELF, Evidence: "node_modules/sharp/build/Release/sharp.node needs libvips-cpp.so.42"},
 	}
 	if !slices.Equal(got, want) {
@@ -129,7 +129,7 @@ func TestFromELF(t *testing.T) {
 
 	// With nothing from the base, the C library shows up too, unmapped.
 	got, err = FromELF(context.Background(), dir, nil)
-	if err != nil || !slices.Contains(got, Finding{Source: ELF, Evidence: ".venv/lib/python3.12/site-packages/numpy.libs/libgfortran-040039e1-real.so.5.0.0 needs libc.so.6 (and 2 more files)"}) {
+	if err != nil || !slices.Contains(got, Finding{Source: ELF, Evidence: ".venv/lib/python3.12/site-packages/numpy.libs/libgfortran-040039e1-real.so.5.0.0 needs libc.so.6 (and 3 other files)"}) {
 		t.Errorf("nil provided: %v\n%s", err, dump(got))
 	}
 }
@@ -188,7 +188,7 @@ func TestFromELFBounds(t *testing.T) {
 		if !errors.Is(err, ErrLimit) {
 			t.Fatalf("err = %v, want ErrLimit", err)
 		}
-		want := []Finding{{Capability: "postgres", Source: ELF, Evidence: ".venv/lib/liba.so needs libpq.so.5 (and 1 more files)"}}
+		want := []Finding{{Capability: "postgres", Source: ELF, Evidence: ".venv/lib/liba.so needs libpq.so.5 (and 1 other file)"}}
 		if !slices.Equal(got, want) {
 			t.Errorf("got\n%s", dump(got))
 		}

@@ -85,7 +85,7 @@ func buildNeeds(line []byte) []string {
 			caps = append(caps, lookup(pkgConfigCaps[:], mod[0])...)
 		}
 	}
-	for _, p := range phrases {
+	for _, p := range phrases[:] {
 		if strings.Contains(s, p.key) {
 			caps = append(caps, p.capability)
 		}
