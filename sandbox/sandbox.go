@@ -47,7 +47,8 @@ const (
 	BaseDebian12 BaseKind = "debian-12"
 	// BaseOCI is a container image: an OCI layout directory, or a
 	// docker-archive or oci-archive tarball (podman save, docker save),
-	// unpacked once into the store.
+	// unpacked once into the store; or, with Path empty, the registry
+	// reference Ref, pulled into the store first.
 	BaseOCI BaseKind = "oci"
 )
 

@@ -128,7 +128,7 @@ func normalize(s *Spec) error {
 	switch s.Base.Kind {
 	case BaseHost, BaseDebian12:
 	case BaseDir, BaseTar, BaseOCI:
-		if s.Base.Path == "" {
+		if s.Base.Path == "" && (s.Base.Kind != BaseOCI || s.Base.Ref == "") {
 			return &SpecError{"base", fmt.Errorf("base %s needs a path", s.Base.Kind)}
 		}
 	default:
@@ -476,7 +476,11 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	case BaseTar:
 		b, err = st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
 	case BaseOCI:
-		b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
+		if s.spec.Base.Path == "" {
+			b, err = st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
+		} else {
+			b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
+		}
 	case BaseDebian12:
 		b, err = st.CuratedBase(string(s.spec.Base.Kind))
 	}

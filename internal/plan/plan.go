@@ -20,6 +20,7 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 
 	"github.com/pinfold/pinfold/internal/netpolicy"
+	"github.com/pinfold/pinfold/internal/store"
 )
 
 // Plan is a fully resolved execution.
@@ -891,6 +892,9 @@ func parseBase(s, dir, home string) (sandbox.Base, error) {
 		return sandbox.Base{Kind: sandbox.BaseDebian12}, nil
 	case (kind == "dir" || kind == "tar") && path != "":
 		return sandbox.Base{Kind: sandbox.BaseKind(kind), Path: hostPath(path, dir, home)}, nil
+	case kind == "oci" && store.IsReference(path):
+		// A registry reference: pulled into the store on first use.
+		return sandbox.Base{Kind: sandbox.BaseOCI, Ref: strings.TrimPrefix(path, "docker://")}, nil
 	case kind == "oci" && path != "":
 		// oci:PATH or oci:PATH:REF, as podman writes them.
 		ref := ""
