@@ -34,10 +34,10 @@ func capabilityMain(ctx context.Context, io *IO, args []string) int {
 	switch args[0] {
 	case "list", "ls":
 		tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tDEBIAN-12 PACKAGES\tDESCRIPTION")
+		fmt.Fprintln(tw, "NAME\tDEBIAN-12 PACKAGES (RUNTIME AND BUILD)\tDESCRIPTION")
 		for _, n := range capability.Names() {
 			c, _ := capability.Lookup(n)
-			pkgs, _ := capability.Packages(n, capability.Debian12, false)
+			pkgs, _ := capability.Packages(n, capability.Debian12, true)
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", n, strings.Join(pkgs, " "), c.Description)
 		}
 		tw.Flush()

@@ -62,14 +62,12 @@ func describe(ctx context.Context, st *store.Store, p *plan.Plan) (*system, erro
 	curated := sp.Base.Kind == sandbox.BaseDebian12
 	var inferred []capability.Finding
 	if p.Auto && curated && sp.Workspace != "" {
-		if f, err := capability.FromLockfiles(sp.Workspace); err == nil {
-			inferred = append(inferred, f...)
-		}
+		// What could be read counts even when a file could not.
+		f, _ := capability.FromLockfiles(sp.Workspace)
+		inferred = append(inferred, f...)
 		if root != "" {
-			f, err := capability.FromELF(ctx, sp.Workspace, providedIn(root))
-			if err == nil {
-				inferred = append(inferred, f...)
-			}
+			f, _ := capability.FromELF(ctx, sp.Workspace, providedIn(root))
+			inferred = append(inferred, f...)
 		}
 	}
 	sys.caps, sys.findings = capability.Merge(p.Capabilities, inferred, p.Auto && curated)
@@ -167,6 +165,8 @@ func ensureImage(ctx context.Context, io *IO, p *plan.Plan, frozen bool) error {
 		}
 		sys.image = &img
 	}
+	// Marked in use until this process exits: gc and rm leave it alone.
+	store.UseBase(sys.image.Root)
 	p.Sandbox.Base = sandbox.Base{Kind: sandbox.BaseDir, Path: sys.image.Root}
 	return nil
 }
@@ -297,11 +297,11 @@ func explainMain(ctx context.Context, io *IO, args []string) int {
 			if name == "" {
 				name = "(none provides it)"
 			}
-			src := string(f.Source)
 			if f.Source == capability.Explicit {
-				src += " (" + p.Sources["capabilities"] + ")"
+				fmt.Fprintf(w, "  %-14s explicit: %s\n", name, p.Sources["capabilities"])
+				continue
 			}
-			fmt.Fprintf(w, "  %-14s %s: %s\n", name, src, f.Evidence)
+			fmt.Fprintf(w, "  %-14s %s: %s\n", name, f.Source, f.Evidence)
 		}
 	}
 	if len(sys.packages) > 0 {

@@ -53,7 +53,7 @@ func runFlags(name string, o *runOptions) *flagSet {
 	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
 	fs.Bool(&o.frozen, "frozen", 0, "fail instead of adding capabilities the config does not list (the default with CI=true)")
 	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), host or auto")
-	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), dir:PATH or tar:PATH")
+	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), debian-12, dir:PATH, tar:PATH, oci:PATH[:REF] or oci:HOST/REPO[:TAG]")
 	fs.String(&f.Access, "access", 0, "MODE", "workspace access: changeset (default: writes kept for review), rw, ro or none")
 	fs.List(&f.Capture, "capture", 0, "PATH", "also keep the writes to this host directory in the changeset (repeatable)")
 	fs.String(&f.Changeset, "changeset", 0, "ID", "run on top of this open changeset")
@@ -594,7 +594,7 @@ func classify(err error, p *plan.Plan) error {
 					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
 			}
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
-				se.Err.Error(), "use --base host, dir:PATH to a directory, or tar:PATH", err)
+				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
 		case "workdir":
 			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
 				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
