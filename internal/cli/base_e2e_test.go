@@ -110,6 +110,10 @@ func TestOCIBase(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "pinfold") {
 		t.Fatalf("run on the oci base: exit %d, out %q, stderr %s", code, out, errs)
 	}
+	explain, _, _ := pf(t, ws, "explain", "--access", "none", "--base", "oci:"+layout+":latest")
+	if !strings.Contains(explain, cd) {
+		t.Errorf("explain does not show the image's config digest %s:\n%s", cd, explain)
+	}
 	list, _, _ := pf(t, ws, "base", "ls")
 	if !strings.Contains(list, "oci") || !strings.Contains(list, cd[len("sha256:"):][:12]) {
 		t.Errorf("base ls:\n%s", list)

@@ -58,6 +58,14 @@ func describe(ctx context.Context, st *store.Store, p *plan.Plan) (*system, erro
 		if b, err := st.CuratedBase(string(sp.Base.Kind)); err == nil {
 			sys.baseID, root = b.Digest, b.Root
 		}
+	case sandbox.BaseTar, sandbox.BaseOCI:
+		if st != nil {
+			id, err := st.BaseID(ctx, string(sp.Base.Kind), sp.Base.Path, sp.Base.Ref)
+			if err != nil {
+				return sys, fault.New(fault.BadBase, err.Error(), "", "check the --base path", err)
+			}
+			sys.baseID = id
+		}
 	}
 	curated := sp.Base.Kind == sandbox.BaseDebian12
 	var inferred []capability.Finding

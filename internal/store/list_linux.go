@@ -1,12 +1,19 @@
 package store
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/oci"
 
 	"golang.org/x/sys/unix"
 )
@@ -244,4 +251,49 @@ func (s *Store) removeDir(dir string) error {
 		return err
 	}
 	return removeTree(gone)
+}
+
+// BaseID returns the id a tar or OCI base will have, without importing
+// it: a tar archive's digest (from the index, or by hashing the file), an
+// image's config digest; for a registry reference only once pulled
+// ("" before).
+func (s *Store) BaseID(ctx context.Context, kind, path, ref string) (string, error) {
+	switch kind {
+	case "tar":
+		abs, err := absPath(path)
+		if err != nil {
+			return "", err
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(abs, &st); err != nil {
+			return "", &fs.PathError{Op: "stat", Path: abs, Err: err}
+		}
+		if b, ok := s.lookup(indexKey(&st, abs, ImportOptions{}.limits(s.asRoot))); ok {
+			return b.Digest, nil
+		}
+		f, err := os.Open(abs)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return "", err
+		}
+		return digestPrefix + hex.EncodeToString(h.Sum(nil)), nil
+	case "oci":
+		if path == "" {
+			img, err := oci.Open(ctx, s.dir+"/oci", pullKey(ref))
+			if err != nil {
+				return "", nil
+			}
+			return img.ConfigDigest, nil
+		}
+		img, err := oci.Open(ctx, path, ref)
+		if err != nil {
+			return "", err
+		}
+		return img.ConfigDigest, nil
+	}
+	return "", fmt.Errorf("no id for %s bases", kind)
 }

@@ -31,8 +31,7 @@ var ErrPull = errors.New("pulling the image failed")
 // before is used without asking the registry again.
 func (s *Store) PullBase(ctx context.Context, ref string, opt ImportOptions) (Base, error) {
 	ref = strings.TrimPrefix(ref, "docker://")
-	sum := sha256.Sum256([]byte(ref))
-	key := "pull-" + hex.EncodeToString(sum[:8])
+	key := pullKey(ref)
 	layout := s.dir + "/oci"
 	if b, err := s.OCIBase(ctx, layout, key, opt); err == nil {
 		return b, nil
@@ -73,4 +72,10 @@ func isLoopback(host string) bool {
 	}
 	a, err := netip.ParseAddr(h)
 	return err == nil && a.IsLoopback()
+}
+
+// pullKey names a pulled reference in the store's layout.
+func pullKey(ref string) string {
+	sum := sha256.Sum256([]byte(strings.TrimPrefix(ref, "docker://")))
+	return "pull-" + hex.EncodeToString(sum[:8])
 }
