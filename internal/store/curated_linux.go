@@ -119,6 +119,17 @@ func (s *Store) BuildCurated(ctx context.Context, name string, opt BuildOptions)
 			return Base{}, fmt.Errorf("building %s: %w", name, err)
 		}
 	}
+	// One build at a time per store; a build that waited uses the one
+	// that finished meanwhile when it was asked for the first build.
+	before, _ := s.CuratedBase(name)
+	unlock, err := s.lock(ctx, "base-"+name)
+	if err != nil {
+		return Base{}, fmt.Errorf("building %s: %w", name, err)
+	}
+	defer unlock()
+	if b, err := s.CuratedBase(name); err == nil && b != before && before.Digest == "" {
+		return b, nil
+	}
 	work, err := s.newWorkDir()
 	if err != nil {
 		return Base{}, fmt.Errorf("building %s: %w", name, err)

@@ -135,6 +135,14 @@ func (s *Store) BuildImage(ctx context.Context, m ImageInfo, base Base, install 
 			return ImageInfo{}, err
 		}
 	}
+	unlock, err := s.lock(ctx, "image-"+hexSum)
+	if err != nil {
+		return ImageInfo{}, err
+	}
+	defer unlock()
+	if done, err := s.Image(m.ID); err == nil { // built while this one waited
+		return done, nil
+	}
 	work, err := s.newWorkDir()
 	if err != nil {
 		return ImageInfo{}, err

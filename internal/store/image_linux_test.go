@@ -62,6 +62,15 @@ func TestImageLookupAndGC(t *testing.T) {
 	if m, err := s.Image(good); err != nil || m.Base != bases[0].Digest || m.Root == "" {
 		t.Fatalf("Image = %+v, %v", m, err)
 	}
+	// An image already there (say, built while this build waited for the
+	// lock) is used as it is.
+	got, err := s.BuildImage(ctx, ImageInfo{ID: good}, bases[0], func(context.Context, string) error {
+		t.Error("BuildImage installed packages for an image in place")
+		return nil
+	})
+	if err != nil || got.ID != good {
+		t.Errorf("BuildImage of an existing image: %+v %v", got, err)
+	}
 	if _, err := s.Image(old); !errors.Is(err, ErrFormat) {
 		t.Errorf("an image of another format: %v", err)
 	}

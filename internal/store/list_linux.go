@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pinfold/pinfold/internal/oci"
 
@@ -296,4 +297,33 @@ func (s *Store) BaseID(ctx context.Context, kind, path, ref string) (string, err
 		return img.ConfigDigest, nil
 	}
 	return "", fmt.Errorf("no id for %s bases", kind)
+}
+
+// lock takes an exclusive lock named name in the store, waiting for
+// another pinfold process that holds it (the same base or image being
+// built); it is released by the returned function or when the process ends.
+func (s *Store) lock(ctx context.Context, name string) (func(), error) {
+	if err := os.MkdirAll(s.dir+"/locks", 0o700); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(s.dir+"/locks/"+name, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if err != unix.EWOULDBLOCK {
+			unix.Close(fd)
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
