@@ -173,7 +173,9 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	}
 	n, err := s.r.Read(p)
 	if n > 0 {
-		s.h.Write(p[:n])
+		if s.h != nil {
+			s.h.Write(p[:n])
+		}
 		s.n += int64(n)
 	}
 	if s.progress != nil && !s.eof && (s.n >= s.next || err == io.EOF) {

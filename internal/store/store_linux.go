@@ -250,17 +250,36 @@ func (s *Store) importTar(ctx context.Context, abs, key string, lim limits, prog
 		return Base{}, fmt.Errorf("importing %s: %w", abs, err)
 	}
 
-	src := &sourceReader{ctx: ctx, r: f, h: sha256.New(), total: before.Size, progress: progress}
+	// The digest is computed on another CPU from a second read of the
+	// file (from the page cache), and writeback starts while the files
+	// are still being made, so that neither waits at the end. The file
+	// must not change meanwhile (checked below).
+	hashed := make(chan hashResult, 1)
+	go func() { hashed <- hashFile(abs) }()
+	flushDone := make(chan struct{})
+	stopFlush := flushWhile(work, flushDone)
+	src := &sourceReader{ctx: ctx, r: f, total: before.Size, progress: progress}
 	br := bufio.NewReaderSize(src, 256<<10)
 	stats, err := extractArchive(ctx, abs, br, root, lim, true)
+	if err == nil {
+		// The digest covers the whole file, also what follows the archive.
+		if _, err = io.Copy(io.Discard, br); err != nil {
+			err = fmt.Errorf("reading archive %s: %w", abs, err)
+		}
+	}
+	stopFlush()
+	h := <-hashed
 	if err != nil {
 		return Base{}, err
 	}
-	// The digest covers the whole file, also what follows the archive.
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return Base{}, fmt.Errorf("reading archive %s: %w", abs, err)
+	if h.err != nil {
+		return Base{}, fmt.Errorf("reading archive %s: %w", abs, h.err)
 	}
-	sum := hex.EncodeToString(src.h.Sum(nil))
+	var during unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &during) != nil || !sameFile(&before, &during) || h.n != src.n {
+		return Base{}, fmt.Errorf("importing %s: the archive changed while it was read; run again", abs)
+	}
+	sum := h.sum
 	digest := digestPrefix + sum
 
 	m := manifest{
@@ -318,6 +337,52 @@ func writeManifest(path string, m *manifest) error {
 
 // syncDir flushes the file system that holds dir, so that a base renamed
 // into place survives a crash whole.
+type hashResult struct {
+	sum string
+	n   int64
+	err error
+}
+
+// hashFile returns the hex sha256 of the file at path and its length.
+func hashFile(path string) hashResult {
+	f, err := os.Open(path)
+	if err != nil {
+		return hashResult{err: err}
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
+	return hashResult{sum: hex.EncodeToString(h.Sum(nil)), n: n, err: err}
+}
+
+// flushWhile writes back dir's file system now and then until the
+// returned function is called, so the final sync finds little to do.
+func flushWhile(dir string, done chan struct{}) (stop func()) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer unix.Close(fd)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				unix.Syncfs(fd)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
 func syncDir(dir string) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
