@@ -896,9 +896,11 @@ func parseBase(s, dir, home string) (sandbox.Base, error) {
 		// A registry reference: pulled into the store on first use.
 		return sandbox.Base{Kind: sandbox.BaseOCI, Ref: strings.TrimPrefix(path, "docker://")}, nil
 	case kind == "oci" && path != "":
-		// oci:PATH or oci:PATH:REF, as podman writes them.
+		// oci:PATH or oci:PATH:REF, as podman writes them; the path ends
+		// at its first ':' so that a REF may hold colons (alpine:3.19,
+		// sha256:...).
 		ref := ""
-		if i := strings.LastIndexByte(path, ':'); i > 0 && !strings.Contains(path[i:], "/") {
+		if i := strings.IndexByte(path, ':'); i > 0 {
 			path, ref = path[:i], path[i+1:]
 		}
 		return sandbox.Base{Kind: sandbox.BaseOCI, Path: hostPath(path, dir, home), Ref: ref}, nil
