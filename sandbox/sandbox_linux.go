@@ -477,7 +477,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 		b, err = st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
 	case BaseOCI:
 		if s.spec.Base.Path == "" {
-			b, err = st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
+			b, err = st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift}, false)
 		} else {
 			b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
 		}

@@ -19,6 +19,7 @@ import (
 
 const baseUsage = `Usage: pinfold base ls [--json]
        pinfold base build debian-12 [--mirror URL]
+       pinfold base pull HOST/REPO[:TAG]
        pinfold base rm ID...
 
 Bases are the root filesystems sandboxes start from. tar: and oci: bases
@@ -63,6 +64,20 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 			return fail(io, err)
 		}
 		fmt.Fprintf(io.Stdout, "%s %s\n", rest[0], b.Digest)
+		return 0
+	case "pull":
+		if len(args) != 2 || !store.IsReference(args[1]) {
+			return fail(io, fault.New(fault.Usage, "pinfold base pull needs a registry reference", "", "like registry.example.org/team/app:1.0", nil))
+		}
+		var shift uint32
+		if os.Geteuid() == 0 {
+			shift = sandbox.HostIDBase
+		}
+		b, err := st.PullBase(ctx, args[1], store.ImportOptions{UIDShift: shift}, true)
+		if err != nil {
+			return fail(io, fault.New(fault.BadBase, err.Error(), "", "check the reference and that the registry is reachable", err))
+		}
+		fmt.Fprintf(io.Stdout, "%s %s\n", args[1], b.Digest)
 		return 0
 	case "rm":
 		if len(args) < 2 {

@@ -28,13 +28,16 @@ var ErrPull = errors.New("pulling the image failed")
 
 // PullBase pulls ref from its registry into the store's shared layout and
 // returns its root filesystem, unpacked as OCIBase does. An image pulled
-// before is used without asking the registry again.
-func (s *Store) PullBase(ctx context.Context, ref string, opt ImportOptions) (Base, error) {
+// before is used without asking the registry again, unless refresh is set
+// (pinfold base pull), which asks it what the tag names now.
+func (s *Store) PullBase(ctx context.Context, ref string, opt ImportOptions, refresh bool) (Base, error) {
 	ref = strings.TrimPrefix(ref, "docker://")
 	key := pullKey(ref)
 	layout := s.dir + "/oci"
-	if b, err := s.OCIBase(ctx, layout, key, opt); err == nil {
-		return b, nil
+	if !refresh {
+		if b, err := s.OCIBase(ctx, layout, key, opt); err == nil {
+			return b, nil
+		}
 	}
 	tool, err := exec.LookPath("skopeo")
 	if err != nil {

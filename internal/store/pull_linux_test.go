@@ -87,7 +87,7 @@ func TestPullBase(t *testing.T) {
 	}
 	s := openStore(t, t.TempDir())
 	ctx := context.Background()
-	b, err := s.PullBase(ctx, ref, ImportOptions{})
+	b, err := s.PullBase(ctx, ref, ImportOptions{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +103,14 @@ func TestPullBase(t *testing.T) {
 	}
 	// Pulled once: the registry is not asked again.
 	n := s.imports.Load()
-	if again, err := s.PullBase(ctx, ref, ImportOptions{}); err != nil || again != b || s.imports.Load() != n {
+	if again, err := s.PullBase(ctx, ref, ImportOptions{}, false); err != nil || again != b || s.imports.Load() != n {
 		t.Errorf("second pull: %+v %v", again, err)
 	}
-	if _, err := s.PullBase(ctx, addr+"/test/img:missing", ImportOptions{}); !errors.Is(err, ErrPull) {
+	// A refresh asks the registry again and finds the same image.
+	if again, err := s.PullBase(ctx, ref, ImportOptions{}, true); err != nil || again.Digest != b.Digest {
+		t.Errorf("refresh: %+v %v", again, err)
+	}
+	if _, err := s.PullBase(ctx, addr+"/test/img:missing", ImportOptions{}, false); !errors.Is(err, ErrPull) {
 		t.Errorf("a missing tag: %v", err)
 	}
 }

@@ -1,0 +1,2 @@
+package netpolicy
+const maxDNSInFlight = 256
