@@ -1,2 +1,0 @@
-package netpolicy
-const maxDNSInFlight = 256
