@@ -18,23 +18,33 @@ func peekName(b []byte) (name string, more bool) {
 	return httpHost(b)
 }
 
-// tlsServerName reads the server_name extension of a ClientHello record.
+// tlsServerName reads the server_name extension of a ClientHello. The
+// hello may span several handshake records, which servers join: read from
+// the first record alone, a hello split on purpose would hide its name.
 func tlsServerName(b []byte) (string, bool) {
-	if len(b) < 5 {
-		return "", true
-	}
-	n := int(be.Uint16(b[3:]))
-	if len(b) < 5+n {
-		return "", true
-	}
-	h := b[5 : 5+n]
-	if len(h) < 4 || h[0] != 1 { // not a ClientHello
-		return "", false
-	}
-	hl := int(h[1])<<16 | int(h[2])<<8 | int(h[3])
-	h = h[4:]
-	if hl < len(h) {
-		h = h[:hl]
+	var h []byte // the records' fragments, joined
+	for {
+		if len(h) >= 4 {
+			if h[0] != 1 { // not a ClientHello
+				return "", false
+			}
+			if hl := int(h[1])<<16 | int(h[2])<<8 | int(h[3]); len(h)-4 >= hl {
+				h = h[4 : 4+hl]
+				break
+			}
+		}
+		if len(b) < 5 {
+			return "", true
+		}
+		if b[0] != 0x16 { // the hello ends early
+			return "", false
+		}
+		n := int(be.Uint16(b[3:]))
+		if len(b) < 5+n {
+			return "", true
+		}
+		h = append(h, b[5:5+n]...)
+		b = b[5+n:]
 	}
 	// version, random, session id, cipher suites, compression methods
 	if len(h) < 34+1 {

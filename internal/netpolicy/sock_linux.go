@@ -63,8 +63,10 @@ func dialTCP(ctx context.Context, dst netip.AddrPort) (*os.File, error) {
 	if d, ok := ctx.Deadline(); ok {
 		f.SetWriteDeadline(d)
 	}
+	stop := cancelIO(ctx, f)
 	rc, err := f.SyscallConn()
 	if err != nil {
+		stop()
 		f.Close()
 		return nil, err
 	}
@@ -85,6 +87,9 @@ func dialTCP(ctx context.Context, dst netip.AddrPort) (*os.File, error) {
 		}
 		return true
 	})
+	if !stop() && werr == nil {
+		werr = ctx.Err() // ended anyway: its deadline may yet land on f
+	}
 	f.SetWriteDeadline(time.Time{})
 	if werr != nil {
 		cerr = werr
@@ -94,6 +99,13 @@ func dialTCP(ctx context.Context, dst netip.AddrPort) (*os.File, error) {
 		return nil, cerr
 	}
 	return f, nil
+}
+
+// cancelIO makes f's pending and later reads and writes fail once ctx is
+// done (the descriptor's deadline is what wakes a blocked wait); stop
+// undoes it.
+func cancelIO(ctx context.Context, f *os.File) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { f.SetDeadline(time.Unix(1, 0)) })
 }
 
 // closeWrite half-closes a connected socket.

@@ -37,6 +37,15 @@ type Stack struct {
 	lst     []*os.File
 	nextPub uint16
 
+	// ctx ends at Close, which must not wait for host-side connects and
+	// upstream DNS queries to time out.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// dnsSlots bounds the UDP DNS queries in flight upstream: each holds a
+	// goroutine and a host socket.
+	dnsSlots chan struct{}
+	logMu    sync.Mutex // serializes writes to cfg.Log
+
 	wg sync.WaitGroup
 }
 
@@ -50,8 +59,9 @@ func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
 		cfg: cfg, tun: tun,
 		tcp: map[flowKey]*tcpConn{}, udp: map[flowKey]*udpFlow{},
 		learned: map[netip.Addr]string{}, vindex: map[string]int{},
-		nextPub: 40000,
+		nextPub: 40000, dnsSlots: make(chan struct{}, maxDNSInFlight),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.upstream = cfg.DNS
 	if len(s.upstream) == 0 {
 		s.upstream = hostResolvers("/etc/resolv.conf")
@@ -117,6 +127,7 @@ func (s *Stack) Close() error {
 	}
 	lst := s.lst
 	s.mu.Unlock()
+	s.cancel()
 	for _, l := range lst {
 		l.Close()
 	}
@@ -157,7 +168,11 @@ func (s *Stack) violate(v Violation) {
 	s.mu.Unlock()
 	if w != nil {
 		b, _ := json.Marshal(v)
+		// Violations come from the loop, DNS goroutines and connection
+		// writers at once; Log need not be safe for concurrent use.
+		s.logMu.Lock()
 		w.Write(append(b, '\n'))
+		s.logMu.Unlock()
 	}
 }
 
@@ -223,6 +238,11 @@ func (s *Stack) decide(kind string, dst netip.AddrPort) decision {
 		d.v = v
 		return d
 	}
+	if s.cfg.Mode == None {
+		// First: the host's loopback is on the link, reachable without a
+		// default route, and --host-loopback needs outbound or allow.
+		return block("", "the network is none: nothing goes out")
+	}
 	switch {
 	case a == HostAddr || a == HostAddr6:
 		if !s.cfg.HostLoopback {
@@ -239,9 +259,6 @@ func (s *Stack) decide(kind string, dst netip.AddrPort) decision {
 		return block("", "pinfold's DNS server only answers DNS on port 53")
 	case inLink(a):
 		return block("", "no host at this address")
-	}
-	if s.cfg.Mode == None {
-		return block("", "the network is none: nothing goes out")
 	}
 	if denied, rule := s.cfg.Rules.DeniedAddr(a); denied {
 		return block(rule, "denied")

@@ -151,6 +151,10 @@ func (s *Stack) tcpOpen(key flowKey, seg *tcpSeg) {
 	c.inspect = s.cfg.Mode == Allow && d.name != ""
 	c.sndUna, c.sndNxt = c.iss, c.iss
 	s.mu.Lock()
+	if s.closed { // Close ran after the loop's check and would miss c
+		s.mu.Unlock()
+		return
+	}
 	if len(s.tcp) >= maxConns {
 		s.mu.Unlock()
 		s.reset(key, seg)
@@ -166,7 +170,7 @@ func (s *Stack) tcpOpen(key flowKey, seg *tcpSeg) {
 		if key.out.Addr() == DNSAddr || key.out.Addr() == DNSAddr6 {
 			f, err = s.dnsStream()
 		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+			ctx, cancel := context.WithTimeout(s.ctx, dialTimeout)
 			f, err = dialTCP(ctx, d.to)
 			cancel()
 		}
@@ -252,6 +256,15 @@ func (c *tcpConn) input(seg *tcpSeg) {
 		}
 		c.sndUna = seg.ack
 		c.establish()
+	case stEstablished:
+		if seg.flags&flagSYN != 0 {
+			// The sandbox has forgotten this connection (its reset was
+			// lost, or it reuses the port): an ACK makes it answer with
+			// the reset that frees the entry, where silence would leave
+			// its new connection hanging (RFC 5961 4.2).
+			c.ack()
+			return
+		}
 	case stClosed:
 		return
 	}
@@ -260,6 +273,10 @@ func (c *tcpConn) input(seg *tcpSeg) {
 	}
 	if len(seg.payload) > 0 || seg.flags&flagFIN != 0 {
 		c.receive(seg)
+	} else if seqLT(seg.seq, c.rcvNxt) {
+		// A keepalive or zero-window probe (no data, one below rcvNxt):
+		// unanswered, the sandbox's kernel times the connection out.
+		c.ack()
 	}
 	c.maybeDone()
 }
@@ -284,6 +301,12 @@ func (c *tcpConn) acked(seg *tcpSeg) {
 		wnd <<= c.wsIn
 	}
 	c.sndWnd = wnd
+	if c.sndNxt == c.sndUna {
+		// Nothing in flight: this answers a window probe. A sandbox that
+		// answers is alive, however long its window stays closed (RFC
+		// 1122 4.2.2.17), so only unanswered probes count as retries.
+		c.retries = 0
+	}
 	if n := seg.ack - c.sndUna; n > 0 {
 		data := uint32(len(c.sb) - c.off)
 		if n > data { // the FIN
@@ -303,6 +326,12 @@ func (c *tcpConn) acked(seg *tcpSeg) {
 		c.cond.Broadcast()
 	}
 	c.push()
+	// push arms the timer only for what it sends: data or a FIN still in
+	// flight from before needs it too, or its loss is never repaired
+	// (RFC 6298 5.3).
+	if c.sndNxt != c.sndUna {
+		c.arm()
+	}
 }
 
 // receive queues the sandbox's data for the host side and acknowledges it.
@@ -327,6 +356,15 @@ func (c *tcpConn) receive(seg *tcpSeg) {
 	}
 	take := min(len(data), rcvQueueMax-c.rqBytes)
 	for rest := data[:take]; len(rest) > 0; {
+		// Small segments fill the last buffer rather than take a 64 KiB
+		// one each: the window counts bytes, not buffers, so a sandbox
+		// sending single bytes would otherwise pin 64 KiB per byte.
+		if i := len(c.rq) - 1; i >= 0 && len(c.rq[i]) < cap(c.rq[i]) {
+			n := min(len(rest), cap(c.rq[i])-len(c.rq[i]))
+			c.rq[i] = append(c.rq[i], rest[:n]...)
+			rest = rest[n:]
+			continue
+		}
 		bp := bufPool.Get().(*[]byte)
 		n := min(len(rest), cap(*bp))
 		b := append((*bp)[:0], rest[:n]...)

@@ -17,6 +17,9 @@ const (
 	udpIdle     = 60 * time.Second
 	dnsTimeout  = 3 * time.Second
 	maxUDPFlows = 1024
+	// maxDNSInFlight is far above what resolvers in the sandbox ask at
+	// once; beyond it queries are dropped and the clients retry.
+	maxDNSInFlight = 256
 )
 
 // udpFlow is a host socket connected to one destination for one sandbox
@@ -54,10 +57,16 @@ func (s *Stack) udpInput(p *packet) {
 	payload := p.l4[udpHeader:ul]
 	key := flowKey{netip.AddrPortFrom(p.src, sp), netip.AddrPortFrom(p.dst, dp)}
 	if (p.dst == DNSAddr || p.dst == DNSAddr6) && dp == 53 {
+		select {
+		case s.dnsSlots <- struct{}{}:
+		default:
+			return // too many in flight: dropped, the client retries
+		}
 		q := append([]byte(nil), payload...)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.dnsSlots }()
 			if r := s.resolve(q, false); r != nil {
 				s.writeUDP(key, r)
 			}
@@ -266,9 +275,9 @@ func (s *Stack) resolve(q []byte, stream bool) []byte {
 	var resp []byte
 	for _, up := range s.upstream {
 		if stream {
-			resp, err = exchangeTCP(up, q)
+			resp, err = exchangeTCP(s.ctx, up, q)
 		} else {
-			resp, err = exchangeUDP(up, q)
+			resp, err = exchangeUDP(s.ctx, up, q)
 		}
 		if err == nil {
 			break
@@ -284,13 +293,14 @@ func (s *Stack) resolve(q []byte, stream bool) []byte {
 }
 
 // exchangeUDP sends q to a resolver and waits for the matching answer.
-func exchangeUDP(to netip.AddrPort, q []byte) ([]byte, error) {
+func exchangeUDP(ctx context.Context, to netip.AddrPort, q []byte) ([]byte, error) {
 	f, err := dialDgram(to, unix.IPPROTO_UDP)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	f.SetDeadline(time.Now().Add(dnsTimeout))
+	defer cancelIO(ctx, f)()
 	if _, err := f.Write(q); err != nil {
 		return nil, err
 	}
@@ -307,15 +317,16 @@ func exchangeUDP(to netip.AddrPort, q []byte) ([]byte, error) {
 }
 
 // exchangeTCP asks a resolver over TCP (for answers too big for UDP).
-func exchangeTCP(to netip.AddrPort, q []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), dnsTimeout)
-	f, err := dialTCP(ctx, to)
+func exchangeTCP(ctx context.Context, to netip.AddrPort, q []byte) ([]byte, error) {
+	dctx, cancel := context.WithTimeout(ctx, dnsTimeout)
+	f, err := dialTCP(dctx, to)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	f.SetDeadline(time.Now().Add(dnsTimeout))
+	defer cancelIO(ctx, f)()
 	msg := binary.BigEndian.AppendUint16(nil, uint16(len(q)))
 	if _, err := f.Write(append(msg, q...)); err != nil {
 		return nil, err
