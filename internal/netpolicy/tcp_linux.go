@@ -633,7 +633,7 @@ func (c *tcpConn) freed(b []byte) {
 // reader copies the host side's data to the sandbox.
 func (c *tcpConn) reader() {
 	defer c.s.wg.Done()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	for {
 		n, err := c.up.Read(buf)
 		c.mu.Lock()
