@@ -2,7 +2,6 @@ package capability
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +52,7 @@ type elfScan struct {
 	limit   bounds
 	entries int
 	objects int
-	machine elf.Machine
+	machine uint16           // 0 accepts every machine
 	have    map[string]bool  // sonames and library file names in the workspace
 	needs   map[string]*need // by soname
 }
@@ -150,24 +149,17 @@ func (s *elfScan) inspect(path string) {
 		return
 	}
 	defer f.Close()
-	var magic [4]byte
-	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
-		return
-	}
-	ef, err := elf.NewFile(&budgetReader{r: f, left: s.limit.read})
+	ef, err := readDynamic(&budgetReader{r: f, left: s.limit.read})
 	if err != nil {
 		return
 	}
-	if s.machine != elf.EM_NONE && ef.Machine != s.machine || ef.Type != elf.ET_DYN && ef.Type != elf.ET_EXEC {
+	if s.machine != 0 && ef.machine != s.machine || ef.typ != etDyn && ef.typ != etExec {
 		return
 	}
-	if so, err := ef.DynString(elf.DT_SONAME); err == nil && len(so) > 0 {
-		s.have[so[0]] = true
+	if ef.soname != "" {
+		s.have[ef.soname] = true
 	}
-	needed, err := ef.ImportedLibraries()
-	if err != nil {
-		return
-	}
+	needed := ef.needed
 	rel, err := filepath.Rel(s.dir, path)
 	if err != nil {
 		rel = path
@@ -202,26 +194,26 @@ func (b *budgetReader) ReadAt(p []byte, off int64) (int, error) {
 	return b.r.ReadAt(p, off)
 }
 
-// hostMachine is the ELF machine of the objects a sandbox on this host
-// can load; EM_NONE accepts every machine.
-func hostMachine() elf.Machine {
+// hostMachine is the ELF machine (e_machine) of the objects a sandbox on
+// this host can load; 0 accepts every machine.
+func hostMachine() uint16 {
 	switch runtime.GOARCH {
 	case "amd64":
-		return elf.EM_X86_64
+		return 62
 	case "arm64":
-		return elf.EM_AARCH64
+		return 183
 	case "386":
-		return elf.EM_386
+		return 3
 	case "arm":
-		return elf.EM_ARM
+		return 40
 	case "riscv64":
-		return elf.EM_RISCV
+		return 243
 	case "ppc64", "ppc64le":
-		return elf.EM_PPC64
+		return 21
 	case "s390x":
-		return elf.EM_S390
+		return 22
 	case "loong64":
-		return elf.EM_LOONGARCH
+		return 258
 	}
-	return elf.EM_NONE
+	return 0
 }

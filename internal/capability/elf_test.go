@@ -30,11 +30,15 @@ func writeELF(t testing.TB, path string, machine elf.Machine, mode os.FileMode, 
 	for _, n := range needed {
 		dyn = append(dyn, elf.Dyn64{Tag: int64(elf.DT_NEEDED), Val: str(n)})
 	}
-	dyn = append(dyn, elf.Dyn64{Tag: int64(elf.DT_NULL)})
 	shstr := []byte("\x00.dynstr\x00.dynamic\x00.shstrtab\x00")
 
-	const ehsize = 64
-	dynstrOff := uint64(ehsize)
+	// Laid out as a linker would: program headers (one PT_LOAD mapping
+	// the file at address 0, PT_DYNAMIC), the strings, the dynamic
+	// section (DT_STRTAB is an address), then section headers.
+	const ehsize, phsize = 64, 2 * 56
+	dynstrOff := uint64(ehsize + phsize)
+	dyn = append(dyn, elf.Dyn64{Tag: int64(elf.DT_STRTAB), Val: dynstrOff},
+		elf.Dyn64{Tag: int64(elf.DT_STRSZ), Val: uint64(len(dynstr))}, elf.Dyn64{Tag: int64(elf.DT_NULL)})
 	dynOff := (dynstrOff + uint64(len(dynstr)) + 7) &^ 7
 	dynSize := uint64(len(dyn) * 16)
 	shstrOff := dynOff + dynSize
@@ -43,7 +47,7 @@ func writeELF(t testing.TB, path string, machine elf.Machine, mode os.FileMode, 
 	var b bytes.Buffer
 	hdr := elf.Header64{
 		Type: uint16(elf.ET_DYN), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
-		Shoff: shOff, Ehsize: ehsize, Phentsize: 56, Shentsize: 64, Shnum: 4, Shstrndx: 3,
+		Phoff: ehsize, Phnum: 2, Shoff: shOff, Ehsize: ehsize, Phentsize: 56, Shentsize: 64, Shnum: 4, Shstrndx: 3,
 	}
 	copy(hdr.Ident[:], elf.ELFMAG)
 	hdr.Ident[elf.EI_CLASS] = byte(elf.ELFCLASS64)
@@ -56,6 +60,10 @@ func writeELF(t testing.TB, path string, machine elf.Machine, mode os.FileMode, 
 	}
 	pad := func(to uint64) { b.Write(make([]byte, int(to)-b.Len())) }
 	must(binary.Write(&b, binary.LittleEndian, hdr))
+	must(binary.Write(&b, binary.LittleEndian, []elf.Prog64{
+		{Type: uint32(elf.PT_LOAD), Flags: uint32(elf.PF_R), Off: 0, Vaddr: 0, Filesz: shOff, Memsz: shOff, Align: 8},
+		{Type: uint32(elf.PT_DYNAMIC), Flags: uint32(elf.PF_R), Off: dynOff, Vaddr: dynOff, Filesz: dynSize, Memsz: dynSize, Align: 8},
+	}))
 	b.Write(dynstr)
 	pad(dynOff)
 	must(binary.Write(&b, binary.LittleEndian, dyn))
@@ -78,7 +86,7 @@ func baseProvides(so string) bool {
 }
 
 func TestFromELF(t *testing.T) {
-	m := hostMachine()
+	m := elf.Machine(hostMachine())
 	other := elf.EM_AARCH64
 	if m == other {
 		other = elf.EM_X86_64
@@ -147,7 +155,7 @@ func TestFromELFHostLibrary(t *testing.T) {
 	if src == "" {
 		t.Skip("no libpng16.so.16 on this host")
 	}
-	if f, err := elf.Open(src); err != nil || f.Machine != hostMachine() {
+	if f, err := elf.Open(src); err != nil || uint16(f.Machine) != hostMachine() {
 		t.Skip("libpng16.so.16 is not for this machine")
 	}
 	in, err := os.Open(src)
@@ -178,7 +186,7 @@ func TestFromELFHostLibrary(t *testing.T) {
 }
 
 func TestFromELFBounds(t *testing.T) {
-	m := hostMachine()
+	m := elf.Machine(hostMachine())
 	dir := t.TempDir()
 	for _, n := range []string{"a", "b", "c", "d"} {
 		writeELF(t, filepath.Join(dir, ".venv/lib", "lib"+n+".so"), m, 0o644, "", "libpq.so.5")

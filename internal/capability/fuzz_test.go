@@ -2,6 +2,7 @@ package capability
 
 import (
 	"context"
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,7 +44,7 @@ func FuzzFromOutput(f *testing.F) {
 
 func FuzzELF(f *testing.F) {
 	dir := f.TempDir()
-	writeELF(f, filepath.Join(dir, "seed.so"), hostMachine(), 0o644, "libseed.so.1", "libpq.so.5")
+	writeELF(f, filepath.Join(dir, "seed.so"), elf.Machine(hostMachine()), 0o644, "libseed.so.1", "libpq.so.5")
 	seed, err := os.ReadFile(filepath.Join(dir, "seed.so"))
 	if err != nil {
 		f.Fatal(err)
