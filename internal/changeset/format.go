@@ -469,7 +469,7 @@ func results(ctx context.Context, roots []Root, entries []Entry, idx []int, o *D
 // a summary line.
 func WriteStat(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error {
 	idx := textEntries(entries, &o)
-	res, err := results(context.Background(), roots, entries, idx, &o)
+	res, err := statResults(roots, entries, idx, &o)
 	if err != nil {
 		return err
 	}
