@@ -235,6 +235,19 @@ func TestTCPZeroWindowProbesDoNotGiveUp(t *testing.T) {
 			t.Fatalf("data into a closed window: %+v", seg)
 		}
 		sc.send(flagACK, 0, nil)
+		// The stack reads that answer on its own goroutine: let it, or the
+		// next expire would count as unanswered.
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+			c.mu.Lock()
+			answered := c.retries == 0
+			c.mu.Unlock()
+			if answered {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("probe %d: the answer was never processed", i+1)
+			}
+		}
 	}
 	// The window opens and the data flows (after any probe the timer
 	// sent meanwhile).
