@@ -36,13 +36,9 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 		}
 		return 0
 	}
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return fail(io, err)
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, "opening the store: "+err.Error(), "", "check the permissions of "+dir, err))
 	}
 	switch args[0] {
 	case "ls":
@@ -180,13 +176,9 @@ func ensureBase(ctx context.Context, io *IO, p *plan.Plan) error {
 	if p.Sandbox.Base.Kind != sandbox.BaseDebian12 {
 		return nil
 	}
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return err
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fault.New(fault.Store, "opening the store: "+err.Error(), "", "check the permissions of "+dir, err)
 	}
 	name := string(p.Sandbox.Base.Kind)
 	if _, err := st.CuratedBase(name); !errors.Is(err, store.ErrNotBuilt) {
@@ -209,13 +201,9 @@ func gcMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return fail(io, err)
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, err.Error(), "", "", err))
 	}
 	removed, err := st.GC(dry)
 	verb := "removed"
@@ -229,4 +217,17 @@ func gcMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, fault.New(fault.Store, "collecting: "+err.Error(), "", "", err))
 	}
 	return 0
+}
+
+// openStore opens pinfold's store, with a coded error when it cannot.
+func openStore() (*store.Store, error) {
+	dir, err := storeDir()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, fault.New(fault.Store, "opening the store: "+err.Error(), "", "check the permissions of "+dir, err)
+	}
+	return st, nil
 }

@@ -93,7 +93,3 @@ func versionMain(_ context.Context, io *IO, _ []string) int {
 	fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
 	return 0
 }
-
-func errNotYet(cmd string) error {
-	return fault.New(fault.Usage, "pinfold "+cmd+" is not available yet", "", "", nil)
-}

@@ -133,13 +133,9 @@ func ensureImage(ctx context.Context, io *IO, p *plan.Plan, frozen bool) error {
 		}
 		return nil
 	}
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return err
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fault.New(fault.Store, "opening the store: "+err.Error(), "", "", err)
 	}
 	sys, err := describe(ctx, st, p)
 	if err != nil || len(sys.caps) == 0 {
@@ -278,13 +274,9 @@ func explainMain(ctx context.Context, io *IO, args []string) int {
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return fail(io, err)
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, err.Error(), "", "", err))
 	}
 	sys, err := describe(ctx, st, p)
 	if err != nil {
@@ -330,13 +322,9 @@ func explainMain(ctx context.Context, io *IO, args []string) int {
 
 // imagesMain lists the derived images.
 func imagesMain(ctx context.Context, io *IO, args []string) int {
-	dir, err := storeDir()
+	st, err := openStore()
 	if err != nil {
 		return fail(io, err)
-	}
-	st, err := store.Open(dir)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, err.Error(), "", "", err))
 	}
 	imgs, err := st.Images()
 	if err != nil {

@@ -47,6 +47,5 @@ var (
 	backendValues = [...]string{"native", "host", "auto"}
 	accessValues  = [...]string{"changeset", "rw", "ro", "none"}
 	networkValues = [...]string{"none", "host", "outbound", "allow"}
-	userValues    = [...]string{"", "root"}
 	roleValues    = [...]string{"install", "run", "build"}
 )

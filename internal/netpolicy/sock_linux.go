@@ -2,7 +2,6 @@ package netpolicy
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"time"
@@ -170,29 +169,4 @@ func dialDgram(dst netip.AddrPort, proto int) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "udp"), nil
-}
-
-// localPort returns the port a socket is bound to (the ICMP echo id of a
-// ping socket).
-func localPort(f *os.File) uint16 {
-	var port uint16
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			if sa, err := unix.Getsockname(int(fd)); err == nil {
-				port = addrPortOf(sa).Port()
-			}
-		})
-	}
-	return port
-}
-
-// errno describes a dial error briefly ("connection refused").
-func errText(err error) string {
-	if e, ok := err.(unix.Errno); ok {
-		return e.Error()
-	}
-	if pe, ok := err.(*os.PathError); ok {
-		return errText(pe.Err)
-	}
-	return fmt.Sprint(err)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -320,14 +319,6 @@ func (s *Stack) learn(name string, addrs []netip.Addr) {
 	s.mu.Unlock()
 }
 
-// sandboxAddr returns the sandbox's address of a's family.
-func sandboxAddr(a netip.Addr) netip.Addr {
-	if a.Is4() {
-		return SandboxAddr
-	}
-	return SandboxAddr6
-}
-
 // serve accepts connections to a published port.
 func (s *Stack) serve(l *os.File, p Publish) {
 	defer s.wg.Done()
@@ -363,5 +354,3 @@ func (s *Stack) ephemeral(dst netip.AddrPort, src netip.Addr) (flowKey, bool) {
 	}
 	return flowKey{}, false
 }
-
-func portString(p uint16) string { return strconv.Itoa(int(p)) }

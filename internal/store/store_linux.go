@@ -256,8 +256,7 @@ func (s *Store) importTar(ctx context.Context, abs, key string, lim limits, prog
 	// must not change meanwhile (checked below).
 	hashed := make(chan hashResult, 1)
 	go func() { hashed <- hashFile(abs) }()
-	flushDone := make(chan struct{})
-	stopFlush := flushWhile(work, flushDone)
+	stopFlush := flushWhile(work)
 	src := &sourceReader{ctx: ctx, r: f, total: before.Size, progress: progress}
 	br := bufio.NewReaderSize(src, 256<<10)
 	stats, err := extractArchive(ctx, abs, br, root, lim, true)
@@ -357,7 +356,8 @@ func hashFile(path string) hashResult {
 
 // flushWhile writes back dir's file system now and then until the
 // returned function is called, so the final sync finds little to do.
-func flushWhile(dir string, done chan struct{}) (stop func()) {
+func flushWhile(dir string) (stop func()) {
+	done := make(chan struct{})
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return func() {}
