@@ -22,6 +22,10 @@ const (
 // hostSystemDirs is what the host base shows: system directories only.
 var hostSystemDirs = [...]string{"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt"}
 
+// HostSystemDirs returns the top-level directories the host base shows
+// (those that exist on this host are bound read-only).
+func HostSystemDirs() []string { return append([]string(nil), hostSystemDirs[:]...) }
+
 // ownMounts are the paths the sandbox provides itself, whatever the base has.
 var ownMounts = [...]string{"/dev", "/proc", "/sys", "/tmp"}
 

@@ -886,6 +886,10 @@ func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
 	return p.inst.init.Handoff(deadline, timeoutMsg, tmpFullMsg)
 }
 
+// Sent returns the messages that started the process's sandbox init, for
+// pinfold's launch records (see internal/backend/native.LaunchRecord).
+func (p *Process) Sent() (spawn, config, exec []byte) { return p.inst.init.Sent() }
+
 // Kill ends the sandbox at once, with everything in it.
 func (p *Process) Kill() error { return p.inst.init.Kill() }
 

@@ -3,7 +3,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/goenv.sh
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold ./cmd/pinfold
+./scripts/build.sh
 CGO_ENABLED=0 go run ./bench/startup -pinfold bin/pinfold -rounds "${ROUNDS:-300}"
 CGO_ENABLED=0 go run ./bench/workload -pinfold bin/pinfold -rounds "${WORKLOAD_ROUNDS:-10}"
 CGO_ENABLED=0 go run ./bench/changeset -pinfold bin/pinfold

@@ -23,9 +23,6 @@ if [ ! -e /dev/net/tun ]; then
 fi
 
 . scripts/goenv.sh
-mkdir -p bin
-# A static binary without cgo: the sandbox init is embedded (see
-# internal/backend/native/initc), and pinfold starts on every command.
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pinfold/pinfold/internal/cli.Version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/pinfold ./cmd/pinfold
+./scripts/build.sh
 install -m 0755 bin/pinfold /usr/local/bin/pinfold
 echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"

@@ -12,16 +12,18 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 echo "== go vet"
 go vet ./...
 
-echo "== the embedded init matches its source"
+echo "== the embedded init and launcher match their source"
 if command -v gcc >/dev/null 2>&1; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	cp -r internal/backend/native/initc "$tmp/initc"
 	sh "$tmp/initc/build.sh"
-	cmp "$tmp/init_amd64.bin" internal/backend/native/init_amd64.bin || {
-		echo "internal/backend/native/init_amd64.bin is stale: run go generate ./internal/backend/native/"
-		exit 1
-	}
+	for f in init_amd64.bin launch_amd64.s; do
+		cmp "$tmp/$f" "internal/backend/native/$f" || {
+			echo "internal/backend/native/$f is stale: run go generate ./internal/backend/native/"
+			exit 1
+		}
+	done
 else
 	echo "(skipped: no gcc)"
 fi

@@ -39,8 +39,16 @@ type runner struct {
 }
 
 func command(name string, args ...string) func() error {
+	return commandEnv(nil, name, args...)
+}
+
+// commandEnv runs name with extra environment variables.
+func commandEnv(env []string, name string, args ...string) func() error {
 	return func() error {
 		cmd := exec.Command(name, args...)
+		if env != nil {
+			cmd.Env = append(os.Environ(), env...)
+		}
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -78,6 +86,9 @@ func main() {
 		{name: "bwrap (same isolation) /bin/true", run: command("bwrap", bwrapArgs...)},
 		{name: "pinfold run -- /bin/true (changeset)", run: command(bin, "run", "--", "/bin/true")},
 		{name: "/bin/true", run: command("/bin/true")},
+		// Without launch records every run starts the Go runtime.
+		{name: "pinfold run --access ro (no launch cache)", run: commandEnv([]string{"PINFOLD_NO_LAUNCH_CACHE=1"},
+			bin, "run", "--access", "ro", "--", "/bin/true")},
 	}
 	if *podman {
 		if p, err := podmanRunner(ws); err != nil {
@@ -89,6 +100,7 @@ func main() {
 	measure(cli, *rounds)
 	report("CLI, cold start", cli, 0, 1)
 	ratio(cli, 2, 1)
+	ratio(cli, 4, 1)
 
 	if *library {
 		lib, cleanup, err := libraryRunner(ws)

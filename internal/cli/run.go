@@ -152,6 +152,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
+	lr := newLaunchRecorder(args, rest, o.config)
 	if err := recoverApplies(ctx, io); err != nil {
 		return fail(io, err)
 	}
@@ -213,7 +214,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	if p.Sandbox.Base.Kind != sandbox.BaseHost && !p.TTY {
 		errTail = &tailBuffer{}
 	}
-	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started, errTail)
+	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started, errTail, lr)
 	vlog.close()
 	if err != nil {
 		if cs != nil {
@@ -325,14 +326,16 @@ func makeCaches(p *plan.Plan) error {
 }
 
 // execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func(), errTail *tailBuffer) (*sandbox.Result, error) {
+func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func(), errTail *tailBuffer, lr *launchRecorder) (*sandbox.Result, error) {
 	// A plain run hands off to a small waiter once the command runs (see
 	// sandbox.Process.Handoff); the sandbox must be started from the
 	// thread that will exec it.
 	handoff := !p.TTY && !stay && tr == nil && p.Sandbox.Limits.Memory == 0 &&
 		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0 && !usesStack(p) && errTail == nil
+	record := false
 	if handoff {
 		runtime.LockOSThread()
+		record = lr.plan(p)
 	}
 	sb, err := sandbox.New(ctx, p.Sandbox)
 	if err != nil {
@@ -369,7 +372,11 @@ func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, s
 			return nil, err
 		}
 		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
-		err = proc.Handoff("pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp))
+		timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
+		if record {
+			lr.write(p, proc, timeoutMsg, tmpFullMsg)
+		}
+		err = proc.Handoff(timeoutMsg, tmpFullMsg)
 		// Only a failed exec gets here: wait in-process instead.
 		proc.Kill()
 		proc.Wait()

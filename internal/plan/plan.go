@@ -57,6 +57,9 @@ type Plan struct {
 	HostAllow   []string
 	HostBlocked []string
 	Audit       Audit
+	// Dispatched says the config has dispatch rules: another command
+	// could get another plan.
+	Dispatched bool
 	// Sources says where each setting came from, by setting name.
 	Sources map[string]string
 }
@@ -208,6 +211,7 @@ func layersFor(r *Request, p *Plan) ([]layer, error) {
 		ls = append(ls, layer{s: &top, dir: dir, label: func(k string) string {
 			return fmt.Sprintf("%s:%d (top level)", name, top.Pos[k].Line)
 		}})
+		p.Dispatched = len(f.Dispatch) > 0
 		if prof, rule := dispatch(f, r.Args); prof != nil {
 			p.Audit.Profile = prof.Name
 			p.Audit.Rule = ruleText(rule, name)

@@ -51,6 +51,9 @@ type Init struct {
 	stage1 int
 	tun    *os.File // the sandbox's TUN device, until TUN takes it
 
+	// sent are the spawn, config and exec messages, for launch records.
+	sent [3][]byte
+
 	mu     sync.Mutex
 	reaped bool
 	closed bool
@@ -145,6 +148,7 @@ func Spawn(s *SpawnConfig) (*Init, error) {
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
 	in := &Init{sock: fds[0], stage1: pid}
+	in.sent[0] = msg
 	typ, p, _, err := in.read()
 	switch {
 	case err != nil:
@@ -169,6 +173,7 @@ func (in *Init) Configure(c *Config) error {
 		return err
 	}
 	in.cfg = c
+	in.sent[1] = msg
 	if err := unix.Sendmsg(in.sock, msg, nil, nil, 0); err != nil {
 		if err == unix.EPIPE || err == unix.ECONNRESET {
 			return in.died()
@@ -177,6 +182,10 @@ func (in *Init) Configure(c *Config) error {
 	}
 	return nil
 }
+
+// Sent returns the spawn, config and exec messages this init was sent,
+// which a LaunchRecord replays.
+func (in *Init) Sent() (spawn, config, exec []byte) { return in.sent[0], in.sent[1], in.sent[2] }
 
 // Pid returns the host pid of the sandbox's PID 1.
 func (in *Init) Pid() int { return in.pid }
@@ -275,6 +284,7 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 	if err != nil {
 		return nil, err
 	}
+	in.sent[2] = msg
 	var oob []byte
 	if x.TTY == nil && len(x.Stdio) == 3 {
 		oob = unix.UnixRights(x.Stdio...)

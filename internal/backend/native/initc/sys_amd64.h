@@ -1,5 +1,5 @@
 /*
- * Raw system calls and the process entry point for x86_64. The init links
+ * Raw system calls and clone for x86_64. The init links
  * no C library: it runs in a vfork child and as PID 1, where library locks
  * and per-thread bookkeeping would be wrong, and it must start in as few
  * page faults as possible.
@@ -51,17 +51,5 @@ __asm__(".text\n"
 	"	syscall\n"
 	"	hlt\n"
 	"1:	ret\n");
-
-/* The kernel enters at _start with the stack holding argc, argv, envp. */
-void pf_main(long *sp);
-__asm__(".text\n"
-	".globl _start\n"
-	".type _start,@function\n"
-	"_start:\n"
-	"	xor %ebp, %ebp\n"
-	"	mov %rsp, %rdi\n"
-	"	and $-16, %rsp\n"
-	"	call pf_main\n"
-	"	hlt\n");
 
 #endif

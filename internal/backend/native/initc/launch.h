@@ -1,0 +1,44 @@
+/*
+ * The launch record format, shared by launch.c (the reader) and launch.go
+ * (the writer, which spells the same numbers).
+ *
+ * A record file is LAUNCH_MAGIC, a u32 version, a u32 zero, then records:
+ *
+ *   struct { u16 tag; u16 pad; u32 len; u8 data[len]; } padded to 8
+ */
+#ifndef PF_LAUNCH_H
+#define PF_LAUNCH_H
+
+#define LAUNCH_MAGIC "PFLAUNCH"
+#define LAUNCH_VERSION 1
+/* The key's first bytes (with their NUL). */
+#define LAUNCH_KEY_MAGIC "pinfold-launch-1"
+#define LAUNCH_MAX_RECORD (4 << 20)
+#define LAUNCH_MAX_MESSAGE (200 * 1024)
+
+#define R_KEY 1    /* the exact key the file name hashes */
+#define R_DEP 2    /* struct launch_dep, the path, for DEP_LINK the target */
+#define R_EMPTY 3  /* a directory that must be empty or absent */
+#define R_SPAWN 4  /* the M_SPAWN message */
+#define R_CONFIG 5 /* the M_CONFIG message */
+#define R_EXEC 6   /* the M_EXEC message, its E_ARG records first */
+#define R_WAIT 7   /* the waiter's timeout and /tmp-full messages, NUL-terminated */
+#define R_OPTS 8   /* u32 flags, u32 zero, u64 timeout in ns (0: none) */
+
+/* R_OPTS flags */
+#define LAUNCH_ANY_COMMAND 1 /* the plan does not depend on the command: any may replace it */
+#define LAUNCH_STDIN 2       /* pass stdin (-i) instead of /dev/null */
+
+#define DEP_STAT 1   /* stat(2) of the path gives the same fields */
+#define DEP_LSTAT 2  /* likewise, not following a final symbolic link */
+#define DEP_ABSENT 3 /* stat(2) of the path fails with ENOENT or ENOTDIR */
+#define DEP_LINK 4   /* readlink(2) of the path gives the target */
+
+struct launch_dep {
+	unsigned int kind, pad;
+	unsigned long long dev, ino;
+	unsigned int mode, uid, gid, pad2;
+	long long size, mtime, mtime_ns, ctime, ctime_ns;
+};
+
+#endif

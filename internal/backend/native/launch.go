@@ -1,0 +1,235 @@
+package native
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A launch record lets the next identical `pinfold run` start without the
+// Go runtime: initc/launch.c, linked in as the binary's entry point, finds
+// it by the hash of its key, checks every dependency, and replays the
+// messages. The numbers below mirror initc/launch.h.
+const (
+	launchMagic      = "PFLAUNCH"
+	launchVersion    = 1
+	launchKeyMagic   = "pinfold-launch-1\x00"
+	launchMaxRecord  = 4 << 20
+	rKey, rDep       = 1, 2
+	rEmpty, rSpawn   = 3, 4
+	rConfig, rExec   = 5, 6
+	rWait, rOpts     = 7, 8
+	launchAnyCommand = 1
+	launchStdin      = 2
+)
+
+// DepKind is how a launch record checks one path.
+type DepKind uint32
+
+// Dependency kinds (DEP_* in initc/launch.h).
+const (
+	DepStat   DepKind = 1 // stat(2) of the path is unchanged
+	DepLstat  DepKind = 2 // lstat(2) of the path is unchanged
+	DepAbsent DepKind = 3 // the path does not exist
+	DepLink   DepKind = 4 // the symbolic link still points at Target
+)
+
+// Dep is one thing a launch record depends on.
+type Dep struct {
+	Kind   DepKind
+	Path   string
+	Target string      // DepLink
+	Stat   unix.Stat_t // DepStat, DepLstat
+}
+
+// StatDep reads what a dependency of kind on path is now. A path that is
+// missing makes a DepAbsent dependency whatever kind was asked.
+func StatDep(kind DepKind, path string) (Dep, error) {
+	d := Dep{Kind: kind, Path: path}
+	var err error
+	switch kind {
+	case DepLink:
+		d.Target, err = os.Readlink(path)
+		return d, err
+	case DepLstat:
+		err = unix.Lstat(path, &d.Stat)
+	default:
+		err = unix.Stat(path, &d.Stat)
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return Dep{Kind: DepAbsent, Path: path}, nil
+	}
+	return d, err
+}
+
+// Same reports whether two reads of a dependency agree.
+func (d Dep) Same(e Dep) bool {
+	if d.Kind != e.Kind || d.Path != e.Path || d.Target != e.Target {
+		return false
+	}
+	a, b := &d.Stat, &e.Stat
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Mode == b.Mode && a.Uid == b.Uid && a.Gid == b.Gid &&
+		a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// Changed is the dependency's last change (ctime), or the zero time.
+func (d Dep) Changed() time.Time {
+	if d.Kind != DepStat && d.Kind != DepLstat {
+		return time.Time{}
+	}
+	return time.Unix(d.Stat.Ctim.Sec, d.Stat.Ctim.Nsec)
+}
+
+// LaunchRecord is what replaying a run needs.
+type LaunchRecord struct {
+	// Prefix is the command line up to and including the first "--"
+	// (without the program name); Cwd, Environ and the ids complete the
+	// key (see LaunchKey).
+	Prefix  []string
+	Cwd     string
+	Environ []string
+	Deps    []Dep
+	// Empty are directories that must be empty or absent (pending work
+	// that only the Go side does).
+	Empty []string
+	// Spawn, Config and Exec are the messages sent to the init.
+	Spawn, Config, Exec []byte
+	// AnyCommand lets any command replace Exec's arguments: the plan
+	// does not depend on the command.
+	AnyCommand bool
+	Stdin      bool // pass stdin rather than /dev/null
+	Timeout    time.Duration
+	TimeoutMsg string
+	TmpFullMsg string
+}
+
+// LaunchKey is the exact key a record is stored under; launch.c builds the
+// same bytes from its argv, cwd, environment, ids and the boot id.
+func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil || len(boot) < 36 {
+		return nil, fmt.Errorf("reading the boot id: %v", err)
+	}
+	var b bytes.Buffer
+	b.WriteString(launchKeyMagic)
+	str := func(tag byte, s string) {
+		b.WriteByte(tag)
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	for _, a := range prefix {
+		str('a', a)
+	}
+	str('c', cwd)
+	for _, e := range environ {
+		if e != "" {
+			str('e', e)
+		}
+	}
+	b.WriteByte('u')
+	for _, id := range []int{os.Getuid(), os.Geteuid(), os.Getgid(), os.Getegid()} {
+		b.Write(binary.NativeEndian.AppendUint32(nil, uint32(id)))
+	}
+	str('b', string(boot[:36]))
+	return b.Bytes(), nil
+}
+
+// LaunchFile is the record file for key under dir.
+func LaunchFile(dir string, key []byte) string {
+	h := uint64(0xcbf29ce484222325)
+	for _, c := range key {
+		h = (h ^ uint64(c)) * 0x100000001b3
+	}
+	return filepath.Join(dir, fmt.Sprintf("%016x", h))
+}
+
+// encode returns the record's key and the record file's bytes.
+func (r *LaunchRecord) encode() (key, b []byte, err error) {
+	key, err = LaunchKey(r.Prefix, r.Cwd, r.Environ)
+	if err != nil {
+		return nil, nil, err
+	}
+	b = append([]byte(launchMagic), 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.NativeEndian.PutUint32(b[8:], launchVersion)
+	rec := func(tag uint16, data []byte) {
+		var h [8]byte
+		binary.NativeEndian.PutUint16(h[0:], tag)
+		binary.NativeEndian.PutUint32(h[4:], uint32(len(data)))
+		b = append(b, h[:]...)
+		b = append(b, data...)
+		for len(b)%8 != 0 {
+			b = append(b, 0)
+		}
+	}
+	rec(rKey, key)
+	for _, d := range r.Deps {
+		v := make([]byte, 80, 80+len(d.Path)+len(d.Target)+2)
+		binary.NativeEndian.PutUint32(v[0:], uint32(d.Kind))
+		s := &d.Stat
+		binary.NativeEndian.PutUint64(v[8:], s.Dev)
+		binary.NativeEndian.PutUint64(v[16:], s.Ino)
+		binary.NativeEndian.PutUint32(v[24:], s.Mode)
+		binary.NativeEndian.PutUint32(v[28:], s.Uid)
+		binary.NativeEndian.PutUint32(v[32:], s.Gid)
+		for i, x := range []int64{s.Size, s.Mtim.Sec, s.Mtim.Nsec, s.Ctim.Sec, s.Ctim.Nsec} {
+			binary.NativeEndian.PutUint64(v[40+8*i:], uint64(x))
+		}
+		v = append(append(v, d.Path...), 0)
+		if d.Kind == DepLink {
+			v = append(append(v, d.Target...), 0)
+		}
+		rec(rDep, v)
+	}
+	for _, e := range r.Empty {
+		rec(rEmpty, append([]byte(e), 0))
+	}
+	rec(rSpawn, r.Spawn)
+	rec(rConfig, r.Config)
+	rec(rExec, r.Exec)
+	rec(rWait, []byte(r.TimeoutMsg+"\x00"+r.TmpFullMsg+"\x00"))
+	var opts [16]byte
+	var flags uint32
+	if r.AnyCommand {
+		flags |= launchAnyCommand
+	}
+	if r.Stdin {
+		flags |= launchStdin
+	}
+	binary.NativeEndian.PutUint32(opts[0:], flags)
+	binary.NativeEndian.PutUint64(opts[8:], uint64(r.Timeout))
+	rec(rOpts, opts[:])
+	if len(b) > launchMaxRecord {
+		return nil, nil, ErrTooLarge
+	}
+	return key, b, nil
+}
+
+// WriteLaunch stores r in dir (created 0700), replacing any record with
+// the same key.
+func WriteLaunch(dir string, r *LaunchRecord) error {
+	key, data, err := r.encode()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	path := LaunchFile(dir, key)
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
