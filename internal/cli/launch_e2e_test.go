@@ -1,0 +1,305 @@
+package cli_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The launch cache is tested through the binary: a run records its
+// launch, the test marks the record (an extra variable in the command's
+// environment that only a replay can add), and later runs show whether
+// they were replayed.
+
+const replayMark = "PINFOLD_REPLAYED=1"
+
+// echoMark prints whether the command was started from a (marked) record.
+var echoMark = []string{"sh", "-c", `echo ${PINFOLD_REPLAYED:-no}`}
+
+func needLaunchCache(t *testing.T) string {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the launch cache is built for amd64 only")
+	}
+	st := t.TempDir()
+	t.Setenv("PINFOLD_STORE", st)
+	return st
+}
+
+// freshWorkspace is a workspace old enough to be recorded (see racyAge).
+func freshWorkspace(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	time.Sleep(80 * time.Millisecond)
+	return ws
+}
+
+// prime runs args once, checks it left exactly one record, and marks it.
+func prime(t *testing.T, st, ws string, args ...string) {
+	t.Helper()
+	os.RemoveAll(filepath.Join(st, "launch"))
+	if _, errs, code := pf(t, ws, args...); code != 0 {
+		t.Fatalf("%v: status %d: %s", args, code, errs)
+	}
+	recs, _ := filepath.Glob(filepath.Join(st, "launch", "*"))
+	if len(recs) != 1 {
+		t.Fatalf("%v left %d launch records, want 1", args, len(recs))
+	}
+	markRecord(t, recs[0])
+}
+
+// markRecord appends replayMark to the environment of the record's
+// M_EXEC message.
+func markRecord(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 16 || string(b[:8]) != "PFLAUNCH" {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	out := append([]byte(nil), b[:16]...)
+	found := false
+	for p := b[16:]; len(p) >= 8; {
+		tag := binary.NativeEndian.Uint16(p)
+		n := int(binary.NativeEndian.Uint32(p[4:]))
+		data := p[8 : 8+n]
+		p = p[min(len(p), 8+(n+7)&^7):]
+		if tag == 6 { // R_EXEC
+			env := append([]byte(replayMark), 0)
+			data = append([]byte(nil), data...)
+			data = binary.NativeEndian.AppendUint16(data, 2) // E_ENV
+			data = append(data, 0, 0)
+			data = binary.NativeEndian.AppendUint32(data, uint32(len(env)))
+			data = append(data, env...)
+			for len(data)%4 != 0 {
+				data = append(data, 0)
+			}
+			binary.NativeEndian.PutUint32(data[4:], uint32(len(data)-8))
+			found = true
+		}
+		out = binary.NativeEndian.AppendUint16(out, tag)
+		out = append(out, 0, 0)
+		out = binary.NativeEndian.AppendUint32(out, uint32(len(data)))
+		out = append(out, data...)
+		for len(out)%8 != 0 {
+			out = append(out, 0)
+		}
+	}
+	if !found {
+		t.Fatalf("%s has no exec message", path)
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replayed runs args (which must run echoMark) and reports whether the
+// run was replayed from the marked record.
+func replayed(t *testing.T, ws string, args ...string) bool {
+	t.Helper()
+	out, errs, code := pf(t, ws, args...)
+	switch {
+	case code != 0:
+		t.Fatalf("%v: status %d: %s", args, code, errs)
+	case out == "1\n":
+		return true
+	case out != "no\n":
+		t.Fatalf("%v: output %q", args, out)
+	}
+	return false
+}
+
+func runRO(cmd ...string) []string { return append([]string{"run", "--access", "ro", "--"}, cmd...) }
+
+func TestLaunchCacheReplaysAnyCommand(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	prime(t, st, ws, runRO("true")...)
+	if !replayed(t, ws, runRO(echoMark...)...) {
+		t.Fatal("a repeated run was not replayed")
+	}
+	// The command's status, signals and output streams on a replay.
+	if _, errs, code := pf(t, ws, runRO("sh", "-c", `test "$PINFOLD_REPLAYED" = 1 && exit 7`)...); code != 7 {
+		t.Errorf("exit status %d, want 7: %s", code, errs)
+	}
+	if _, _, code := pf(t, ws, runRO("sh", "-c", `test "$PINFOLD_REPLAYED" = 1 && kill -INT $$`)...); code != 130 {
+		t.Errorf("killed by SIGINT: status %d, want 130", code)
+	}
+	cmd := exec.Command(pinfold, runRO("sh", "-c", `echo $PINFOLD_REPLAYED; cat; echo out; echo err >&2`)...)
+	cmd.Dir, cmd.Stdin = ws, strings.NewReader("not read without -i\n")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || out.String() != "1\nout\n" || errb.String() != "err\n" {
+		t.Errorf("streams: %v %q %q", err, out.String(), errb.String())
+	}
+	// A command that cannot start falls back to the Go side, which
+	// explains it.
+	if _, errs, code := pf(t, ws, runRO("/no/such/command")...); code != 127 || !strings.Contains(errs, "PF150") {
+		t.Errorf("missing command: status %d: %s", code, errs)
+	}
+	// Other flags are another key.
+	if replayed(t, ws, "run", "--access", "ro", "--hostname", "other", "--", echoMark[0], echoMark[1], echoMark[2]) {
+		t.Error("a run with other flags was replayed")
+	}
+}
+
+func TestLaunchCacheTimeoutAndStdin(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	prime(t, st, ws, "run", "--access", "ro", "--timeout", "0.3", "-i", "--", "true")
+	start := time.Now()
+	_, errs, code := pf(t, ws, "run", "--access", "ro", "--timeout", "0.3", "-i", "--", "sh", "-c",
+		`test "$PINFOLD_REPLAYED" = 1 && sleep 5`)
+	if code != 124 || !strings.Contains(errs, "killed: timeout") || time.Since(start) > 3*time.Second {
+		t.Errorf("timeout on a replay: status %d after %v: %s", code, time.Since(start), errs)
+	}
+	cmd := exec.Command(pinfold, "run", "--access", "ro", "--timeout", "0.3", "-i", "--", "sh", "-c", `echo $PINFOLD_REPLAYED; cat`)
+	cmd.Dir, cmd.Stdin = ws, strings.NewReader("in\n")
+	if out, err := cmd.Output(); err != nil || string(out) != "1\nin\n" {
+		t.Errorf("-i on a replay: %v %q", err, out)
+	}
+}
+
+func TestLaunchCacheInvalidation(t *testing.T) {
+	st := needLaunchCache(t)
+	root := t.TempDir()
+	ws := filepath.Join(root, "a", "b")
+	os.MkdirAll(ws, 0o755)
+	time.Sleep(80 * time.Millisecond)
+	for _, c := range []struct {
+		name   string
+		change func() (undo func())
+	}{
+		{"config in the workspace", func() func() {
+			f := filepath.Join(ws, "pinfold.yaml")
+			os.WriteFile(f, []byte("version: 1\nhostname: configured\n"), 0o644)
+			return func() { os.Remove(f) }
+		}},
+		{"config in a parent", func() func() {
+			f := filepath.Join(root, "pinfold.yaml")
+			os.WriteFile(f, []byte("version: 1\nhostname: configured\n"), 0o644)
+			return func() { os.Remove(f) }
+		}},
+		{"workspace mode", func() func() {
+			os.Chmod(ws, 0o700)
+			return func() { os.Chmod(ws, 0o755) }
+		}},
+		{"interrupted apply pending", func() func() {
+			os.MkdirAll(filepath.Join(st, "applying", "no-such-changeset"), 0o700)
+			return func() { os.RemoveAll(filepath.Join(st, "applying")) }
+		}},
+		{"environment", func() func() {
+			os.Setenv("PINFOLD_LAUNCH_TEST", "1")
+			return func() { os.Unsetenv("PINFOLD_LAUNCH_TEST") }
+		}},
+		{"another pinfold binary", func() func() {
+			b, _ := os.ReadFile(pinfold)
+			other := filepath.Join(t.TempDir(), "pinfold")
+			os.WriteFile(other, b, 0o755)
+			old := pinfold
+			pinfold = other
+			return func() { pinfold = old }
+		}},
+		{"record writable by others", func() func() {
+			recs, _ := filepath.Glob(filepath.Join(st, "launch", "*"))
+			for _, r := range recs {
+				os.Chmod(r, 0o666)
+			}
+			return func() {}
+		}},
+		{"record owned by another user", func() func() {
+			recs, _ := filepath.Glob(filepath.Join(st, "launch", "*"))
+			for _, r := range recs {
+				os.Lchown(r, 65534, 65534)
+			}
+			return func() {}
+		}},
+	} {
+		prime(t, st, ws, runRO(echoMark...)...)
+		if !replayed(t, ws, runRO(echoMark...)...) {
+			t.Fatalf("%s: not replayed before the change", c.name)
+		}
+		undo := c.change()
+		if replayed(t, ws, runRO(echoMark...)...) {
+			t.Errorf("%s: replayed after the change", c.name)
+		}
+		undo()
+		time.Sleep(80 * time.Millisecond)
+	}
+}
+
+func TestLaunchCacheDispatchPinsTheCommand(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := t.TempDir()
+	cfg := "version: 1\nprofiles:\n  quiet:\n    hostname: quiet\ndispatch:\n  - command: make\n    profile: quiet\n"
+	if err := os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(80 * time.Millisecond)
+	prime(t, st, ws, runRO(echoMark...)...)
+	if !replayed(t, ws, runRO(echoMark...)...) {
+		t.Fatal("the same command was not replayed")
+	}
+	// With dispatch rules another command may get another profile.
+	if replayed(t, ws, runRO("sh", "-c", `echo ${PINFOLD_REPLAYED:-no}`, "other")...) {
+		t.Error("another command was replayed despite dispatch rules")
+	}
+}
+
+func TestLaunchCacheKillLeavesNothing(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	prime(t, st, ws, runRO("true")...)
+	cmd := exec.Command(pinfold, runRO("sh", "-c", `echo $PINFOLD_REPLAYED; exec sleep 31.7`)...)
+	cmd.Dir = ws
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "1\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("not replayed: %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := sleepers("31.7")
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox outlived pinfold: pids %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sleepers returns the pids of processes running "sleep ARG".
+func sleepers(arg string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if string(b) == "sleep\x00"+arg+"\x00" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
