@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
+	"github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/sandbox"
@@ -18,7 +20,7 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, err)
 	}
 	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold clean\n\nRemoves cgroups and temporary directories that runs killed before they\ncould clean up left behind, and finishes their interrupted applies and\ndisks (--disk). Sandboxes still running are not touched.\n\nFlags:\n")
+		fmt.Fprint(io.Stdout, "Usage: pinfold clean\n\nRemoves cgroups and temporary directories that runs killed before they\ncould clean up left behind, finishes their interrupted applies and\ndisks (--disk), and forgets recorded launches (see docs/cli.md). Sandboxes\nstill running are not touched.\n\nFlags:\n")
 		fs.Usage(io.Stdout)
 		return 0
 	}
@@ -44,6 +46,9 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 		if err != nil {
 			return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
 		}
+	}
+	if n := native.RemoveLaunches(filepath.Join(dir, "launch")); n > 0 {
+		fmt.Fprintf(io.Stdout, "removed %d launch records\n", n)
 	}
 	removed, err := sandbox.Clean(ctx, "")
 	for _, r := range removed {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -231,5 +232,44 @@ func WriteLaunch(dir string, r *LaunchRecord) error {
 		os.Remove(tmp)
 		return err
 	}
+	trimLaunches(dir, maxLaunches)
 	return nil
+}
+
+// maxLaunches bounds the records kept: each distinct command line,
+// directory and environment has its own.
+const maxLaunches = 256
+
+// trimLaunches removes the least recently written records beyond keep.
+func trimLaunches(dir string, keep int) {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) <= keep {
+		return
+	}
+	type rec struct {
+		name string
+		mod  time.Time
+	}
+	var recs []rec
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			recs = append(recs, rec{e.Name(), fi.ModTime()})
+		}
+	}
+	slices.SortFunc(recs, func(a, b rec) int { return a.mod.Compare(b.mod) })
+	for _, r := range recs[:max(0, len(recs)-keep)] {
+		os.Remove(filepath.Join(dir, r.name))
+	}
+}
+
+// RemoveLaunches deletes every record in dir and reports how many.
+func RemoveLaunches(dir string) int {
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
 }

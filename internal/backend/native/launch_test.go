@@ -1,0 +1,73 @@
+package native
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestStatDep(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f")
+	if d, err := StatDep(DepStat, f); err != nil || d.Kind != DepAbsent {
+		t.Fatalf("missing file: %+v %v", d, err)
+	}
+	if d, err := StatDep(DepStat, filepath.Join(f, "below")); err != nil || d.Kind != DepAbsent {
+		t.Fatalf("below a missing file: %+v %v", d, err)
+	}
+	os.WriteFile(f, []byte("a"), 0o644)
+	a, err := StatDep(DepStat, f)
+	if err != nil || a.Kind != DepStat {
+		t.Fatalf("file: %+v %v", a, err)
+	}
+	if b, _ := StatDep(DepStat, f); !a.Same(b) {
+		t.Error("two reads of an unchanged file differ")
+	}
+	os.Chmod(f, 0o600)
+	if b, _ := StatDep(DepStat, f); a.Same(b) {
+		t.Error("a chmod went unnoticed")
+	}
+	l := filepath.Join(dir, "l")
+	os.Symlink("f", l)
+	if d, _ := StatDep(DepLink, l); d.Kind != DepLink || d.Target != "f" {
+		t.Errorf("link: %+v", d)
+	}
+	if d, _ := StatDep(DepLstat, l); d.Kind != DepLstat || d.Stat.Mode&0o170000 != 0o120000 {
+		t.Errorf("lstat of a link: %+v", d)
+	}
+}
+
+func TestLaunchKeyAndFile(t *testing.T) {
+	k1, err := LaunchKey([]string{"run", "--"}, "/w", []string{"A=1", "", "B=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _ := LaunchKey([]string{"run", "--"}, "/w", []string{"A=1", "B=2"})
+	k3, _ := LaunchKey([]string{"run", "--"}, "/w", []string{"A=1", "B=3"})
+	if string(k1) != string(k2) {
+		t.Error("empty environment entries changed the key (launch.c skips them)")
+	}
+	if LaunchFile("/d", k1) == LaunchFile("/d", k3) {
+		t.Error("different environments share a record file")
+	}
+}
+
+func TestTrimLaunches(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	for i := 0; i < 10; i++ {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		os.WriteFile(p, nil, 0o600)
+		os.Chtimes(p, now, now.Add(time.Duration(i)*time.Second))
+	}
+	trimLaunches(dir, 4)
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 4 || ents[0].Name() != "6" {
+		t.Errorf("kept %v, want the 4 newest", ents)
+	}
+	if n := RemoveLaunches(dir); n != 4 {
+		t.Errorf("RemoveLaunches removed %d", n)
+	}
+}
