@@ -176,7 +176,8 @@ type rootPlan struct {
 	tmpSize  int64
 	scratch  string // host directory for /tmp instead of a tmpfs
 	hideExe  string // the host's pinfold binary, when the base shows it
-	resolver bool   // /etc/resolv.conf names pinfold's DNS server
+	hide     []string // directories inside shown empty (pinfold's store)
+	resolver bool     // /etc/resolv.conf names pinfold's DNS server
 }
 
 // resolvConf is the sandbox's /etc/resolv.conf with pinfold's stack.
@@ -281,6 +282,9 @@ func buildRoot(p *rootPlan) []native.Op {
 	}
 	if p.hideExe != "" {
 		l.add(native.Op{Kind: native.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
+	}
+	for _, h := range p.hide {
+		l.add(native.Op{Kind: native.OpMask, B: h, What: "hiding pinfold's store at " + h})
 	}
 	l.add(native.Op{Kind: native.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
 	return l.ops

@@ -404,6 +404,11 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	if plan.hostBase {
 		plan.hideExe = hostExecutable()
 	}
+	hide, err := hideStore(sp, &plan)
+	if err != nil {
+		return err
+	}
+	plan.hide = hide
 
 	caps, err := capMask(sp.Capabilities)
 	if err != nil {
@@ -489,6 +494,55 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	}
 	s.releaseBase = store.UseBase(b.Root)
 	return b.Root, nil
+}
+
+// hideStore returns where pinfold's store shows inside, when a bind or
+// changeset shows a directory that holds it (a run in the home directory):
+// the sandbox sees it empty. A command that could write the store could
+// change the bases, images, changesets and launch records of later runs.
+// The store is created first if need be, so that there is a directory to
+// hide rather than a place to create one.
+func hideStore(sp *Spec, plan *rootPlan) ([]string, error) {
+	dir := sp.Store
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return nil, nil // no store to protect
+		}
+		dir = d
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	type shown struct{ src, dst string }
+	var shows []shown
+	for _, b := range plan.binds {
+		if !b.file {
+			shows = append(shows, shown{b.src, b.dst})
+		}
+	}
+	for _, o := range plan.overlays {
+		if !o.base {
+			dst := o.target
+			if dst == "" {
+				dst = o.lower
+			}
+			shows = append(shows, shown{o.lower, dst})
+		}
+	}
+	var hide []string
+	for _, s := range shows {
+		if !under(dir, s.src) || dir == s.src {
+			continue
+		}
+		if len(hide) == 0 {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, &SpecError{"store", err}
+			}
+		}
+		hide = append(hide, filepath.Join(s.dst, strings.TrimPrefix(dir, s.src)))
+	}
+	return hide, nil
 }
 
 // hostExecutable is the running binary when it lies in a directory the

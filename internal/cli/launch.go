@@ -21,15 +21,17 @@ import (
 // was made from has changed. A run is recorded only when everything that
 // decides its plan is checked by the record: the command line, directory,
 // environment and ids (the key), the config files found walking up (or
-// their absence), the host's root and system directories, the pinfold
-// binary, the workspace and the mount sources.
+// their absence), the pinfold binary (these by their stat), the host's system directories, the
+// workspace and the mount sources (by type, mode and owner: their times
+// change without changing the plan).
 
 // noLaunchCache turns launch records off, for both sides.
 const noLaunchCache = "PINFOLD_NO_LAUNCH_CACHE"
 
-// racyAge is how old every dependency's last change must be: a change
-// within the same timestamp tick as the record's read would look the same.
-const racyAge = 50 * time.Millisecond
+// racyAge is how old every dependency's last change must be: a second
+// change within the same timestamp tick as the record's read would look
+// the same, and some filesystems keep times in whole (FAT: two) seconds.
+const racyAge = 2 * time.Second
 
 // launchRecorder gathers what a run's launch record depends on.
 type launchRecorder struct {
@@ -46,13 +48,18 @@ type launchRecorder struct {
 // the dependencies that decide the plan before the plan is made, so that
 // a change while the plan is made shows when they are read again.
 func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
-	if runtime.GOARCH != "amd64" || os.Getenv(noLaunchCache) != "" || len(os.Args) < 2 ||
+	if _, off := os.LookupEnv(noLaunchCache); off || runtime.GOARCH != "amd64" || len(os.Args) < 2 ||
 		os.Args[1] != "run" || !slices.Equal(os.Args[2:], args) {
 		return nil
 	}
-	// The command follows the first "--", as launch.c finds it.
+	// The command follows the first "--", as launch.c finds it; that "--"
+	// must be where the flags ended, not the value of one (--hostname --).
 	cmd := slices.Index(os.Args, "--") + 1
 	if cmd <= 0 || !slices.Equal(os.Args[cmd:], rest) {
+		return nil
+	}
+	var o runOptions
+	if left, err := runFlags("run", &o).Parse(os.Args[2 : cmd-1]); err != nil || len(left) > 0 {
 		return nil
 	}
 	cwd, err := unix.Getwd()
@@ -77,9 +84,18 @@ func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 			}
 		}
 	}
-	lr.dep(native.DepStat, "/")
+	// The host base shows these as they are: directories (with their
+	// mode), symbolic links (with their target) or nothing.
 	for _, d := range sandbox.HostSystemDirs() {
-		lr.dep(native.DepLstat, "/"+d)
+		if lr.dep(native.DepLattr, "/"+d).Stat.Mode&unix.S_IFMT == unix.S_IFLNK {
+			lr.dep(native.DepLink, "/"+d)
+		}
+	}
+	// Where the init mounts its staging root: the first directory.
+	for _, d := range []string{"/tmp", "/mnt", "/dev"} {
+		if lr.dep(native.DepLattr, d).Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
+			break
+		}
 	}
 	// The binary: replaced (an upgrade) or moved (its masked path).
 	lr.dep(native.DepLink, "/proc/self/exe")
@@ -121,9 +137,13 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 		p.Audit.Lockfile != "none configured" {
 		return false
 	}
+	// The workspace is checked even without access: the sandbox checks it.
 	var paths, points []string
+	if sp.Workspace != "" {
+		paths = append(paths, sp.Workspace)
+	}
 	if sp.Access != sandbox.AccessNone {
-		paths, points = append(paths, sp.Workspace), append(points, sp.Workspace)
+		points = append(points, sp.Workspace)
 	}
 	for _, m := range sp.Mounts {
 		paths, points = append(paths, m.Source), append(points, m.Target)
@@ -139,7 +159,7 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 		if !filepath.IsAbs(path) || evalSymlinks(path) != path {
 			return false
 		}
-		if lr.dep(native.DepStat, path).Kind != native.DepStat {
+		if lr.dep(native.DepAttr, path).Kind != native.DepAttr {
 			return false
 		}
 	}

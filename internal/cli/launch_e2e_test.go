@@ -34,11 +34,15 @@ func needLaunchCache(t *testing.T) string {
 	return st
 }
 
-// freshWorkspace is a workspace old enough to be recorded (see racyAge).
+// settle waits until what a test just changed is old enough to be
+// recorded (see racyAge).
+func settle() { time.Sleep(2100 * time.Millisecond) }
+
+// freshWorkspace is a workspace old enough to be recorded.
 func freshWorkspace(t *testing.T) string {
 	t.Helper()
 	ws := t.TempDir()
-	time.Sleep(80 * time.Millisecond)
+	settle()
 	return ws
 }
 
@@ -148,6 +152,27 @@ func TestLaunchCacheReplaysAnyCommand(t *testing.T) {
 	if replayed(t, ws, "run", "--access", "ro", "--hostname", "other", "--", echoMark[0], echoMark[1], echoMark[2]) {
 		t.Error("a run with other flags was replayed")
 	}
+	// With 1 (or 0, 2) closed, the launcher's own descriptors would take
+	// its place: the Go side runs instead (and gives the command
+	// /dev/null there).
+	cmd = exec.Command("sh", "-c", `"$0" run --access ro -- sh -c 'echo $PINFOLD_REPLAYED >&2; echo x' >&-`, pinfold)
+	cmd.Dir = ws
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "\n" {
+		t.Errorf("closed stdout: %v %q (want the Go side, not a replay)", err, out)
+	}
+}
+
+func TestLaunchCacheFlagValueDashDash(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	// "--" is the value of --hostname here, not the end of the flags: no
+	// record, or "-- -- CMD" would replay with "--" as the command.
+	if _, errs, code := pf(t, ws, "run", "--access", "ro", "--hostname", "--", "true"); code != 0 {
+		t.Fatalf("status %d: %s", code, errs)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(st, "launch", "*")); len(recs) != 0 {
+		t.Errorf("recorded a run whose first -- was a flag's value: %v", recs)
+	}
 }
 
 func TestLaunchCacheTimeoutAndStdin(t *testing.T) {
@@ -172,7 +197,7 @@ func TestLaunchCacheInvalidation(t *testing.T) {
 	root := t.TempDir()
 	ws := filepath.Join(root, "a", "b")
 	os.MkdirAll(ws, 0o755)
-	time.Sleep(80 * time.Millisecond)
+	settle()
 	for _, c := range []struct {
 		name   string
 		change func() (undo func())
@@ -231,7 +256,7 @@ func TestLaunchCacheInvalidation(t *testing.T) {
 			t.Errorf("%s: replayed after the change", c.name)
 		}
 		undo()
-		time.Sleep(80 * time.Millisecond)
+		settle()
 	}
 }
 
@@ -242,7 +267,7 @@ func TestLaunchCacheDispatchPinsTheCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(80 * time.Millisecond)
+	settle()
 	prime(t, st, ws, runRO(echoMark...)...)
 	if !replayed(t, ws, runRO(echoMark...)...) {
 		t.Fatal("the same command was not replayed")
@@ -302,4 +327,45 @@ func sleepers(arg string) []int {
 		}
 	}
 	return pids
+}
+
+func TestStoreHiddenFromTheWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	st := filepath.Join(ws, "store")
+	t.Setenv("PINFOLD_STORE", st)
+	for _, access := range []string{"rw", "ro", "changeset"} {
+		out, _, code := pf(t, ws, "run", "--access", access, "--", "sh", "-c",
+			`ls -A "$0" | wc -l; touch "$0/launch" 2>/dev/null && echo wrote; true`, st)
+		if code != 0 || strings.TrimSpace(out) != "0" {
+			t.Errorf("--access %s: the store inside the workspace is visible or writable: %d %q", access, code, out)
+		}
+		if _, err := os.Stat(filepath.Join(st, "launch")); err == nil {
+			t.Fatalf("--access %s: the sandbox wrote into the store", access)
+		}
+	}
+}
+
+func TestInheritedDescriptorsStayOut(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("secret\n"), 0o600)
+	run := func() string {
+		f, err := os.Open(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(pinfold, runRO("sh", "-c", `echo ${PINFOLD_REPLAYED:-no}; cat <&3`)...)
+		cmd.Dir, cmd.ExtraFiles = ws, []*os.File{f}
+		out, _ := cmd.Output()
+		return string(out)
+	}
+	if out := run(); out != "no\n" {
+		t.Errorf("the Go side: the command read pinfold's caller's fd 3: %q", out)
+	}
+	prime(t, st, ws, runRO("true")...)
+	if out := run(); out != "1\n" {
+		t.Errorf("a replay: the command read pinfold's caller's fd 3: %q", out)
+	}
 }

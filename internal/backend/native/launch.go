@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,6 +41,12 @@ const (
 	DepLstat  DepKind = 2 // lstat(2) of the path is unchanged
 	DepAbsent DepKind = 3 // the path does not exist
 	DepLink   DepKind = 4 // the symbolic link still points at Target
+	// DepLabsent: nothing, not even a dangling symbolic link, is at the path.
+	DepLabsent DepKind = 5
+	// DepAttr and DepLattr compare type, mode and owner only, for paths
+	// whose times change without changing the plan (a workspace, /etc).
+	DepAttr  DepKind = 6
+	DepLattr DepKind = 7
 )
 
 // Dep is one thing a launch record depends on.
@@ -51,7 +58,9 @@ type Dep struct {
 }
 
 // StatDep reads what a dependency of kind on path is now. A path that is
-// missing makes a DepAbsent dependency whatever kind was asked.
+// missing makes a DepAbsent dependency (DepLabsent for the kinds that do
+// not follow a final symbolic link). Reading a dependency again with its
+// own kind tells whether it still holds.
 func StatDep(kind DepKind, path string) (Dep, error) {
 	d := Dep{Kind: kind, Path: path}
 	var err error
@@ -59,12 +68,18 @@ func StatDep(kind DepKind, path string) (Dep, error) {
 	case DepLink:
 		d.Target, err = os.Readlink(path)
 		return d, err
-	case DepLstat:
+	case DepLstat, DepLattr, DepLabsent:
 		err = unix.Lstat(path, &d.Stat)
 	default:
 		err = unix.Stat(path, &d.Stat)
 	}
+	if kind == DepAttr || kind == DepLattr {
+		d.Stat = unix.Stat_t{Mode: d.Stat.Mode, Uid: d.Stat.Uid, Gid: d.Stat.Gid}
+	}
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		if kind == DepLstat || kind == DepLattr || kind == DepLabsent {
+			return Dep{Kind: DepLabsent, Path: path}, nil
+		}
 		return Dep{Kind: DepAbsent, Path: path}, nil
 	}
 	return d, err
@@ -80,7 +95,8 @@ func (d Dep) Same(e Dep) bool {
 		a.Size == b.Size && a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
-// Changed is the dependency's last change (ctime), or the zero time.
+// Changed is the dependency's last change (ctime) when the record relies
+// on its times, or the zero time.
 func (d Dep) Changed() time.Time {
 	if d.Kind != DepStat && d.Kind != DepLstat {
 		return time.Time{}
@@ -142,13 +158,21 @@ func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// LaunchFile is the record file for key under dir.
-func LaunchFile(dir string, key []byte) string {
-	h := uint64(0xcbf29ce484222325)
-	for _, c := range key {
+// FNV-1a offset bases: the file name hashes the key with the first; the
+// record holds the key's length and both hashes, never the key itself
+// (it holds the environment).
+const fnvBasis, fnvBasis2 = 0xcbf29ce484222325, 0x84222325cbf29ce4
+
+func fnv1a(h uint64, b []byte) uint64 {
+	for _, c := range b {
 		h = (h ^ uint64(c)) * 0x100000001b3
 	}
-	return filepath.Join(dir, fmt.Sprintf("%016x", h))
+	return h
+}
+
+// LaunchFile is the record file for key under dir.
+func LaunchFile(dir string, key []byte) string {
+	return filepath.Join(dir, fmt.Sprintf("%016x", fnv1a(fnvBasis, key)))
 }
 
 // encode returns the record's key and the record file's bytes.
@@ -169,7 +193,11 @@ func (r *LaunchRecord) encode() (key, b []byte, err error) {
 			b = append(b, 0)
 		}
 	}
-	rec(rKey, key)
+	var digest [24]byte
+	binary.NativeEndian.PutUint64(digest[0:], uint64(len(key)))
+	binary.NativeEndian.PutUint64(digest[8:], fnv1a(fnvBasis, key))
+	binary.NativeEndian.PutUint64(digest[16:], fnv1a(fnvBasis2, key))
+	rec(rKey, digest[:])
 	for _, d := range r.Deps {
 		v := make([]byte, 80, 80+len(d.Path)+len(d.Target)+2)
 		binary.NativeEndian.PutUint32(v[0:], uint32(d.Kind))
@@ -252,6 +280,9 @@ func trimLaunches(dir string, keep int) {
 	}
 	var recs []rec
 	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			continue // being written
+		}
 		if fi, err := e.Info(); err == nil {
 			recs = append(recs, rec{e.Name(), fi.ModTime()})
 		}

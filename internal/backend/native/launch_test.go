@@ -29,6 +29,13 @@ func TestStatDep(t *testing.T) {
 	if b, _ := StatDep(DepStat, f); a.Same(b) {
 		t.Error("a chmod went unnoticed")
 	}
+	for _, k := range []DepKind{DepStat, DepLstat, DepAttr, DepLattr} {
+		gone, _ := StatDep(k, filepath.Join(dir, "gone"))
+		again, _ := StatDep(gone.Kind, gone.Path)
+		if !gone.Same(again) {
+			t.Errorf("kind %d: a missing path reads differently again: %+v %+v", k, gone, again)
+		}
+	}
 	l := filepath.Join(dir, "l")
 	os.Symlink("f", l)
 	if d, _ := StatDep(DepLink, l); d.Kind != DepLink || d.Target != "f" {

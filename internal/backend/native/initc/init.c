@@ -37,6 +37,8 @@ __asm__(".text\n"
 	"	call pf_main\n"
 	"	hlt\n");
 
+#define CLOSE_RANGE_CLOEXEC 4
+
 struct mount_attr {
 	u64 attr_set, attr_clr, propagation, userns_fd;
 };
@@ -864,6 +866,12 @@ static int child_main(void *arg)
 	for (int i = 0; i < 3; i++)
 		if ((r = sys3(__NR_dup3, hi[i], i, 0)) < 0)
 			child_fail(ST_STDIO, r);
+	/*
+	 * Descriptors pinfold's caller left open (without close-on-exec) stop
+	 * here: the command gets its three streams only. Close-on-exec rather
+	 * than closed, so that child_fail can still report.
+	 */
+	sys3(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (X.cwd && (r = sys1(__NR_chdir, X.cwd)) < 0)
 		child_fail(ST_CHDIR, r);
 	sys1(__NR_umask, G.umask);

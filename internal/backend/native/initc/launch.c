@@ -34,6 +34,9 @@
 #define SEALS 0xf /* F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE */
 #define AF_UNIX 1
 #define SOCK_SEQPACKET 5
+#define F_GETFD 1
+#define FNV_BASIS 0xcbf29ce484222325ULL
+#define FNV_BASIS2 0x84222325cbf29ce4ULL /* a second, independent hash of the key */
 
 struct goslice {
 	const char *p;
@@ -145,9 +148,8 @@ static char *key(int argc, char **argv, int cmd, char **envp, size_t *len, size_
 	return k;
 }
 
-static inline u64 fnv1a(const char *p, size_t n)
+static inline u64 fnv1a(u64 h, const char *p, size_t n)
 {
-	u64 h = 0xcbf29ce484222325ULL;
 	while (n--)
 		h = (h ^ (u8)*p++) * 0x100000001b3ULL;
 	return h;
@@ -167,7 +169,8 @@ static int dep_ok(const char *data, u32 len)
 	pl = slen(path);
 	switch (d.kind) {
 	case DEP_ABSENT:
-		r = sys4(__NR_newfstatat, AT_FDCWD, path, &st, 0);
+	case DEP_LABSENT:
+		r = sys4(__NR_newfstatat, AT_FDCWD, path, &st, d.kind == DEP_LABSENT ? AT_SYMLINK_NOFOLLOW : 0);
 		return r == -ENOENT || r == -ENOTDIR;
 	case DEP_LINK: {
 		char buf[4096];
@@ -180,6 +183,10 @@ static int dep_ok(const char *data, u32 len)
 		buf[r] = 0;
 		return streq(buf, want);
 	}
+	case DEP_ATTR:
+	case DEP_LATTR:
+		r = sys4(__NR_newfstatat, AT_FDCWD, path, &st, d.kind == DEP_LATTR ? AT_SYMLINK_NOFOLLOW : 0);
+		return r == 0 && st.mode == d.mode && st.uid == d.uid && st.gid == d.gid;
 	case DEP_STAT:
 	case DEP_LSTAT:
 		r = sys4(__NR_newfstatat, AT_FDCWD, path, &st, d.kind == DEP_LSTAT ? AT_SYMLINK_NOFOLLOW : 0);
@@ -240,11 +247,14 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			return 0;
 		p = data + ((len + 7) & ~7u);
 		switch (tag) {
-		case R_KEY:
-			if (len != klen || memcmp(data, k, klen))
+		case R_KEY: {
+			/* The key's length and two hashes: the record keeps no environment values. */
+			u64 d[3] = {klen, fnv1a(FNV_BASIS, k, klen), fnv1a(FNV_BASIS2, k, klen)};
+			if (len != sizeof d || memcmp(data, d, sizeof d))
 				return 0;
 			have_key = 1;
 			break;
+		}
 		case R_DEP:
 			if (!dep_ok(data, len))
 				return 0;
@@ -275,8 +285,10 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			return 0; /* a record this build does not know */
 		}
 	}
-	return have_key && l->spawn && l->config && l->exec && l->waitmsg && l->wait_len >= 2 &&
-	       !l->waitmsg[l->wait_len - 1];
+	if (!have_key || !l->spawn || !l->config || !l->exec || !l->waitmsg || l->wait_len < 2 ||
+	    l->waitmsg[l->wait_len - 1] || slen(l->waitmsg) + 2 > l->wait_len)
+		return 0; /* the two messages must both be there */
+	return 1;
 }
 
 /*
@@ -347,10 +359,11 @@ static int child_main(void *arg)
 {
 	struct child *c = arg;
 	char *argv[] = {"pinfold-init", 0}, *envp[] = {0};
-	if (c->sock == 0)
-		sys3(__NR_fcntl, 0, F_SETFD, 0);
-	else if (sys2(__NR_dup2, c->sock, 0) < 0)
+	if (sys2(__NR_dup2, c->sock, 0) < 0)
 		return 127;
+	/* The init gets the socket only, as from Go's ForkExec. */
+	sys1(__NR_close, 1);
+	sys1(__NR_close, 2);
 	sys2(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL);
 	sys3(__NR_execve, c->exe, argv, envp);
 	return 127;
@@ -454,9 +467,14 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	wargv[6] = 0;
 	if (sys3(__NR_fcntl, sv[0], F_SETFD, 0) == 0)
 		sys3(__NR_execve, exe, wargv, wenv);
-	/* The command runs and the waiter cannot: wait here like it would. */
+	/* The command runs and the waiter cannot: end it, and say why. */
 	sys2(__NR_kill, stage2, SIGKILL);
 	sys4(__NR_wait4, stage2, 0, WALL, 0);
+	{
+		static const char msg[] = "pinfold: the command was killed: the waiter could not be started\n"
+					  "  Fix: run it again with PINFOLD_NO_LAUNCH_CACHE=1\n";
+		sys3(__NR_write, 2, msg, sizeof msg - 1);
+	}
 	die(125);
 
 kill:
@@ -482,15 +500,22 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 {
 	int argc = (int)sp[0], cmd;
 	char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
-	char dir[4096], hex[17], *k, *exec;
+	char dir[4096], hex[17], *k, *exec, *rec;
 	size_t klen = 0, kmap = 0, exec_len = 0;
-	long fd, m;
+	long fd;
 	struct kstat st;
 	struct launch l;
 	u64 h;
 
 	if (argc < 4 || !streq(argv[1], "run") || getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE") || init->n <= 0)
 		return;
+	/*
+	 * A closed 0, 1 or 2 would be taken by our own descriptors and passed
+	 * on as the command's; the Go runtime opens /dev/null there first.
+	 */
+	for (int i = 0; i < 3; i++)
+		if (sys2(__NR_fcntl, i, F_GETFD) < 0)
+			return;
 	/* The command follows the first "--"; the Go side records no run without one. */
 	for (cmd = 2; cmd < argc && !streq(argv[cmd], "--"); cmd++)
 		;
@@ -498,7 +523,7 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 		return;
 	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap)))
 		return;
-	h = fnv1a(k, klen);
+	h = fnv1a(FNV_BASIS, k, klen);
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		hex[i] = "0123456789abcdef"[h & 15];
 	hex[16] = 0;
@@ -513,18 +538,22 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 		sys1(__NR_close, fd);
 		goto unmap_key;
 	}
-	m = sys6(__NR_mmap, 0, st.size, PROT_READ, MAP_PRIVATE, fd, 0);
-	sys1(__NR_close, fd);
-	if (m < 0 && m > -4096)
+	/* Read, not mapped: a file truncated under a mapping raises SIGBUS. */
+	if (!(rec = map_anon((size_t)st.size)) || sys3(__NR_read, fd, rec, st.size) != st.size) {
+		sys1(__NR_close, fd);
+		if (rec)
+			sys2(__NR_munmap, rec, st.size);
 		goto unmap_key;
+	}
+	sys1(__NR_close, fd);
 	memset(&l, 0, sizeof l);
-	if (check((const char *)m, (size_t)st.size, k, klen, &l) &&
+	if (check(rec, (size_t)st.size, k, klen, &l) &&
 	    (exec = command(&l, argc, argv, cmd, &exec_len)) != 0) {
 		launch(&l, init, exec, exec_len);
 		if (exec != l.exec)
 			sys2(__NR_munmap, exec, exec_len);
 	}
-	sys2(__NR_munmap, m, st.size);
+	sys2(__NR_munmap, rec, st.size);
 unmap_key:
 	sys2(__NR_munmap, k, kmap);
 }

@@ -16,7 +16,7 @@
 #define LAUNCH_MAX_RECORD (4 << 20)
 #define LAUNCH_MAX_MESSAGE (200 * 1024)
 
-#define R_KEY 1    /* the exact key the file name hashes */
+#define R_KEY 1    /* u64 length, u64 FNV-1a, u64 FNV-1a with another basis of the key */
 #define R_DEP 2    /* struct launch_dep, the path, for DEP_LINK the target */
 #define R_EMPTY 3  /* a directory that must be empty or absent */
 #define R_SPAWN 4  /* the M_SPAWN message */
@@ -33,6 +33,9 @@
 #define DEP_LSTAT 2  /* likewise, not following a final symbolic link */
 #define DEP_ABSENT 3 /* stat(2) of the path fails with ENOENT or ENOTDIR */
 #define DEP_LINK 4   /* readlink(2) of the path gives the target */
+#define DEP_LABSENT 5 /* lstat(2) of the path fails with ENOENT or ENOTDIR */
+#define DEP_ATTR 6    /* stat(2) gives the same type, mode and owner (not times: a workspace changes) */
+#define DEP_LATTR 7   /* likewise with lstat(2) */
 
 struct launch_dep {
 	unsigned int kind, pad;
