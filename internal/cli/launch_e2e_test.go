@@ -335,11 +335,11 @@ func TestStoreHiddenFromTheWorkspace(t *testing.T) {
 	t.Setenv("PINFOLD_STORE", st)
 	for _, access := range []string{"rw", "ro", "changeset"} {
 		out, _, code := pf(t, ws, "run", "--access", access, "--", "sh", "-c",
-			`ls -A "$0" | wc -l; touch "$0/launch" 2>/dev/null && echo wrote; true`, st)
+			`ls -A "$0" | wc -l; touch "$0/written" 2>/dev/null && echo wrote; true`, st)
 		if code != 0 || strings.TrimSpace(out) != "0" {
 			t.Errorf("--access %s: the store inside the workspace is visible or writable: %d %q", access, code, out)
 		}
-		if _, err := os.Stat(filepath.Join(st, "launch")); err == nil {
+		if _, err := os.Stat(filepath.Join(st, "written")); err == nil {
 			t.Fatalf("--access %s: the sandbox wrote into the store", access)
 		}
 	}
