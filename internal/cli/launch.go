@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pinfold/pinfold/internal/backend/native"
@@ -35,55 +36,72 @@ const racyAge = 2 * time.Second
 
 // launchRecorder gathers what a run's launch record depends on.
 type launchRecorder struct {
-	prefix []string // os.Args[1:] through the first "--"
-	cwd    string
-	store  string
-	start  time.Time
-	deps   []native.Dep
-	ok     bool
+	args, rest []string // run's arguments, and the command after the flags
+	prefix     []string // os.Args[1:] through the first "--"
+	cwd        string
+	store      string
+	start      time.Time
+	deps       []native.Dep
+	ok         bool
 }
 
-// newLaunchRecorder starts recording a run of rest (the command after the
-// flags), or returns nil when this run cannot be recorded at all. It reads
-// the dependencies that decide the plan before the plan is made, so that
-// a change while the plan is made shows when they are read again.
+// newLaunchRecorder notes when the run started and reads the config files
+// the plan will be made from, before it is made. A dependency whose ctime
+// is later than the start is never recorded, so the host's own paths can
+// be read once the plan shows that the run can be recorded at all (see
+// plan). The config files cannot wait: a symbolic link swapped to an
+// older file in between would not show in its times.
 func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
-	if _, off := os.LookupEnv(noLaunchCache); off || runtime.GOARCH != "amd64" || len(os.Args) < 2 ||
-		os.Args[1] != "run" || !slices.Equal(os.Args[2:], args) {
-		return nil
-	}
-	// The command follows the first "--", as launch.c finds it; that "--"
-	// must be where the flags ended, not the value of one (--hostname --).
-	cmd := slices.Index(os.Args, "--") + 1
-	if cmd <= 0 || !slices.Equal(os.Args[cmd:], rest) {
-		return nil
-	}
-	var o runOptions
-	if left, err := runFlags("run", &o).Parse(os.Args[2 : cmd-1]); err != nil || len(left) > 0 {
+	if _, off := os.LookupEnv(noLaunchCache); off || runtime.GOARCH != "amd64" {
 		return nil
 	}
 	cwd, err := unix.Getwd()
 	if err != nil {
 		return nil
 	}
-	if wd, err := os.Getwd(); err != nil || evalSymlinks(wd) != cwd {
-		return nil // resolve would walk from another directory
+	lr := &launchRecorder{args: args, rest: rest, cwd: cwd, start: time.Now(), ok: true}
+	if configFlag != "" {
+		lr.dep(native.DepStat, configFlag)
+		return lr
+	}
+	// What config.Find sees: the first pinfold.yaml walking up.
+	for d := cwd; ; d = filepath.Dir(d) {
+		if lr.dep(native.DepStat, filepath.Join(d, config.FileName)).Kind == native.DepStat || d == "/" {
+			break
+		}
+	}
+	return lr
+}
+
+// key finds the command line's prefix and the directory, as launch.c
+// does, and reports whether they describe this run.
+func (lr *launchRecorder) key() bool {
+	if len(os.Args) < 2 || os.Args[1] != "run" || !slices.Equal(os.Args[2:], lr.args) {
+		return false
+	}
+	// The command follows the first "--", as launch.c finds it; that "--"
+	// must be where the flags ended, not the value of one (--hostname --).
+	cmd := slices.Index(os.Args, "--") + 1
+	if cmd <= 0 || !slices.Equal(os.Args[cmd:], lr.rest) {
+		return false
+	}
+	var o runOptions
+	if left, err := runFlags("run", &o).Parse(os.Args[2 : cmd-1]); err != nil || len(left) > 0 {
+		return false
+	}
+	if wd, err := os.Getwd(); err != nil || evalSymlinks(wd) != lr.cwd {
+		return false // resolve walked from another directory
 	}
 	dir, err := store.DefaultDir()
 	if err != nil {
-		return nil
+		return false
 	}
-	lr := &launchRecorder{prefix: os.Args[1:cmd], cwd: cwd, store: dir, start: time.Now(), ok: true}
-	if configFlag != "" {
-		lr.dep(native.DepStat, configFlag)
-	} else {
-		// What config.Find sees: the first pinfold.yaml walking up.
-		for d := cwd; ; d = filepath.Dir(d) {
-			if lr.dep(native.DepStat, filepath.Join(d, config.FileName)).Kind == native.DepStat || d == "/" {
-				break
-			}
-		}
-	}
+	lr.prefix, lr.store = os.Args[1:cmd], dir
+	return true
+}
+
+// hostDeps reads what every plan on the host base depends on.
+func (lr *launchRecorder) hostDeps() {
 	// The host base shows these as they are: directories (with their
 	// mode), symbolic links (with their target) or nothing.
 	for _, d := range sandbox.HostSystemDirs() {
@@ -100,7 +118,6 @@ func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 	// The binary: replaced (an upgrade) or moved (its masked path).
 	lr.dep(native.DepLink, "/proc/self/exe")
 	lr.dep(native.DepStat, "/proc/self/exe")
-	return lr
 }
 
 func evalSymlinks(p string) string {
@@ -137,6 +154,10 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 		p.Audit.Lockfile != "none configured" {
 		return false
 	}
+	if !lr.key() {
+		return false
+	}
+	lr.hostDeps()
 	// The workspace is checked even without access: the sandbox checks it.
 	var paths, points []string
 	if sp.Workspace != "" {
@@ -150,7 +171,7 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 	}
 	for _, pt := range points {
 		for _, d := range sandbox.HostSystemDirs() {
-			if pt == "/"+d || len(pt) > len(d)+1 && pt[:len(d)+2] == "/"+d+"/" {
+			if pt == "/"+d || strings.HasPrefix(pt, "/"+d+"/") {
 				return false
 			}
 		}
