@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/tarentry"
 	"golang.org/x/sys/unix"
 )
 
@@ -238,7 +239,7 @@ func (x *applier) entryError(name string, err error) error {
 func (x *applier) streamError(last string, err error) error {
 	where := "at its start"
 	if last != "" {
-		where = "after entry " + quote(last)
+		where = "after entry " + tarentry.Quote(last)
 	}
 	if err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("layer %d (%s) is truncated %s: %w", x.layerN, x.layerDigest, where, err)
@@ -308,50 +309,7 @@ func (x *applier) entry(hdr *tar.Header, data io.Reader) error {
 		x.stats.Devices++
 		return nil
 	}
-	return &reason{fmt.Sprintf("unsupported entry type %s", quote(string(hdr.Typeflag))), unsafeLayer}
-}
-
-// cleanName turns an entry name into a clean path relative to the root:
-// leading "/" and "." components go, "a/../b" becomes "b". A ".." that
-// would climb above the root, a NUL byte or an overlong name is an error.
-// The root itself is "".
-func cleanName(name string) (string, error) {
-	switch {
-	case name == "":
-		return "", errEmptyName
-	case len(name) > maxNameLen:
-		return "", errNameTooLong
-	case strings.IndexByte(name, 0) >= 0:
-		return "", errNameNUL
-	}
-	if simpleName(name) {
-		return name, nil
-	}
-	parts := make([]string, 0, strings.Count(name, "/")+1)
-	for c := range strings.SplitSeq(name, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if len(parts) == 0 {
-				return "", errNameEscapes
-			}
-			parts = parts[:len(parts)-1]
-		default:
-			parts = append(parts, c)
-		}
-	}
-	return strings.Join(parts, "/"), nil
-}
-
-// simpleName reports whether name is already clean: no empty, "." or ".."
-// component.
-func simpleName(name string) bool {
-	for c := range strings.SplitSeq(name, "/") {
-		if c == "" || c == "." || c == ".." {
-			return false
-		}
-	}
-	return true
+	return &reason{fmt.Sprintf("unsupported entry type %s", tarentry.Quote(string(hdr.Typeflag))), unsafeLayer}
 }
 
 // splitName splits a clean name into its directory ("" for the root) and
@@ -369,37 +327,6 @@ func joinName(dir, base string) string {
 		return base
 	}
 	return dir + "/" + base
-}
-
-// beneath are the resolve flags of every lookup under the root: no
-// symlinks, no escape, no mount crossing.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
-// openBeneath opens path below dirfd without following any symlink.
-func openBeneath(dirfd int, path string, flags uint64) (int, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: beneath}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, path, &how)
-		if (err == unix.EAGAIN || err == unix.EINTR) && i < 16 {
-			continue
-		}
-		return fd, err
-	}
-}
-
-// resolveError explains why a path below the root could not be opened.
-func resolveError(path string, err error) error {
-	switch err {
-	case unix.ELOOP:
-		return errSymlinkInPath
-	case unix.ENOTDIR:
-		return errFileInPath
-	case unix.EXDEV:
-		return errOutsideRoot
-	case unix.ENOSYS:
-		return errNoOpenat2
-	}
-	return &fs.PathError{Op: "open", Path: path, Err: err}
 }
 
 // mark records that the current layer put name in place, and its
@@ -439,7 +366,7 @@ func (x *applier) parent(name string) (int, string, error) {
 // as tar does for entries whose parents the layer does not list.
 func (x *applier) openDir(dir string, create bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY
-	fd, err := openBeneath(x.root, dir, flags)
+	fd, err := tarentry.OpenBeneath(x.root, dir, flags)
 	if err == nil {
 		return fd, nil
 	}
@@ -453,7 +380,7 @@ func (x *applier) openDir(dir string, create bool) (int, error) {
 			end = i + j
 		}
 		comp, prefix := dir[i:end], dir[:end]
-		next, err := openBeneath(cur, comp, flags)
+		next, err := tarentry.OpenBeneath(cur, comp, flags)
 		if err == unix.ENOENT {
 			x.made++
 			if err := x.count(0); err != nil {
@@ -471,7 +398,7 @@ func (x *applier) openDir(dir string, create bool) (int, error) {
 				}
 			}
 			if err == nil || err == unix.EEXIST {
-				next, err = openBeneath(cur, comp, flags)
+				next, err = tarentry.OpenBeneath(cur, comp, flags)
 			}
 		}
 		if cur != x.root {
@@ -565,7 +492,7 @@ func (x *applier) whiteout(dir, base string) error {
 	x.stats.Whiteouts++
 	dirfd := x.root
 	if dir != "" {
-		fd, err := openBeneath(x.root, dir, unix.O_PATH|unix.O_DIRECTORY)
+		fd, err := tarentry.OpenBeneath(x.root, dir, unix.O_PATH|unix.O_DIRECTORY)
 		if err == unix.ENOENT {
 			return nil // nothing there to hide
 		}
@@ -663,15 +590,11 @@ func setTimes(dirfd int, base, name string, atime, mtime time.Time) error {
 	if atime.IsZero() {
 		atime = mtime
 	}
-	ts := []unix.Timespec{timespec(atime), timespec(mtime)}
+	ts := []unix.Timespec{tarentry.Timespec(atime), tarentry.Timespec(mtime)}
 	if err := unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &fs.PathError{Op: "utimes", Path: name, Err: err}
 	}
 	return nil
-}
-
-func timespec(t time.Time) unix.Timespec {
-	return unix.Timespec{Sec: t.Unix(), Nsec: int64(t.Nanosecond())}
 }
 
 // fileMode keeps the permission bits of a file, setuid and setgid only
@@ -794,34 +717,11 @@ func (x *applier) copyData(fd int, name string, data io.Reader, size int64) erro
 	if x.buf == nil {
 		x.buf = make([]byte, 128<<10)
 	}
-	var n int64
-	for n < size {
-		m, rerr := data.Read(x.buf[:min(int64(len(x.buf)), size-n)])
-		for w := x.buf[:m]; len(w) > 0; {
-			k, err := unix.Write(fd, w)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return &fs.PathError{Op: "write", Path: name, Err: err}
-			}
-			w = w[k:]
-		}
-		n += int64(m)
-		if rerr == io.EOF {
-			break
-		}
-		if rerr == io.ErrUnexpectedEOF {
-			return fmt.Errorf("layer is truncated: %w", rerr)
-		}
-		if rerr != nil {
-			return rerr
-		}
+	err := tarentry.Copy(fd, name, data, size, x.buf)
+	if err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("layer is truncated: %w", err)
 	}
-	if n != size {
-		return fmt.Errorf("layer is truncated: %w", io.ErrUnexpectedEOF)
-	}
-	return nil
+	return err
 }
 
 // symlink stores the target as it is: absolute targets are normal in a
@@ -829,7 +729,7 @@ func (x *applier) copyData(fd int, name string, data io.Reader, size int64) erro
 // ever follows it.
 func (x *applier) symlink(name string, hdr *tar.Header) error {
 	target := hdr.Linkname
-	if target == "" || len(target) > maxNameLen || strings.IndexByte(target, 0) >= 0 {
+	if target == "" || len(target) > tarentry.MaxName || strings.IndexByte(target, 0) >= 0 {
 		return errLinkTarget
 	}
 	if err := x.count(int64(len(target))); err != nil {
@@ -861,7 +761,7 @@ func (x *applier) symlink(name string, hdr *tar.Header) error {
 func (x *applier) hardlink(name string, hdr *tar.Header) error {
 	target, err := cleanName(hdr.Linkname)
 	if err != nil {
-		return fmt.Errorf("hard link target %s: %w", quote(hdr.Linkname), err)
+		return fmt.Errorf("hard link target %s: %w", tarentry.Quote(hdr.Linkname), err)
 	}
 	if target == "" || target == name {
 		return errHardlinkTarget
@@ -874,7 +774,7 @@ func (x *applier) hardlink(name string, hdr *tar.Header) error {
 		} else if errors.Is(err, fs.ErrNotExist) {
 			return errHardlinkTarget
 		} else {
-			return fmt.Errorf("hard link target %s: %w", quote(hdr.Linkname), err)
+			return fmt.Errorf("hard link target %s: %w", tarentry.Quote(hdr.Linkname), err)
 		}
 		tdir, tbase = fd, b
 	}
@@ -932,7 +832,7 @@ func (x *applier) finish() error {
 			continue
 		}
 		if err := x.finishDir(n, m); err != nil {
-			return fmt.Errorf("directory %s: %w", quote(n), err)
+			return fmt.Errorf("directory %s: %w", tarentry.Quote(n), err)
 		}
 	}
 	return nil
@@ -943,7 +843,7 @@ func (x *applier) finishDir(name string, m *dirMeta) error {
 	if err != nil {
 		return err
 	}
-	fd, err := openBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := tarentry.OpenBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return resolveError(name, err)
 	}
@@ -956,4 +856,38 @@ func (x *applier) finishDir(name string, m *dirMeta) error {
 		return setTimes(dirfd, base, name, m.atime, m.mtime)
 	}
 	return nil
+}
+
+// cleanName is tarentry.Clean with this package's refusals.
+func cleanName(name string) (string, error) {
+	n, err := tarentry.Clean(name)
+	return n, unsafeName(err)
+}
+
+// resolveError is tarentry.ResolveError with this package's refusals.
+func resolveError(path string, err error) error {
+	return unsafeName(tarentry.ResolveError(path, err))
+}
+
+// unsafeName gives tarentry's refusals this package's errors (and class).
+func unsafeName(err error) error {
+	switch err {
+	case tarentry.ErrEmptyName:
+		return errEmptyName
+	case tarentry.ErrNameNUL:
+		return errNameNUL
+	case tarentry.ErrNameTooLong:
+		return errNameTooLong
+	case tarentry.ErrNameEscapes:
+		return errNameEscapes
+	case tarentry.ErrSymlinkInPath:
+		return errSymlinkInPath
+	case tarentry.ErrFileInPath:
+		return errFileInPath
+	case tarentry.ErrOutsideRoot:
+		return errOutsideRoot
+	case tarentry.ErrNoOpenat2:
+		return errNoOpenat2
+	}
+	return err
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // maxArchiveEntries caps the entries of an image archive: each costs a
@@ -91,7 +93,7 @@ func indexArchive(ctx context.Context, file string) (*tarSource, error) {
 				return nil, err
 			}
 			if e.size = hdr.Size; e.size > fi.Size()-e.off {
-				return nil, fmt.Errorf("the archive is truncated in %s", quote(hdr.Name))
+				return nil, fmt.Errorf("the archive is truncated in %s", tarentry.Quote(hdr.Name))
 			}
 		case tar.TypeSymlink, tar.TypeLink:
 		default:
@@ -128,10 +130,10 @@ func (t *tarSource) lookup(name string) (tarEntry, error) {
 			name, ok = cleanArchiveName(e.link)
 		}
 		if !ok {
-			return tarEntry{}, fmt.Errorf("archive entry %s links to %s", quote(name), quote(e.link))
+			return tarEntry{}, fmt.Errorf("archive entry %s links to %s", tarentry.Quote(name), tarentry.Quote(e.link))
 		}
 	}
-	return tarEntry{}, fmt.Errorf("archive entry %s: too many links", quote(name))
+	return tarEntry{}, fmt.Errorf("archive entry %s: too many links", tarentry.Quote(name))
 }
 
 func (t *tarSource) open(name string) (io.ReadCloser, int64, error) {
@@ -178,7 +180,7 @@ func openDocker(ctx context.Context, src *tarSource, ref string) (*Image, error)
 	cfgDigest := sha256Digest(cfgBytes)
 	cfgName, _ := cleanArchiveName(im.Config)
 	if want := dockerDigest(cfgName, ".json"); want != "" && want != cfgDigest {
-		return nil, fmt.Errorf("config %s has digest %s: %w", quote(im.Config), cfgDigest, ErrDigest)
+		return nil, fmt.Errorf("config %s has digest %s: %w", tarentry.Quote(im.Config), cfgDigest, ErrDigest)
 	}
 	cfg, err := parseConfig(cfgBytes, len(im.Layers))
 	if err != nil {
@@ -191,7 +193,7 @@ func openDocker(ctx context.Context, src *tarSource, ref string) (*Image, error)
 		}
 		name, ok := cleanArchiveName(lp)
 		if !ok {
-			return nil, fmt.Errorf("layer %d has no usable name: %s", i+1, quote(lp))
+			return nil, fmt.Errorf("layer %d has no usable name: %s", i+1, tarentry.Quote(lp))
 		}
 		rc, size, err := src.open(name)
 		if err != nil {
@@ -213,7 +215,7 @@ func openDocker(ctx context.Context, src *tarSource, ref string) (*Image, error)
 		case "zstd":
 			l.MediaType = mtLayerZstd
 		default:
-			return nil, fmt.Errorf("layer %d (%s) is %s-compressed; layers are tar, tar+gzip or tar+zstd", i+1, quote(lp), sniff(magic[:n]))
+			return nil, fmt.Errorf("layer %d (%s) is %s-compressed; layers are tar, tar+gzip or tar+zstd", i+1, tarentry.Quote(lp), sniff(magic[:n]))
 		}
 		l.open = func() (io.ReadCloser, error) {
 			rc, _, err := src.open(name)
@@ -232,7 +234,7 @@ func chooseDocker(src *tarSource, ims []dockerImage, ref string) (dockerImage, [
 	config := func(im dockerImage) ([]byte, error) {
 		name, ok := cleanArchiveName(im.Config)
 		if !ok {
-			return nil, fmt.Errorf("manifest.json names config %s", quote(im.Config))
+			return nil, fmt.Errorf("manifest.json names config %s", tarentry.Quote(im.Config))
 		}
 		return readFile(src, name, maxConfigSize)
 	}
@@ -272,9 +274,9 @@ func chooseDocker(src *tarSource, ims []dockerImage, ref string) (dockerImage, [
 	case ref == "":
 		return dockerImage{}, nil, fmt.Errorf("the archive holds %d images; choose one: %s", len(ims), list)
 	case len(found) == 0:
-		return dockerImage{}, nil, fmt.Errorf("no image named %s; the archive holds: %s", quote(ref), list)
+		return dockerImage{}, nil, fmt.Errorf("no image named %s; the archive holds: %s", tarentry.Quote(ref), list)
 	}
-	return dockerImage{}, nil, fmt.Errorf("%d images are named %s; the archive holds: %s", len(found), quote(ref), list)
+	return dockerImage{}, nil, fmt.Errorf("%d images are named %s; the archive holds: %s", len(found), tarentry.Quote(ref), list)
 }
 
 // dockerDigest returns the digest a docker-archive file name carries:

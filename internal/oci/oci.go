@@ -34,6 +34,8 @@ import (
 	"errors"
 	"io"
 	"strconv"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // Image is an image read from a local source: its layers in order (bottom
@@ -108,9 +110,6 @@ type ApplyStats struct {
 const (
 	defaultMaxBytes   = 16 << 30
 	defaultMaxEntries = 1_000_000
-
-	// maxNameLen caps entry names and link targets, like PATH_MAX.
-	maxNameLen = 4096
 )
 
 // Errors that callers may branch on with errors.Is.
@@ -137,7 +136,7 @@ type EntryError struct {
 }
 
 func (e *EntryError) Error() string {
-	return "layer " + strconv.Itoa(e.Layer) + " (" + e.Digest + "): entry " + quote(e.Entry) + ": " + e.Err.Error()
+	return "layer " + strconv.Itoa(e.Layer) + " (" + e.Digest + "): entry " + tarentry.Quote(e.Entry) + ": " + e.Err.Error()
 }
 
 func (e *EntryError) Unwrap() error { return e.Err }
@@ -168,28 +167,4 @@ func (r *reason) Unwrap() error {
 		return errors.ErrUnsupported
 	}
 	return ErrUnsafeLayer
-}
-
-// quote quotes a name for an error message, keeping it on one line and
-// short.
-func quote(s string) string {
-	const max = 200
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c == 0x7f:
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(append(b, '"'))
 }

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // Media types this package reads.
@@ -173,7 +175,7 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 		return nil, fmt.Errorf("reading oci-layout: %w", err)
 	}
 	if !strings.HasPrefix(layout.Version, "1.") {
-		return nil, fmt.Errorf("unsupported image layout version %s", quote(layout.Version))
+		return nil, fmt.Errorf("unsupported image layout version %s", tarentry.Quote(layout.Version))
 	}
 	b, err = readFile(src, "index.json", maxIndexSize)
 	if err != nil {
@@ -223,7 +225,7 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 		case mt == mtOCIManifest || mt == mtDockerManifest || mt == "" && doc.Config != nil:
 			m = doc
 		default:
-			return nil, fmt.Errorf("%s has media type %s, which is not an image manifest or index", d.Digest, quote(mt))
+			return nil, fmt.Errorf("%s has media type %s, which is not an image manifest or index", d.Digest, tarentry.Quote(mt))
 		}
 		break
 	}
@@ -231,7 +233,7 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 		return nil, fmt.Errorf("manifest %s has no config", d.Digest)
 	}
 	if mt := m.Config.MediaType; mt != mtOCIConfig && mt != mtDockerConfig {
-		return nil, fmt.Errorf("manifest %s is not a container image: its config has media type %s", d.Digest, quote(mt))
+		return nil, fmt.Errorf("manifest %s is not a container image: its config has media type %s", d.Digest, tarentry.Quote(mt))
 	}
 	b, err = readBlob(src, *m.Config, maxConfigSize)
 	if err != nil {
@@ -244,7 +246,7 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 	img := &Image{Format: format, ManifestDigest: d.Digest, ConfigDigest: m.Config.Digest, Config: cfg.Config}
 	for i, ld := range m.Layers {
 		if !isLayerType(ld.MediaType) {
-			return nil, fmt.Errorf("layer %d (%s) has media type %s, which is not a tar layer", i+1, ld.Digest, quote(ld.MediaType))
+			return nil, fmt.Errorf("layer %d (%s) has media type %s, which is not a tar layer", i+1, ld.Digest, tarentry.Quote(ld.MediaType))
 		}
 		name, err := blobName(ld.Digest)
 		if err != nil {
@@ -303,9 +305,9 @@ func chooseRef(ds []descriptor, ref string) (descriptor, error) {
 	case ref == "":
 		return descriptor{}, fmt.Errorf("the index lists %d images; choose one: %s", len(ds), list)
 	case len(found) == 0:
-		return descriptor{}, fmt.Errorf("no image named %s; the index lists: %s", quote(ref), list)
+		return descriptor{}, fmt.Errorf("no image named %s; the index lists: %s", tarentry.Quote(ref), list)
 	}
-	return descriptor{}, fmt.Errorf("%d images are named %s; the index lists: %s", len(found), quote(ref), list)
+	return descriptor{}, fmt.Errorf("%d images are named %s; the index lists: %s", len(found), tarentry.Quote(ref), list)
 }
 
 // choosePlatform picks this machine's image from an image index.
@@ -343,7 +345,7 @@ func parseConfig(b []byte, layers int) (*configFile, error) {
 		return nil, err
 	}
 	if cfg.RootFS.Type != "layers" {
-		return nil, fmt.Errorf("rootfs type is %s, not \"layers\"", quote(cfg.RootFS.Type))
+		return nil, fmt.Errorf("rootfs type is %s, not \"layers\"", tarentry.Quote(cfg.RootFS.Type))
 	}
 	if len(cfg.RootFS.DiffIDs) != layers {
 		return nil, fmt.Errorf("it lists %d diff ids for %d layers", len(cfg.RootFS.DiffIDs), layers)
@@ -438,10 +440,10 @@ func parseDigest(d string) (alg, hexSum string, err error) {
 	case "sha512":
 		n = 128
 	default:
-		return "", "", fmt.Errorf("unsupported digest %s", quote(d))
+		return "", "", fmt.Errorf("unsupported digest %s", tarentry.Quote(d))
 	}
 	if len(hexSum) != n || !isLowerHex(hexSum) {
-		return "", "", fmt.Errorf("malformed digest %s", quote(d))
+		return "", "", fmt.Errorf("malformed digest %s", tarentry.Quote(d))
 	}
 	return alg, hexSum, nil
 }
@@ -565,5 +567,5 @@ func sniff(b []byte) string {
 // for an empty or overlong one.
 func cleanArchiveName(n string) (string, bool) {
 	n = path.Clean("/" + n)[1:]
-	return n, n != "" && len(n) <= maxNameLen
+	return n, n != "" && len(n) <= tarentry.MaxName
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/tarentry"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,7 +148,7 @@ func extract(ctx context.Context, archive string, r io.Reader, root string, lim 
 		return x.stats, fmt.Errorf("archive %s has no entries", archive)
 	}
 	if !in.ended() {
-		return x.stats, fmt.Errorf("archive %s is truncated: no end-of-archive marker after entry %s", archive, quote(last))
+		return x.stats, fmt.Errorf("archive %s is truncated: no end-of-archive marker after entry %s", archive, tarentry.Quote(last))
 	}
 	if err := x.finish(); err != nil {
 		return x.stats, err
@@ -177,7 +178,7 @@ func (x *extractor) count(n int64) error {
 func (x *extractor) streamError(last string, err error) error {
 	where := "at its start"
 	if last != "" {
-		where = "after entry " + quote(last)
+		where = "after entry " + tarentry.Quote(last)
 	}
 	if err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("archive %s is truncated %s: %w", x.archive, where, err)
@@ -279,81 +280,7 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 		}
 		return errDevice
 	}
-	return &reason{fmt.Sprintf("unsupported entry type %s", quote(string(hdr.Typeflag))), unsafeArchive}
-}
-
-// cleanName turns an entry name into a clean path relative to the root:
-// leading "/" and "." components go, "a/../b" becomes "b". A ".." that
-// would climb above the root, a NUL byte or an overlong name is an error.
-// The root itself is "".
-func cleanName(name string) (string, error) {
-	switch {
-	case name == "":
-		return "", errEmptyName
-	case len(name) > maxNameLen:
-		return "", errNameTooLong
-	case strings.IndexByte(name, 0) >= 0:
-		return "", errNameNUL
-	}
-	if simpleName(name) {
-		return name, nil
-	}
-	parts := make([]string, 0, strings.Count(name, "/")+1)
-	for c := range strings.SplitSeq(name, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if len(parts) == 0 {
-				return "", errNameEscapes
-			}
-			parts = parts[:len(parts)-1]
-		default:
-			parts = append(parts, c)
-		}
-	}
-	return strings.Join(parts, "/"), nil
-}
-
-// simpleName reports whether name is already clean: no empty, "." or ".."
-// component.
-func simpleName(name string) bool {
-	for c := range strings.SplitSeq(name, "/") {
-		if c == "" || c == "." || c == ".." {
-			return false
-		}
-	}
-	return true
-}
-
-// beneath are the resolve flags of every lookup under the root: no
-// symlinks, no escape, no mount crossing.
-const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
-
-// openBeneath opens path below dirfd without following any symlink.
-func openBeneath(dirfd int, path string, flags uint64) (int, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: beneath}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(dirfd, path, &how)
-		if (err == unix.EAGAIN || err == unix.EINTR) && i < 16 {
-			continue
-		}
-		return fd, err
-	}
-}
-
-// resolveError explains why a path below the root could not be opened.
-func resolveError(path string, err error) error {
-	switch err {
-	case unix.ELOOP:
-		return errSymlinkInPath
-	case unix.ENOTDIR:
-		return errFileInPath
-	case unix.EXDEV:
-		return errOutsideRoot
-	case unix.ENOSYS:
-		return errNoOpenat2
-	}
-	return &fs.PathError{Op: "open", Path: path, Err: err}
+	return &reason{fmt.Sprintf("unsupported entry type %s", tarentry.Quote(string(hdr.Typeflag))), unsafeArchive}
 }
 
 // parent returns an fd of the directory that holds name, creating missing
@@ -383,7 +310,7 @@ func (x *extractor) parent(name string) (int, string, error) {
 // as tar does for entries whose parents the archive does not list.
 func (x *extractor) openDir(dir string, create bool) (int, error) {
 	const flags = unix.O_PATH | unix.O_DIRECTORY
-	fd, err := openBeneath(x.root, dir, flags)
+	fd, err := tarentry.OpenBeneath(x.root, dir, flags)
 	if err == nil {
 		return fd, nil
 	}
@@ -397,7 +324,7 @@ func (x *extractor) openDir(dir string, create bool) (int, error) {
 			end = i + j
 		}
 		comp, prefix := dir[i:end], dir[:end]
-		next, err := openBeneath(cur, comp, flags)
+		next, err := tarentry.OpenBeneath(cur, comp, flags)
 		if err == unix.ENOENT {
 			x.stats.made++
 			if err := x.count(0); err != nil {
@@ -414,7 +341,7 @@ func (x *extractor) openDir(dir string, create bool) (int, error) {
 				}
 			}
 			if err == nil || err == unix.EEXIST {
-				next, err = openBeneath(cur, comp, flags)
+				next, err = tarentry.OpenBeneath(cur, comp, flags)
 			}
 		}
 		if cur != x.root {
@@ -474,15 +401,11 @@ func (x *extractor) setTimes(dirfd int, base, name string, atime, mtime time.Tim
 	if atime.IsZero() {
 		atime = mtime
 	}
-	ts := []unix.Timespec{timespec(atime), timespec(mtime)}
+	ts := []unix.Timespec{tarentry.Timespec(atime), tarentry.Timespec(mtime)}
 	if err := unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return &fs.PathError{Op: "utimes", Path: name, Err: err}
 	}
 	return nil
-}
-
-func timespec(t time.Time) unix.Timespec {
-	return unix.Timespec{Sec: t.Unix(), Nsec: int64(t.Nanosecond())}
 }
 
 // fileMode keeps the permission bits of a file and drops setuid, setgid
@@ -590,34 +513,11 @@ func (x *extractor) copyData(fd int, name string, data io.Reader, size int64) er
 	if x.buf == nil {
 		x.buf = make([]byte, 128<<10)
 	}
-	var n int64
-	for n < size {
-		m, rerr := data.Read(x.buf[:min(int64(len(x.buf)), size-n)])
-		for w := x.buf[:m]; len(w) > 0; {
-			k, err := unix.Write(fd, w)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return &fs.PathError{Op: "write", Path: name, Err: err}
-			}
-			w = w[k:]
-		}
-		n += int64(m)
-		if rerr == io.EOF {
-			break
-		}
-		if rerr == io.ErrUnexpectedEOF {
-			return fmt.Errorf("archive is truncated: %w", rerr)
-		}
-		if rerr != nil {
-			return rerr
-		}
+	err := tarentry.Copy(fd, name, data, size, x.buf)
+	if err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("archive is truncated: %w", err)
 	}
-	if n != size {
-		return fmt.Errorf("archive is truncated: %w", io.ErrUnexpectedEOF)
-	}
-	return nil
+	return err
 }
 
 // symlink stores the target as it is: absolute targets are normal in a
@@ -625,7 +525,7 @@ func (x *extractor) copyData(fd int, name string, data io.Reader, size int64) er
 // ever follows it.
 func (x *extractor) symlink(name string, hdr *tar.Header) error {
 	target := hdr.Linkname
-	if target == "" || len(target) > maxNameLen || strings.IndexByte(target, 0) >= 0 {
+	if target == "" || len(target) > tarentry.MaxName || strings.IndexByte(target, 0) >= 0 {
 		return errLinkTarget
 	}
 	if err := x.count(int64(len(target))); err != nil {
@@ -655,7 +555,7 @@ func (x *extractor) symlink(name string, hdr *tar.Header) error {
 func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	target, err := cleanName(hdr.Linkname)
 	if err != nil {
-		return fmt.Errorf("hard link target %s: %w", quote(hdr.Linkname), err)
+		return fmt.Errorf("hard link target %s: %w", tarentry.Quote(hdr.Linkname), err)
 	}
 	if _, ok := x.files[target]; !ok || target == name {
 		return errHardlinkTarget
@@ -664,7 +564,7 @@ func (x *extractor) hardlink(name string, hdr *tar.Header) error {
 	if i := strings.LastIndexByte(target, '/'); i >= 0 {
 		fd, err := x.openDir(target[:i], false)
 		if err != nil {
-			return fmt.Errorf("hard link target %s: %w", quote(hdr.Linkname), err)
+			return fmt.Errorf("hard link target %s: %w", tarentry.Quote(hdr.Linkname), err)
 		}
 		defer unix.Close(fd)
 		tdir, tbase = fd, target[i+1:]
@@ -734,7 +634,7 @@ func (x *extractor) finishDir(name string, m *dirMeta) error {
 	if err != nil {
 		return err
 	}
-	fd, err := openBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := tarentry.OpenBeneath(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return resolveError(name, err)
 	}
@@ -747,4 +647,38 @@ func (x *extractor) finishDir(name string, m *dirMeta) error {
 		return x.setTimes(dirfd, base, name, m.atime, m.mtime)
 	}
 	return nil
+}
+
+// cleanName is tarentry.Clean with this package's refusals.
+func cleanName(name string) (string, error) {
+	n, err := tarentry.Clean(name)
+	return n, unsafeName(err)
+}
+
+// resolveError is tarentry.ResolveError with this package's refusals.
+func resolveError(path string, err error) error {
+	return unsafeName(tarentry.ResolveError(path, err))
+}
+
+// unsafeName gives tarentry's refusals this package's errors (and class).
+func unsafeName(err error) error {
+	switch err {
+	case tarentry.ErrEmptyName:
+		return errEmptyName
+	case tarentry.ErrNameNUL:
+		return errNameNUL
+	case tarentry.ErrNameTooLong:
+		return errNameTooLong
+	case tarentry.ErrNameEscapes:
+		return errNameEscapes
+	case tarentry.ErrSymlinkInPath:
+		return errSymlinkInPath
+	case tarentry.ErrFileInPath:
+		return errFileInPath
+	case tarentry.ErrOutsideRoot:
+		return errOutsideRoot
+	case tarentry.ErrNoOpenat2:
+		return errNoOpenat2
+	}
+	return err
 }

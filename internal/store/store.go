@@ -50,6 +50,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // Store is an opened store directory. Its methods may be called from several
@@ -91,9 +93,6 @@ const (
 	defaultMaxBytes   = 16 << 30
 	defaultMaxEntries = 1_000_000
 
-	// maxNameLen caps entry names and link targets, like PATH_MAX.
-	maxNameLen = 4096
-
 	// manifestFormat is the version of the base layout and manifest.json.
 	manifestFormat = 1
 )
@@ -120,7 +119,7 @@ type EntryError struct {
 }
 
 func (e *EntryError) Error() string {
-	return "archive " + e.Archive + ": entry " + quote(e.Entry) + ": " + e.Err.Error()
+	return "archive " + e.Archive + ": entry " + tarentry.Quote(e.Entry) + ": " + e.Err.Error()
 }
 
 func (e *EntryError) Unwrap() error { return e.Err }
@@ -171,27 +170,3 @@ func DefaultDir() (string, error) {
 
 // Dir returns the store's directory, an absolute path.
 func (s *Store) Dir() string { return s.dir }
-
-// quote quotes an entry name for an error message, keeping it on one line
-// and short.
-func quote(s string) string {
-	const max = 200
-	if len(s) > max {
-		s = s[:max] + "..."
-	}
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c == 0x7f:
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'x', hex[c>>4], hex[c&15])
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(append(b, '"'))
-}
