@@ -347,15 +347,17 @@ func openChangeset(dir, idOrPrefix, workspace string) (*changeset.Changeset, err
 	return cs, nil
 }
 
-// changesetArgs splits [ID] [PATHS...]: the first argument is an id when it
-// names a changeset.
-func changesetArgs(dir string, args []string) (id string, paths []string) {
+// changesetAndPaths splits [ID] [PATHS...] (the first argument is an id
+// when it names a changeset) and opens the changeset: that one, or the
+// newest open one of the workspace.
+func changesetAndPaths(dir string, args []string) (*changeset.Changeset, []string, error) {
 	if len(args) > 0 && isHexPrefix(args[0]) {
-		if _, err := changeset.Open(dir, args[0]); err == nil {
-			return args[0], args[1:]
+		if cs, err := changeset.Open(dir, args[0]); err == nil {
+			return cs, args[1:], nil
 		}
 	}
-	return "", args
+	cs, err := openChangeset(dir, "", currentWorkspace())
+	return cs, args, err
 }
 
 func isHexPrefix(s string) bool {
@@ -552,8 +554,7 @@ func diffMain(ctx context.Context, io *IO, args []string) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	id, paths := changesetArgs(dir, rest)
-	cs, err := openChangeset(dir, id, currentWorkspace())
+	cs, paths, err := changesetAndPaths(dir, rest)
 	if err != nil {
 		return fail(io, err)
 	}
@@ -611,8 +612,7 @@ func applyMain(ctx context.Context, io *IO, args []string) int {
 	if err != nil {
 		return fail(io, err)
 	}
-	id, paths := changesetArgs(dir, rest)
-	cs, err := openChangeset(dir, id, currentWorkspace())
+	cs, paths, err := changesetAndPaths(dir, rest)
 	if err != nil {
 		return fail(io, err)
 	}
