@@ -416,9 +416,9 @@ func TestDevicesSkipped(t *testing.T) {
 	s := newScene(t)
 	st, err := s.apply(t, ApplyOptions{}, makeTar(t,
 		dir("dev/", 0o755),
-		ent{hdr: tar.Header{Typeflag: tar.TypeChar, Name: "dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}},
-		ent{hdr: tar.Header{Typeflag: tar.TypeBlock, Name: "sda", Mode: 0o666, Devmajor: 8}},
-		ent{hdr: tar.Header{Typeflag: tar.TypeFifo, Name: "run/fifo", Mode: 0o666}},
+		ent{Hdr: tar.Header{Typeflag: tar.TypeChar, Name: "dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}},
+		ent{Hdr: tar.Header{Typeflag: tar.TypeBlock, Name: "sda", Mode: 0o666, Devmajor: 8}},
+		ent{Hdr: tar.Header{Typeflag: tar.TypeFifo, Name: "run/fifo", Mode: 0o666}},
 	))
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,6 @@
 package oci
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,70 +15,23 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/pinfold/pinfold/internal/tarentry/tartest"
 )
 
-// ent is one layer entry for the test layers.
-type ent struct {
-	hdr  tar.Header
-	body string
-}
+// The test archives (see tartest).
+type ent = tartest.Entry
 
-var testTime = time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
-
-func dir(name string, mode int64) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode, ModTime: testTime}}
-}
-
-func file(name string, mode int64, body string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(body)), ModTime: testTime}, body: body}
-}
-
-func symlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: testTime}}
-}
-
-func hardlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeLink, Name: name, Linkname: target, ModTime: testTime}}
-}
-
-func owned(e ent, uid, gid int) ent {
-	e.hdr.Uid, e.hdr.Gid = uid, gid
-	return e
-}
-
-// makeTar writes ents as a tar stream.
-func makeTar(t testing.TB, ents ...ent) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		h := e.hdr
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatalf("writing header %q: %v", h.Name, err)
-		}
-		if _, err := tw.Write([]byte(e.body)); err != nil {
-			t.Fatalf("writing %q: %v", h.Name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func gzipBytes(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var (
+	testTime  = tartest.Time
+	dir       = tartest.Dir
+	file      = tartest.File
+	symlink   = tartest.Symlink
+	hardlink  = tartest.Hardlink
+	owned     = tartest.Owned
+	makeTar   = tartest.Tar
+	gzipBytes = tartest.Gzip
+)
 
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)

@@ -218,10 +218,10 @@ func TestArchiveIndex(t *testing.T) {
 	var ents []ent
 	ents = append(ents, file("empty", 0o644, ""), file(long, 0o644, "long body"))
 	e := file("pax", 0o644, "pax body")
-	e.hdr.PAXRecords = map[string]string{"comment": strings.Repeat("x", 2000)}
+	e.Hdr.PAXRecords = map[string]string{"comment": strings.Repeat("x", 2000)}
 	ents = append(ents, e)
 	g := file(strings.Repeat("g", 120), 0o644, "gnu body")
-	g.hdr.Format = tar.FormatGNU
+	g.Hdr.Format = tar.FormatGNU
 	ents = append(ents, g)
 	p := filepath.Join(t.TempDir(), "a.tar")
 	writeFile(t, p, makeTar(t, ents...))

@@ -382,7 +382,7 @@ func TestTarBaseHostile(t *testing.T) {
 			name: "owner out of range",
 			build: func(t *testing.T, e *hostileEnv) []byte {
 				f := file("a", 0o644, "a")
-				f.hdr.Uid = 1<<32 - 1
+				f.Hdr.Uid = 1<<32 - 1
 				return makeTar(t, f)
 			},
 			opt:  ImportOptions{UIDShift: shift},

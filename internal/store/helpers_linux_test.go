@@ -1,78 +1,30 @@
 package store
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/pinfold/pinfold/internal/tarentry/tartest"
 )
 
-// ent is one archive entry for the test archives.
-type ent struct {
-	hdr  tar.Header
-	body string
-}
+// The test archives (see tartest).
+type ent = tartest.Entry
 
-func dir(name string, mode int64) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode, ModTime: testTime}}
-}
-
-func file(name string, mode int64, body string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(body)), ModTime: testTime}, body: body}
-}
-
-func symlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: testTime}}
-}
-
-func hardlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeLink, Name: name, Linkname: target, ModTime: testTime}}
-}
-
-func special(typ byte, name string) ent {
-	return ent{hdr: tar.Header{Typeflag: typ, Name: name, Mode: 0o600, Devmajor: 1, Devminor: 3, ModTime: testTime}}
-}
-
-var testTime = time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
-
-// makeTar writes ents as a tar archive.
-func makeTar(t testing.TB, ents ...ent) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		h := e.hdr
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatalf("writing header %q: %v", h.Name, err)
-		}
-		if _, err := tw.Write([]byte(e.body)); err != nil {
-			t.Fatalf("writing %q: %v", h.Name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func gzipBytes(t testing.TB, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var (
+	testTime  = tartest.Time
+	dir       = tartest.Dir
+	file      = tartest.File
+	symlink   = tartest.Symlink
+	hardlink  = tartest.Hardlink
+	special   = tartest.Special
+	makeTar   = tartest.Tar
+	gzipBytes = tartest.Gzip
+)
 
 // compressCLI compresses b with "tool -c", skipping the test when the tool
 // is not installed.

@@ -32,13 +32,13 @@ var (
 // has.
 func sampleTar(t testing.TB) []byte {
 	t.Helper()
-	owned := func(e ent, uid, gid int) ent { e.hdr.Uid, e.hdr.Gid = uid, gid; return e }
+	owned := func(e ent, uid, gid int) ent { e.Hdr.Uid, e.Hdr.Gid = uid, gid; return e }
 	longHdr := file(longFile, 0o644, "long\n")
-	longHdr.hdr.Format = tar.FormatPAX
+	longHdr.Hdr.Format = tar.FormatPAX
 	gnuHdr := file(gnuFile, 0o644, "gnu\n")
-	gnuHdr.hdr.Format = tar.FormatGNU
+	gnuHdr.Hdr.Format = tar.FormatGNU
 	root := dir("./", 0o750)
-	root.hdr.ModTime = testTime.Add(-time.Hour)
+	root.Hdr.ModTime = testTime.Add(-time.Hour)
 	return makeTar(t,
 		root,
 		dir("etc/", 0o755),
