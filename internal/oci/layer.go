@@ -10,6 +10,8 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // Open returns the layer's tar stream, decompressed: gzip in process, zstd
@@ -179,7 +181,7 @@ func zstd(in io.Reader, blob *verifier) (*toolReader, error) {
 	}
 	cmd := exec.Command(bin, "-d", "-c", "-q")
 	cmd.Stdin = in
-	t := &toolReader{cmd: cmd, blob: blob, stderr: &headBuffer{max: 512}}
+	t := &toolReader{cmd: cmd, blob: blob, stderr: &tarentry.HeadBuffer{Max: 512}}
 	cmd.Stderr = t.stderr
 	if t.out, err = cmd.StdoutPipe(); err != nil {
 		return nil, fmt.Errorf("decompressing zstd: %w", err)
@@ -195,7 +197,7 @@ func zstd(in io.Reader, blob *verifier) (*toolReader, error) {
 type toolReader struct {
 	cmd    *exec.Cmd
 	out    io.Reader
-	stderr *headBuffer
+	stderr *tarentry.HeadBuffer
 	blob   *verifier
 	done   bool
 	err    error
@@ -244,18 +246,3 @@ func (t *toolReader) Close() error {
 	}
 	return nil
 }
-
-// headBuffer keeps the first max bytes written to it.
-type headBuffer struct {
-	b   []byte
-	max int
-}
-
-func (h *headBuffer) Write(p []byte) (int, error) {
-	if room := h.max - len(h.b); room > 0 {
-		h.b = append(h.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (h *headBuffer) String() string { return string(h.b) }

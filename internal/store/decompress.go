@@ -11,6 +11,8 @@ import (
 	"io"
 	"os/exec"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // decompressor is the decompressed form of an archive. wait ends it: with
@@ -77,7 +79,7 @@ func runTool(ctx context.Context, archive, tool, pkg string, in io.Reader, allow
 	}
 	cmd := exec.CommandContext(ctx, bin, "-d", "-c")
 	cmd.Stdin = in
-	stderr := &headBuffer{max: 512}
+	stderr := &tarentry.HeadBuffer{Max: 512}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -137,21 +139,6 @@ func (w *wrapErr) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// headBuffer keeps the first max bytes written to it.
-type headBuffer struct {
-	b   []byte
-	max int
-}
-
-func (h *headBuffer) Write(p []byte) (int, error) {
-	if room := h.max - len(h.b); room > 0 {
-		h.b = append(h.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (h *headBuffer) String() string { return string(h.b) }
 
 // sourceReader reads the archive file once: it feeds every byte to the
 // digest, reports progress and stops when ctx is done.

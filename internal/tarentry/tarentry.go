@@ -1,7 +1,7 @@
 // Package tarentry holds what extracting an archive or applying an image
 // layer safely share: cleaning entry names, opening paths below a root
-// without following symbolic links, copying an entry's data, and quoting
-// hostile names for messages. Its errors are plain; internal/store and
+// without following symbolic links, copying an entry's data, quoting
+// hostile names for messages, and keeping a decompressor's error output. Its errors are plain; internal/store and
 // internal/oci give them their own classes (unsafe archive, unsafe layer).
 package tarentry
 
@@ -91,3 +91,19 @@ func Quote(s string) string {
 	}
 	return string(append(b, '"'))
 }
+
+// HeadBuffer keeps the first Max bytes written to it (a decompressing
+// tool's stderr, for its error message).
+type HeadBuffer struct {
+	b   []byte
+	Max int
+}
+
+func (h *HeadBuffer) Write(p []byte) (int, error) {
+	if room := h.Max - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (h *HeadBuffer) String() string { return string(h.b) }
