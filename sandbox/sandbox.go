@@ -1,28 +1,33 @@
-// Package sandbox runs commands in pinfold's own sandbox: new user, mount,
-// pid, ipc, uts, cgroup and (unless the network is the host's) network
-// namespaces, a read-only root built from a base, the workspace mounted at
-// its own path, no capabilities, no_new_privs, a seccomp filter, and
-// cgroup limits. It needs no daemon and no container engine.
+// Package sandbox is pinfold's library for running commands in sandboxes.
+// It defines what a sandbox is (Spec), what runs in it (Cmd) and how that
+// ended (Result), and the small interface every runtime implements:
+//
+//	Runtime  ->  Sandbox  ->  Process
+//	New(Spec)    Run(Cmd)     Wait, Signal, Resize
+//
+// The runtimes live in their own packages: sandbox/native (pinfold's own
+// namespaces: no daemon, no container engine), sandbox/host (no sandbox at
+// all, for commands a policy lets run on the host), sandbox/container
+// (podman and docker). A Runtime's Features say what it can enforce; a
+// Spec that asks for more is refused by New with an *UnsupportedError,
+// never run with less.
 //
 // A Sandbox is a template made by New from a Spec; every Run starts the
 // command in a fresh instance of it, so nothing one command does to /tmp or
 // its processes is seen by the next:
 //
-//	sb, err := sandbox.New(ctx, sandbox.Spec{Workspace: dir})
+//	rt := native.Runtime()
+//	sb, err := rt.New(ctx, sandbox.Spec{Workspace: dir})
 //	if err != nil { ... }
 //	defer sb.Close()
 //	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"make", "test"}, Stdout: os.Stdout})
 //	if err != nil { ... }
 //	res, err := p.Wait()
-//
-// WithPool keeps instances built ahead of time so that Run only has to
-// start the command.
 package sandbox
 
 import (
 	"errors"
 	"io"
-	"os"
 	"syscall"
 	"time"
 
@@ -194,14 +199,13 @@ type Cmd struct {
 	// "/" without one.
 	Dir string
 	// Stdin, Stdout and Stderr connect the command's standard streams. An
-	// *os.File is handed to the command as it is; other readers and writers
-	// are copied through pipes; nil connects /dev/null, unless Pipes is set.
+	// *os.File may be handed to the command as it is; other readers and
+	// writers are copied; nil connects /dev/null.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Pipes makes nil streams into pipes that Process exposes.
-	Pipes bool
-	// TTY runs the command on a new pseudo-terminal of size Rows x Cols
-	// (the streams above are ignored; Process.PTY is the terminal).
+	// TTY runs the command on a new pseudo-terminal of size Rows x Cols:
+	// Stdin feeds the terminal and Stdout receives what it shows (Stderr
+	// is not used: a terminal has one output).
 	TTY        bool
 	Rows, Cols uint16
 	// Timeout kills the sandbox after this long. Zero means no limit.
@@ -279,11 +283,3 @@ func (e *SpecError) Unwrap() error { return e.Err }
 
 // ErrClosed is returned by Run on a closed Sandbox.
 var ErrClosed = errors.New("sandbox is closed")
-
-// stdio is the standard streams handed to one command.
-type stdio struct {
-	files   [3]*os.File // what the command gets
-	closers []*os.File  // our copies of the command's ends, closed after start
-	copies  int         // goroutines copying pipes
-	done    chan error
-}

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // logEach prints every measurement as it is made (-v).
@@ -264,7 +265,7 @@ func pinfoldTool(dir string, network sandbox.Network) *tool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var out, errb bytes.Buffer
-		res, err := sandbox.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-bench/client"}, args...),
+		res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-bench/client"}, args...),
 			Stdout: &out, Stderr: &errb, Timeout: 4 * time.Minute})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit status %d", res.ExitCode)
@@ -550,7 +551,7 @@ func library(ws string, network sandbox.Network) func() error {
 		spec.Net.Allow = []string{"example.org"}
 	}
 	return func() error {
-		res, err := sandbox.Run(context.Background(), spec, &sandbox.Cmd{Args: []string{"/bin/true"}})
+		res, err := native.Run(context.Background(), spec, &sandbox.Cmd{Args: []string{"/bin/true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit status %d", res.ExitCode)
 		}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // bwrapArgs is bubblewrap with the isolation pinfold gives by default:
@@ -145,7 +146,7 @@ func podmanRunner(ws string) (*runner, error) {
 // libraryRunner times sandbox.Run + Wait of /bin/true in this process.
 func libraryRunner(ws string) (*runner, func(), error) {
 	ctx := context.Background()
-	sb, err := sandbox.New(ctx, sandbox.Spec{Workspace: ws}, sandbox.WithPool(2))
+	sb, err := native.New(ctx, sandbox.Spec{Workspace: ws}, native.WithPool(2))
 	if err != nil {
 		return nil, nil, err
 	}

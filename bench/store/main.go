@@ -62,7 +62,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func main() {
@@ -303,7 +303,7 @@ func importBench(dir, tarball string, tree []string, rounds, warmup int, cpuprof
 
 	var shift uint32
 	if os.Geteuid() == 0 {
-		shift = sandbox.HostIDBase
+		shift = native.HostIDBase
 	}
 	ctx := context.Background()
 	mkdir := func(out string) error { return os.Mkdir(out, 0o755) }

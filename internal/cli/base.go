@@ -3,18 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"text/tabwriter"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 const baseUsage = `Usage: pinfold base ls [--json]
@@ -55,7 +51,7 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 			fmt.Fprint(io.Stdout, baseUsage)
 			return fault.ExitUsage
 		}
-		b, err := buildBase(ctx, io, st, rest[0], mirror)
+		b, err := engineFor(io).BuildBase(ctx, st, rest[0], mirror)
 		if err != nil {
 			return fail(io, err)
 		}
@@ -67,7 +63,7 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 		}
 		var shift uint32
 		if os.Geteuid() == 0 {
-			shift = sandbox.HostIDBase
+			shift = native.HostIDBase
 		}
 		b, err := st.PullBase(ctx, args[1], store.ImportOptions{UIDShift: shift}, true)
 		if err != nil {
@@ -129,63 +125,6 @@ func baseList(io *IO, st *store.Store, args []string) int {
 	}
 	tw.Flush()
 	return 0
-}
-
-// buildBase builds a curated base with a progress display on stderr.
-func buildBase(ctx context.Context, io *IO, st *store.Store, name, mirror string) (store.Base, error) {
-	var shift uint32
-	if os.Geteuid() == 0 {
-		shift = sandbox.HostIDBase
-	}
-	_, termErr := unix.IoctlGetTermios(int(io.Stderr.Fd()), unix.TCGETS)
-	tty := termErr == nil
-	last := ""
-	n := 0
-	progress := func(step string) {
-		verb, _, _ := strings.Cut(step, " ")
-		n++
-		if tty {
-			if len(step) > 70 {
-				step = step[:70]
-			}
-			fmt.Fprintf(io.Stderr, "\r\033[Kpinfold: %s: %s", name, step)
-			return
-		}
-		if verb != last { // one line per phase when nobody watches
-			fmt.Fprintf(io.Stderr, "pinfold: %s: %s\n", name, step)
-			last = verb
-		}
-	}
-	fmt.Fprintf(io.Stderr, "pinfold: building %s with debootstrap (once; it is kept in the store)\n", name)
-	b, err := st.BuildCurated(ctx, name, store.BuildOptions{Mirror: mirror, UIDShift: shift, Progress: progress})
-	if tty {
-		fmt.Fprint(io.Stderr, "\r\033[K")
-	}
-	if err != nil {
-		if errors.Is(err, store.ErrUnknownBase) {
-			return b, fault.New(fault.BadValue, err.Error(), "", "use one of: "+strings.Join(store.CuratedNames[:], ", "), err)
-		}
-		return b, fault.New(fault.BaseBuild, err.Error(), "", "see the message above", err)
-	}
-	fmt.Fprintf(io.Stderr, "pinfold: %s is %s\n", name, b.Digest)
-	return b, nil
-}
-
-// ensureBase builds a curated base the plan uses on its first use.
-func ensureBase(ctx context.Context, io *IO, p *plan.Plan) error {
-	if p.Sandbox.Base.Kind != sandbox.BaseDebian12 {
-		return nil
-	}
-	st, err := openStore()
-	if err != nil {
-		return err
-	}
-	name := string(p.Sandbox.Base.Kind)
-	if _, err := st.CuratedBase(name); !errors.Is(err, store.ErrNotBuilt) {
-		return nil // there, or another problem the sandbox reports
-	}
-	_, err = buildBase(ctx, io, st, name, "")
-	return err
 }
 
 // gcMain removes what nothing in the store references.

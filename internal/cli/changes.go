@@ -3,26 +3,28 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/internal/units"
-	"github.com/pinfold/pinfold/sandbox"
 )
+
+// recovered returns the CLI's engine once what killed runs left half done
+// is finished (see engine.Recover).
+func recovered(ctx context.Context, io *IO) (*engine.Engine, error) {
+	if _, err := storeDir(); err != nil {
+		return nil, err
+	}
+	eng := engineFor(io)
+	return eng, eng.Recover(ctx)
+}
 
 // storeDir is pinfold's store, for changesets.
 func storeDir() (string, error) {
@@ -33,330 +35,16 @@ func storeDir() (string, error) {
 	return d, nil
 }
 
-// dropChangeset removes an applied or discarded changeset: out of the
-// store at once, its files deleted by a detached pinfold so that the user
-// does not wait for the file system (deleting many files that were written
-// out takes long, the more so with online discard).
-func dropChangeset(cs *changeset.Changeset) error {
-	if err := cs.Trash(); err != nil {
-		return cs.Remove()
-	}
-	exe, err := os.Executable()
-	if err != nil || filepath.Base(exe) != "pinfold" {
-		// Not the pinfold binary (a test, a renamed copy): delete here.
-		_, err := changeset.EmptyTrash(filepath.Dir(filepath.Dir(cs.Dir)))
-		return err
-	}
-	cmd := exec.Command(exe, "clean", "--trash")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if cmd.Start() == nil {
-		cmd.Process.Release()
-	}
-	return nil // what remains, pinfold clean deletes
-}
-
-// useAllCPUs lifts main's one-P setting for commands that read many
-// files: the changeset code reads and compares them on several threads.
-// These commands are short and their memory is bounded by the changeset:
-// collecting garbage less often is cheaper than touching fresh pages.
-func useAllCPUs() {
-	if n := runtime.NumCPU(); n > 1 {
-		runtime.GOMAXPROCS(n)
-	}
-	debug.SetGCPercent(400)
-}
-
-// applyingDir holds a marker per apply in progress, so that every command
-// can find an interrupted one with a single directory read.
-func applyingDir(dir string) string { return filepath.Join(dir, "applying") }
-
-// recoverApplies finishes applies that a killed pinfold left half done
-// (and first takes over the disks of its runs, see recoverDisks).
-func recoverApplies(ctx context.Context, io *IO) error {
-	dir, err := store.DefaultDir()
-	if err != nil {
-		return nil
-	}
-	if err := recoverDisks(ctx, io, dir); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(applyingDir(dir))
-	if err != nil || len(ents) == 0 {
-		return nil
-	}
-	for _, e := range ents {
-		cs, err := changeset.Open(dir, e.Name())
-		if err != nil {
-			os.Remove(filepath.Join(applyingDir(dir), e.Name()))
-			continue
-		}
-		unlock, err := cs.Lock()
-		if err != nil {
-			continue // another pinfold is applying it right now
-		}
-		marker := filepath.Join(applyingDir(dir), e.Name())
-		if _, jerr := os.Stat(filepath.Join(cs.Dir, "apply.json")); jerr != nil {
-			// Killed before it wrote anything: the changeset is intact.
-			os.Remove(marker)
-			unlock()
-			continue
-		}
-		err = changeset.Recover(ctx, cs.Dir, cs.Roots())
-		if err == nil {
-			fmt.Fprintf(io.Stderr, "pinfold: finished applying changeset %s (interrupted earlier)\n", cs.Meta.ID)
-			// A partial apply (PATHS) leaves the changeset open.
-			if b, _ := os.ReadFile(marker); string(b) != "partial" {
-				err = dropChangeset(cs)
-			}
-			os.Remove(marker)
-		}
-		unlock()
-		if err != nil {
-			return fault.New(fault.ApplyFailed, "cannot finish the interrupted apply of changeset "+cs.Meta.ID,
-				err.Error(), "free what the error names, then run any pinfold command again", err)
-		}
-	}
-	return nil
-}
-
-// startChangeset creates (or, with --changeset, reopens) the changeset a
-// run writes to, and points the sandbox at it.
-func startChangeset(p *plan.Plan) (*changeset.Changeset, func(), error) {
-	sp := &p.Sandbox
-	if sp.Access != sandbox.AccessChangeset && len(p.Captures) == 0 {
-		return nil, func() {}, nil
-	}
-	dir, err := storeDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	var paths []string
-	if sp.Access == sandbox.AccessChangeset {
-		paths = append(paths, sp.Workspace)
-	}
-	paths = append(paths, p.Captures...)
-	var cs *changeset.Changeset
-	if p.Changeset != "" {
-		if cs, err = openChangeset(dir, p.Changeset, ""); err != nil {
-			return nil, nil, err
-		}
-		if len(cs.Meta.Roots) != len(paths) || cs.Meta.Roots[0].Path != paths[0] {
-			return nil, nil, fault.New(fault.BadValue, "changeset "+cs.Meta.ID+" captured other directories",
-				"it holds "+rootPaths(cs)+"; this run captures "+strings.Join(paths, ", "),
-				"run in the same workspace with the same --capture, or start a new changeset", nil)
-		}
-	} else if cs, err = changeset.Create(dir, sp.Workspace, paths, p.Command.Args); err != nil {
-		return nil, nil, fault.New(fault.Store, "cannot create a changeset", err.Error(), "check pinfold's store (pinfold doctor)", err)
-	}
-	unlock, err := cs.Lock()
-	if err != nil {
-		return nil, nil, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(),
-			"wait for the other pinfold to finish", err)
-	}
-	if p.Changeset != "" {
-		cs.Meta.Status = changeset.StatusRunning // Create sets it for new ones
-		if err := cs.Save(); err != nil {
-			unlock()
-			return nil, nil, err
-		}
-	}
-	roots := cs.Roots()
-	captured := func(r changeset.Root) *sandbox.Capture {
-		return &sandbox.Capture{Path: r.Lower, Upper: r.Upper, Work: filepath.Join(filepath.Dir(r.Upper), "work")}
-	}
-	i := 0
-	if sp.Access == sandbox.AccessChangeset {
-		sp.Changeset = captured(roots[0])
-		i = 1
-	}
-	for ; i < len(roots); i++ {
-		sp.Captures = append(sp.Captures, *captured(roots[i]))
-	}
-	return cs, unlock, nil
-}
-
-func rootPaths(cs *changeset.Changeset) string {
-	var ps []string
-	for _, r := range cs.Meta.Roots {
-		ps = append(ps, r.Path)
-	}
-	return strings.Join(ps, ", ")
-}
-
-// finishChangeset records what the run changed, applies it with --apply
-// when the command succeeded, and tells the user what to do with it.
-func finishChangeset(ctx context.Context, io *IO, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result, quiet bool) error {
-	roots := cs.Roots()
-	reused := p.Changeset != ""
-	if !reused && emptyUppers(roots) {
-		return cs.Remove() // most runs: nothing written
-	}
-	useAllCPUs()
-	entries, err := changeset.Scan(ctx, roots)
-	if err != nil {
-		return fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	if len(entries) == 0 && !reused {
-		return cs.Remove()
-	}
-	fp, err := changeset.Fingerprint(roots, entries)
-	if err != nil {
-		return fault.New(fault.Store, "cannot fingerprint changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	if reused {
-		// A rerun keeps what the originals looked like when first captured.
-		old, err := cs.Fingerprints()
-		if err != nil {
-			return fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
-		}
-		for k, v := range old {
-			fp[k] = v
-		}
-	}
-	if err := cs.SaveFingerprints(fp); err != nil {
-		return fault.New(fault.Store, "cannot save changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	n := changeset.Count(entries)
-	cs.Meta.Status, cs.Meta.ExitCode, cs.Meta.Finished, cs.Meta.Counts = "open", res.ExitCode, time.Now(), &n
-	if err := cs.Save(); err != nil {
-		return err
-	}
-	counts := fmt.Sprintf("%d added, %d modified, %d deleted", n.Added, n.Modified, n.Deleted)
-	capHit := slices.Contains(res.LimitsHit, limitDisk)
-	if capHit {
-		// Said first, and in the summary: what is kept is incomplete.
-		counts += fmt.Sprintf("; the run hit its disk cap (--disk %s): writes past it failed with \"no space left on device\"",
-			units.FormatSize(p.Disk))
-	}
-	if p.Apply && res.ExitCode == 0 && capHit && !quiet {
-		fmt.Fprintf(io.Stderr, "pinfold: not applying: some writes failed at the disk cap\n")
-	}
-	if p.Apply && res.ExitCode == 0 && !capHit {
-		if _, err := applyChangeset(ctx, cs, nil, false); err != nil {
-			return err
-		}
-		if !quiet {
-			fmt.Fprintf(io.Stderr, "pinfold: applied %s\n", counts)
-		}
-		return nil
-	}
-	if !quiet {
-		id := cs.Meta.ID
-		fmt.Fprintf(io.Stderr, "pinfold: changeset %s: %s; review: pinfold diff %s; apply: pinfold apply %s; discard: pinfold discard %s\n",
-			id, counts, id, id, id)
-	}
-	return nil
-}
-
-// emptyUppers reports whether no root's upper directory holds anything.
-func emptyUppers(roots []changeset.Root) bool {
-	for _, r := range roots {
-		f, err := os.Open(r.Upper)
-		if err != nil {
-			return false
-		}
-		names, _ := f.Readdirnames(1)
-		f.Close()
-		if len(names) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// applyChangeset applies cs (only paths, when given), journaled.
-func applyChangeset(ctx context.Context, cs *changeset.Changeset, paths []string, force bool) (changeset.ApplyResult, error) {
-	roots := cs.Roots()
-	entries, err := changeset.Scan(ctx, roots)
-	if err != nil {
-		return changeset.ApplyResult{}, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	var owner *changeset.Owner
-	if os.Geteuid() == 0 {
-		var st syscall.Stat_t
-		if err := syscall.Stat(roots[0].Lower, &st); err == nil {
-			owner = &changeset.Owner{UID: st.Uid, GID: st.Gid}
-		}
-	}
-	dir := filepath.Dir(filepath.Dir(cs.Dir)) // the store
-	marker := filepath.Join(applyingDir(dir), cs.Meta.ID)
-	os.MkdirAll(applyingDir(dir), 0o700)
-	mode := "all"
-	if len(paths) > 0 {
-		mode = "partial"
-	}
-	if err := os.WriteFile(marker, []byte(mode), 0o600); err != nil {
-		return changeset.ApplyResult{}, fault.New(fault.Store, "cannot record the apply of changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	fp, err := cs.Fingerprints()
-	if err != nil {
-		return changeset.ApplyResult{}, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
-	}
-	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
-		Owner: owner, Fingerprints: fp})
-	if err != nil {
-		if errors.Is(err, changeset.ErrConflict) {
-			os.Remove(marker)
-			var b strings.Builder
-			for _, c := range res.Conflicts {
-				fmt.Fprintf(&b, "\n    %s: %s", c.Path, c.Why)
-			}
-			return res, fault.New(fault.Conflict, fmt.Sprintf("changeset %s conflicts with the workspace (%d files)",
-				cs.Meta.ID, len(res.Conflicts)), "these originals changed since the run:"+b.String(),
-				"review them (pinfold diff "+cs.Meta.ID+"), then apply with --force to overwrite them", err)
-		}
-		if errors.Is(err, changeset.ErrUnsafe) {
-			os.Remove(marker)
-			return res, fault.New(fault.ApplyFailed, "refusing to apply changeset "+cs.Meta.ID, err.Error(),
-				"discard it, or apply only other paths", err)
-		}
-		return res, fault.New(fault.ApplyFailed, "applying changeset "+cs.Meta.ID+" stopped", err.Error(),
-			"every file is either as before or fully applied; fix the cause (e.g. free space), then run pinfold apply "+
-				cs.Meta.ID+" again", err)
-	}
-	os.Remove(marker)
-	if len(paths) == 0 {
-		return res, dropChangeset(cs)
-	}
-	// What is left to apply, for pinfold changes.
-	if left, err := changeset.Scan(ctx, roots); err == nil {
-		n := changeset.Count(left)
-		cs.Meta.Counts = &n
-		cs.Save()
-	}
-	return res, nil
-}
-
-// openChangeset finds the changeset to act on: idOrPrefix, or the newest
-// open one of the workspace.
-func openChangeset(dir, idOrPrefix, workspace string) (*changeset.Changeset, error) {
-	var cs *changeset.Changeset
-	var err error
-	if idOrPrefix != "" {
-		cs, err = changeset.Open(dir, idOrPrefix)
-	} else {
-		cs, err = changeset.Latest(dir, workspace)
-	}
-	if err != nil {
-		what := "no changeset " + idOrPrefix
-		if idOrPrefix == "" {
-			what = "no open changeset for " + workspace
-		}
-		return nil, fault.New(fault.NoChangeset, what, err.Error(), "list them with pinfold changes", err)
-	}
-	return cs, nil
-}
-
 // changesetAndPaths splits [ID] [PATHS...] (the first argument is an id
 // when it names a changeset) and opens the changeset: that one, or the
 // newest open one of the workspace.
-func changesetAndPaths(dir string, args []string) (*changeset.Changeset, []string, error) {
+func changesetAndPaths(eng *engine.Engine, args []string) (*changeset.Changeset, []string, error) {
 	if len(args) > 0 && isHexPrefix(args[0]) {
-		if cs, err := changeset.Open(dir, args[0]); err == nil {
+		if cs, err := changeset.Open(eng.Store, args[0]); err == nil {
 			return cs, args[1:], nil
 		}
 	}
-	cs, err := openChangeset(dir, "", currentWorkspace())
+	cs, err := eng.OpenChangeset("", currentWorkspace())
 	return cs, args, err
 }
 
@@ -409,7 +97,7 @@ func relPaths(cs *changeset.Changeset, paths []string) []string {
 }
 
 func changesMain(ctx context.Context, io *IO, args []string) int {
-	useAllCPUs()
+	engine.UseAllCPUs()
 	var all, asJSON bool
 	fs := newFlagSet("changes")
 	fs.Bool(&all, "all", 'a', "list the changesets of every workspace")
@@ -426,14 +114,11 @@ func changesMain(ctx context.Context, io *IO, args []string) int {
 	if len(rest) > 0 {
 		return fail(io, fs.errorf("pinfold changes takes no arguments"))
 	}
-	if err := recoverApplies(ctx, io); err != nil {
-		return fail(io, err)
-	}
-	dir, err := storeDir()
+	eng, err := recovered(ctx, io)
 	if err != nil {
 		return fail(io, err)
 	}
-	list, err := changeset.List(dir)
+	list, err := changeset.List(eng.Store)
 	if err != nil {
 		return fail(io, fault.New(fault.Store, "cannot list changesets", err.Error(), "", err))
 	}
@@ -530,7 +215,7 @@ func quoteCmd(args []string) string {
 }
 
 func diffMain(ctx context.Context, io *IO, args []string) int {
-	useAllCPUs()
+	engine.UseAllCPUs()
 	var stat, nameStatus, asJSON bool
 	var exclude []string
 	fs := newFlagSet("diff")
@@ -547,14 +232,11 @@ func diffMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
-	if err := recoverApplies(ctx, io); err != nil {
-		return fail(io, err)
-	}
-	dir, err := storeDir()
+	eng, err := recovered(ctx, io)
 	if err != nil {
 		return fail(io, err)
 	}
-	cs, paths, err := changesetAndPaths(dir, rest)
+	cs, paths, err := changesetAndPaths(eng, rest)
 	if err != nil {
 		return fail(io, err)
 	}
@@ -592,7 +274,7 @@ func rootPrefix(cs *changeset.Changeset) func(int) string {
 }
 
 func applyMain(ctx context.Context, io *IO, args []string) int {
-	useAllCPUs()
+	engine.UseAllCPUs()
 	var force bool
 	fs := newFlagSet("apply")
 	fs.Bool(&force, "force", 'f', "apply even where the originals changed since the run")
@@ -605,23 +287,20 @@ func applyMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
-	if err := recoverApplies(ctx, io); err != nil {
-		return fail(io, err)
-	}
-	dir, err := storeDir()
+	eng, err := recovered(ctx, io)
 	if err != nil {
 		return fail(io, err)
 	}
-	cs, paths, err := changesetAndPaths(dir, rest)
+	cs, paths, err := changesetAndPaths(eng, rest)
 	if err != nil {
 		return fail(io, err)
 	}
-	unlock, err := cs.Lock()
+	unlock, err := engine.Lock(cs)
 	if err != nil {
-		return fail(io, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(), "wait for the other pinfold to finish", err))
+		return fail(io, err)
 	}
 	defer unlock()
-	res, err := applyChangeset(ctx, cs, relPaths(cs, paths), force)
+	res, err := eng.Apply(ctx, cs, relPaths(cs, paths), force)
 	if err != nil {
 		return fail(io, err)
 	}
@@ -642,10 +321,7 @@ func discardMain(ctx context.Context, io *IO, args []string) int {
 	if len(rest) > 1 {
 		return fail(io, fs.errorf("pinfold discard takes one changeset id"))
 	}
-	if err := recoverApplies(ctx, io); err != nil {
-		return fail(io, err)
-	}
-	dir, err := storeDir()
+	eng, err := recovered(ctx, io)
 	if err != nil {
 		return fail(io, err)
 	}
@@ -653,16 +329,16 @@ func discardMain(ctx context.Context, io *IO, args []string) int {
 	if len(rest) == 1 {
 		id = rest[0]
 	}
-	cs, err := openChangeset(dir, id, currentWorkspace())
+	cs, err := eng.OpenChangeset(id, currentWorkspace())
 	if err != nil {
 		return fail(io, err)
 	}
-	unlock, err := cs.Lock()
+	unlock, err := engine.Lock(cs)
 	if err != nil {
-		return fail(io, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(), "wait for the other pinfold to finish", err))
+		return fail(io, err)
 	}
 	defer unlock()
-	if err := dropChangeset(cs); err != nil {
+	if err := eng.Drop(cs); err != nil {
 		return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 	}
 	fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)
@@ -670,7 +346,7 @@ func discardMain(ctx context.Context, io *IO, args []string) int {
 }
 
 func exportMain(ctx context.Context, io *IO, args []string) int {
-	useAllCPUs()
+	engine.UseAllCPUs()
 	var out string
 	fs := newFlagSet("export")
 	fs.String(&out, "output", 'o', "FILE", "write the layer to FILE (default: standard output)")
@@ -686,15 +362,15 @@ func exportMain(ctx context.Context, io *IO, args []string) int {
 	if len(rest) > 1 {
 		return fail(io, fs.errorf("pinfold export takes one changeset id"))
 	}
-	dir, err := storeDir()
-	if err != nil {
+	if _, err := storeDir(); err != nil {
 		return fail(io, err)
 	}
+	eng := engineFor(io)
 	id := ""
 	if len(rest) == 1 {
 		id = rest[0]
 	}
-	cs, err := openChangeset(dir, id, currentWorkspace())
+	cs, err := eng.OpenChangeset(id, currentWorkspace())
 	if err != nil {
 		return fail(io, err)
 	}

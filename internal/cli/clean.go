@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/pinfold/pinfold/internal/backend/native"
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func cleanMain(ctx context.Context, io *IO, args []string) int {
@@ -38,7 +38,7 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 		return 0
 	}
 	// Interrupted applies and disks of killed runs are finished first.
-	if err := recoverApplies(ctx, io); err != nil {
+	if err := engineFor(io).Recover(ctx); err != nil {
 		return fail(io, err)
 	}
 	if any, err := changeset.EmptyTrash(dir); any {
@@ -47,10 +47,10 @@ func cleanMain(ctx context.Context, io *IO, args []string) int {
 			return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
 		}
 	}
-	if n := native.RemoveLaunches(filepath.Join(dir, "launch")); n > 0 {
+	if n := initp.RemoveLaunches(filepath.Join(dir, "launch")); n > 0 {
 		fmt.Fprintf(io.Stdout, "removed %d launch records\n", n)
 	}
-	removed, err := sandbox.Clean(ctx, "")
+	removed, err := native.Clean(ctx, "")
 	for _, r := range removed {
 		fmt.Fprintf(io.Stdout, "removed %s\n", r)
 	}

@@ -8,15 +8,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinfold/pinfold/internal/backend/native"
+	"golang.org/x/sys/unix"
+
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
-	"golang.org/x/sys/unix"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
-// Launch records (see native.LaunchRecord and initc/launch.c) let a run
+// Launch records (see initp.LaunchRecord and initc/launch.c) let a run
 // that ran before start without the Go runtime: the binary's entry point
 // replays what this run sent its sandbox init, as long as nothing the plan
 // was made from has changed. A run is recorded only when everything that
@@ -41,7 +44,7 @@ type launchRecorder struct {
 	cwd        string
 	store      string
 	start      time.Time
-	deps       []native.Dep
+	deps       []initp.Dep
 	ok         bool
 }
 
@@ -61,12 +64,12 @@ func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 	}
 	lr := &launchRecorder{args: args, rest: rest, cwd: cwd, start: time.Now(), ok: true}
 	if configFlag != "" {
-		lr.dep(native.DepStat, configFlag)
+		lr.dep(initp.DepStat, configFlag)
 		return lr
 	}
 	// What config.Find sees: the first pinfold.yaml walking up.
 	for d := cwd; ; d = filepath.Dir(d) {
-		if lr.dep(native.DepStat, filepath.Join(d, config.FileName)).Kind == native.DepStat || d == "/" {
+		if lr.dep(initp.DepStat, filepath.Join(d, config.FileName)).Kind == initp.DepStat || d == "/" {
 			break
 		}
 	}
@@ -105,19 +108,19 @@ func (lr *launchRecorder) hostDeps() {
 	// The host base shows these as they are: directories (with their
 	// mode), symbolic links (with their target) or nothing.
 	for _, d := range sandbox.HostSystemDirs() {
-		if lr.dep(native.DepLattr, "/"+d).Stat.Mode&unix.S_IFMT == unix.S_IFLNK {
-			lr.dep(native.DepLink, "/"+d)
+		if lr.dep(initp.DepLattr, "/"+d).Stat.Mode&unix.S_IFMT == unix.S_IFLNK {
+			lr.dep(initp.DepLink, "/"+d)
 		}
 	}
 	// Where the init mounts its staging root: the first directory.
 	for _, d := range []string{"/tmp", "/mnt", "/dev"} {
-		if lr.dep(native.DepLattr, d).Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if lr.dep(initp.DepLattr, d).Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
 			break
 		}
 	}
 	// The binary: replaced (an upgrade) or moved (its masked path).
-	lr.dep(native.DepLink, "/proc/self/exe")
-	lr.dep(native.DepStat, "/proc/self/exe")
+	lr.dep(initp.DepLink, "/proc/self/exe")
+	lr.dep(initp.DepStat, "/proc/self/exe")
 }
 
 func evalSymlinks(p string) string {
@@ -128,8 +131,8 @@ func evalSymlinks(p string) string {
 }
 
 // dep reads one dependency; a failure makes the run unrecordable.
-func (lr *launchRecorder) dep(kind native.DepKind, path string) native.Dep {
-	d, err := native.StatDep(kind, path)
+func (lr *launchRecorder) dep(kind initp.DepKind, path string) initp.Dep {
+	d, err := initp.StatDep(kind, path)
 	if err != nil {
 		lr.ok = false
 	}
@@ -180,7 +183,7 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 		if !filepath.IsAbs(path) || evalSymlinks(path) != path {
 			return false
 		}
-		if lr.dep(native.DepAttr, path).Kind != native.DepAttr {
+		if lr.dep(initp.DepAttr, path).Kind != initp.DepAttr {
 			return false
 		}
 	}
@@ -190,17 +193,17 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 // write stores the record of a run whose command has just started, if
 // every dependency still reads as it did before the plan was made and
 // none changed too recently to tell.
-func (lr *launchRecorder) write(p *plan.Plan, proc *sandbox.Process, timeoutMsg, tmpFullMsg string) {
+func (lr *launchRecorder) write(p *plan.Plan, proc *native.Process, timeoutMsg, tmpFullMsg string) {
 	for _, d := range lr.deps {
-		now, err := native.StatDep(d.Kind, d.Path)
+		now, err := initp.StatDep(d.Kind, d.Path)
 		if err != nil || !now.Same(d) || lr.start.Sub(d.Changed()) < racyAge {
 			return
 		}
 	}
 	spawn, cfg, exec := proc.Sent()
-	native.WriteLaunch(filepath.Join(lr.store, "launch"), &native.LaunchRecord{
+	initp.WriteLaunch(filepath.Join(lr.store, "launch"), &initp.LaunchRecord{
 		Prefix: lr.prefix, Cwd: lr.cwd, Environ: os.Environ(), Deps: lr.deps,
-		Empty: []string{applyingDir(lr.store), disksDir(lr.store)},
+		Empty: engine.PendingDirs(lr.store),
 		Spawn: spawn, Config: cfg, Exec: exec,
 		AnyCommand: !p.Dispatched, Stdin: p.Interactive, Timeout: p.Timeout,
 		TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg,

@@ -28,7 +28,7 @@ func planMain(ctx context.Context, io *IO, args []string) int {
 		fs.Usage(io.Stdout)
 		return 0
 	}
-	p, err := resolve(ctx, &o, rest)
+	p, err := resolve(ctx, engineFor(io), &o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}

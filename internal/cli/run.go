@@ -3,31 +3,19 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"syscall"
-	"time"
 
-	"github.com/pinfold/pinfold/internal/backend/host"
-	"github.com/pinfold/pinfold/internal/backend/native"
-	"github.com/pinfold/pinfold/internal/cgroup"
-	"github.com/pinfold/pinfold/internal/config"
-	"github.com/pinfold/pinfold/internal/disk"
-	"github.com/pinfold/pinfold/internal/doctor"
-	"github.com/pinfold/pinfold/internal/fault"
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
-	"golang.org/x/sys/unix"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 const runUsage = `Usage: pinfold run [flags] [--] COMMAND [ARGS...]
@@ -89,53 +77,20 @@ func runFlags(name string, o *runOptions) *flagSet {
 	return fs
 }
 
-// resolve loads the config in effect and resolves the plan for args.
-func resolve(ctx context.Context, o *runOptions, args []string) (*plan.Plan, error) {
-	cwd, err := os.Getwd()
-	if err == nil {
-		if real, e := filepath.EvalSymlinks(cwd); e == nil {
-			cwd = real
-		}
-	}
-	path := o.config
-	if path == "" {
-		if path, err = config.Find(cwd); err != nil {
-			return nil, err
-		}
-	}
-	var cfg *config.File
-	if path != "" {
-		if cfg, err = config.Load(path); err != nil {
-			return nil, err
-		}
-	}
-	home, _ := os.UserHomeDir()
-	storeDir, _ := store.DefaultDir()
-	p, err := plan.Resolve(&plan.Request{Args: args, Flags: o.flags, Config: cfg, Cwd: cwd, Home: home,
-		Store: storeDir, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
-	if err != nil {
-		return nil, err
-	}
-	if p.Backend == "auto" {
-		name, why, err := doctor.SelectBackend(ctx, needs(p))
-		if err != nil {
-			return nil, err
-		}
-		// auto never chooses the host: that is not a silent fallback to make.
-		p.Backend, p.BackendReason = name, why
-	}
-	return p, nil
+// engineFor returns the engine the CLI runs plans with: pinfold's store,
+// and a reporter that prints to stderr.
+func engineFor(io *IO) *engine.Engine {
+	dir, _ := store.DefaultDir()
+	e := engine.New(dir)
+	e.Version = Version
+	e.Report = newReporter(io.Stderr)
+	return e
 }
 
-func needs(p *plan.Plan) doctor.Needs {
-	l := p.Sandbox.Limits
-	return doctor.Needs{Native: p.Mode == "sandbox", Limits: l.Memory > 0 || l.Pids > 0 || l.CPUs > 0,
-		Limit: cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs}}
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+// resolve makes the plan of a command line.
+func resolve(ctx context.Context, e *engine.Engine, o *runOptions, args []string) (*plan.Plan, error) {
+	return e.Resolve(ctx, &engine.Request{Args: args, Flags: o.flags, Config: o.config,
+		Frozen: o.frozen || os.Getenv("CI") == "true"})
 }
 
 func runMain(ctx context.Context, io *IO, args []string) int {
@@ -153,104 +108,114 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		return 0
 	}
 	lr := newLaunchRecorder(args, rest, o.config)
-	if err := recoverApplies(ctx, io); err != nil {
+	eng := engineFor(io)
+	if err := eng.Recover(ctx); err != nil {
 		return fail(io, err)
 	}
-	p, err := resolve(ctx, &o, rest)
+	p, err := resolve(ctx, eng, &o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
 	tr.mark("pinfold: planned")
-	if err := runHooks(ctx, io, p); err != nil {
-		return fail(io, err)
-	}
 	if p.Mode == "host" {
-		return runOnHost(ctx, io, p)
+		why := p.Sources["backend"]
+		if p.BackendReason != "" {
+			why = p.BackendReason
+		}
+		fmt.Fprintf(io.Stderr, "pinfold: running on the host, not in a sandbox (backend host, %s; %s)\n", why, p.Audit.Rule)
 	}
-	if err := doctor.Preflight(ctx, needs(p)); err != nil {
-		return fail(io, classify(err, p))
+	opts := engine.Options{Stdin: io.Stdin, Stdout: io.Stdout, Stderr: io.Stderr}
+	if tr != nil {
+		opts.Mark = tr.mark
 	}
-	if err := makeCaches(p); err != nil {
-		return fail(io, classify(err, p))
+	if p.TTY {
+		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+			opts.Rows, opts.Cols = ws.Row, ws.Col
+		}
+		if p.Interactive {
+			if restore := rawMode(io.Stdin); restore != nil {
+				defer restore()
+			}
+		}
 	}
-	if err := ensureBase(ctx, io, p); err != nil {
-		return fail(io, err)
+	handoff := tr == nil && !o.json && engine.CanHandoff(p)
+	if handoff {
+		// A plain run hands off to a small waiter once the command runs
+		// (see native.Process.Handoff), recording its launch first.
+		record := lr.plan(p)
+		opts.Handoff = func(proc sandbox.Process) {
+			np, ok := proc.(*native.Process)
+			if !ok {
+				return
+			}
+			r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
+			timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
+			if record {
+				lr.write(p, np, timeoutMsg, tmpFullMsg)
+			}
+			// Only a failed hand-off returns: the run then waits in-process.
+			np.Handoff(timeoutMsg, tmpFullMsg)
+		}
 	}
-	if err := ensureImage(ctx, io, p, o.frozen || os.Getenv("CI") == "true"); err != nil {
-		return fail(io, err)
+	// Signals become the command's once it runs. Enabling them costs the
+	// runtime a thread and a handshake per signal: that happens while this
+	// goroutine waits for the sandbox to be built. One arriving earlier
+	// kills pinfold, and with it the sandbox (the parent-death signal).
+	sigs := make(chan os.Signal, 8)
+	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+	if p.TTY {
+		forwarded = append(forwarded, syscall.SIGWINCH)
 	}
-	cs, unlock, err := startChangeset(p)
+	notified := make(chan struct{})
+	if !handoff {
+		go func() {
+			signal.Notify(sigs, forwarded...)
+			close(notified)
+		}()
+	}
+	run, err := eng.Start(ctx, p, opts)
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
-	var vol *disk.Volume
-	if cs != nil && p.Disk > 0 {
-		if vol, err = openDisk(ctx, cs, p); err != nil {
-			if p.Changeset == "" {
-				cs.Remove()
+	waited := make(chan struct{})
+	go func() {
+		<-notified
+		for {
+			select {
+			case s := <-sigs:
+				switch {
+				case s == syscall.SIGWINCH:
+					if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+						run.Resize(ws.Row, ws.Col)
+					}
+				case run.SharesTerminal && (s == syscall.SIGINT || s == syscall.SIGQUIT):
+					// The terminal sent it to the command already.
+				default:
+					run.Signal(s)
+				}
+			case <-waited:
+				return
 			}
-			unlock()
-			return fail(io, err)
 		}
-	}
-	p.Sandbox.Trace = tr != nil
-	var vlog *violationLog
-	if usesStack(p) {
-		if vlog = newViolationLog(); vlog != nil {
-			p.Sandbox.Net.Log = vlog
-		}
-	} else if p.Sandbox.Network == sandbox.NetworkHost {
-		fmt.Fprintln(io.Stderr, "pinfold: the sandbox shares the host's network (--network host): no network policy applies")
-	}
-	started := func() {
-		if vol != nil {
-			// The sandbox holds its own mounts of the volume now.
-			vol.Detach()
-		}
-	}
-	// On bases pinfold builds, a loader error in the output gets a
-	// suggestion: the capability that provides the missing library.
-	var errTail *tailBuffer
-	if p.Sandbox.Base.Kind != sandbox.BaseHost && !p.TTY {
-		errTail = &tailBuffer{}
-	}
-	res, err := execute(ctx, io, p, tr, o.json || cs != nil, started, errTail, lr)
-	vlog.close()
+	}()
+	out, err := run.Wait()
+	close(waited)
 	if err != nil {
-		if cs != nil {
-			if vol != nil {
-				dropDisk(cs, vol)
-			}
-			if p.Changeset == "" {
-				cs.Remove()
-			}
-			unlock()
+		if out != nil && out.Changeset != nil && !o.json {
+			printChangeset(io, out, p)
 		}
 		return fail(io, classify(err, p))
 	}
-	if vol != nil {
-		full, err := closeDisk(ctx, cs, vol)
-		if err != nil {
-			unlock()
-			return fail(io, err)
-		}
-		if full {
-			res.LimitsHit = append(res.LimitsHit, limitDisk)
-		}
-	}
-	if cs != nil {
-		err := finishChangeset(ctx, io, cs, p, res, o.json)
-		unlock()
-		if err != nil {
-			return fail(io, err)
-		}
-	}
+	res := out.Result
 	report(io, res, p.Disk, o.json)
-	if res.ExitCode != 0 && errTail != nil {
-		suggestCapabilities(io, errTail.b)
+	if out.Changeset != nil && !o.json {
+		printChangeset(io, out, p)
+	}
+	if len(out.Missing) > 0 {
+		suggestCapabilities(io, out.Missing)
 	}
 	if !o.json {
-		summarizeViolations(io, res.Violations, vlog.written())
+		summarizeViolations(io, res.Violations, out.ViolationLog)
 	}
 	if tr != nil {
 		tr.mark("pinfold: exiting")
@@ -259,205 +224,28 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	return res.ExitCode
 }
 
-// runHooks runs the plan's pre_run hooks on the host, in the workspace;
-// the first failure aborts the run.
-func runHooks(ctx context.Context, io *IO, p *plan.Plan) error {
-	for _, h := range p.Hooks {
-		cmd := exec.CommandContext(ctx, h.Args[0], h.Args[1:]...)
-		cmd.Dir = p.Sandbox.Workspace
-		cmd.Stdout, cmd.Stderr = io.Stderr, io.Stderr
-		if err := cmd.Run(); err != nil {
-			text := h.Shell
-			if text == "" {
-				text = strings.Join(h.Args, " ")
-			}
-			return fault.New(fault.HookFailed, "pre_run hook failed: "+text, err.Error()+" (hook from "+h.From+")",
-				"fix what the hook checks, or remove it from pre_run", err)
+// printChangeset tells the user what became of the run's changeset.
+func printChangeset(io *IO, out *engine.Outcome, p *plan.Plan) {
+	c := out.Changeset
+	if c.Empty {
+		return
+	}
+	counts := fmt.Sprintf("%d added, %d modified, %d deleted", c.Counts.Added, c.Counts.Modified, c.Counts.Deleted)
+	if c.DiskFull {
+		// Said first, and in the summary: what is kept is incomplete.
+		counts += fmt.Sprintf("; the run hit its disk cap (--disk %s): writes past it failed with \"no space left on device\"",
+			units.FormatSize(p.Disk))
+		if p.Apply && out.Result.ExitCode == 0 {
+			fmt.Fprintf(io.Stderr, "pinfold: not applying: some writes failed at the disk cap\n")
 		}
 	}
-	return nil
-}
-
-// runOnHost runs the command without a sandbox, saying so.
-func runOnHost(ctx context.Context, io *IO, p *plan.Plan) int {
-	why := p.Sources["backend"]
-	if p.BackendReason != "" {
-		why = p.BackendReason
+	if c.Applied {
+		fmt.Fprintf(io.Stderr, "pinfold: applied %s\n", counts)
+		return
 	}
-	fmt.Fprintf(io.Stderr, "pinfold: running on the host, not in a sandbox (backend host, %s; %s)\n", why, p.Audit.Rule)
-	code, err := host.Run(ctx, &host.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir,
-		Stdin: io.Stdin, Stdout: io.Stdout, Stderr: io.Stderr})
-	if err != nil {
-		var ee *exec.Error
-		if errors.As(err, &ee) {
-			e := fault.New(fault.NotFound, "command not found on the host: "+p.Command.Args[0], ee.Err.Error(),
-				"check the command and the PATH the plan gives it (pinfold plan -- CMD)", err)
-			e.Exit = fault.ExitNotFound
-			return fail(io, e)
-		}
-		e := fault.New(fault.CannotExec, "cannot run "+p.Command.Args[0]+" on the host", err.Error(), "", err)
-		e.Exit = fault.ExitCannotExec
-		return fail(io, e)
-	}
-	return code
-}
-
-// makeCaches creates the plan's cache directories in the store, owned by
-// the workspace's owner so that the command can write them.
-func makeCaches(p *plan.Plan) error {
-	var owner *syscall.Stat_t
-	for _, c := range p.Caches {
-		if err := os.MkdirAll(c.Source, 0o700); err != nil {
-			return &sandbox.SpecError{Field: "store", Err: err}
-		}
-		if os.Geteuid() == 0 {
-			if owner == nil {
-				owner = &syscall.Stat_t{}
-				if err := syscall.Stat(p.Sandbox.Workspace, owner); err != nil {
-					return &sandbox.SpecError{Field: "workspace", Err: err}
-				}
-			}
-			if err := os.Lchown(c.Source, int(owner.Uid), int(owner.Gid)); err != nil {
-				return &sandbox.SpecError{Field: "store", Err: err}
-			}
-		}
-	}
-	return nil
-}
-
-// execute runs a Plan on the native backend with the terminal attached.
-func execute(ctx context.Context, io *IO, p *plan.Plan, tr *tracer, stay bool, started func(), errTail *tailBuffer, lr *launchRecorder) (*sandbox.Result, error) {
-	// A plain run hands off to a small waiter once the command runs (see
-	// sandbox.Process.Handoff); the sandbox must be started from the
-	// thread that will exec it.
-	handoff := !p.TTY && !stay && tr == nil && p.Sandbox.Limits.Memory == 0 &&
-		p.Sandbox.Limits.Pids == 0 && p.Sandbox.Limits.CPUs == 0 && !usesStack(p) && errTail == nil
-	record := false
-	if handoff {
-		runtime.LockOSThread()
-		record = lr.plan(p)
-	}
-	sb, err := sandbox.New(ctx, p.Sandbox)
-	if err != nil {
-		return nil, err
-	}
-	defer sb.Close()
-	tr.mark("pinfold: sandbox prepared")
-	cmd := &sandbox.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir, Timeout: p.Timeout}
-	var restore func()
-	if p.TTY {
-		cmd.TTY = true
-		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-			cmd.Rows, cmd.Cols = ws.Row, ws.Col
-		}
-		if p.Interactive {
-			restore = rawMode(io.Stdin)
-		}
-	} else {
-		cmd.Stdout, cmd.Stderr = io.Stdout, io.Stderr
-		if errTail != nil {
-			errTail.w = io.Stderr
-			cmd.Stderr = errTail
-		}
-		if p.Interactive {
-			cmd.Stdin = io.Stdin
-		}
-	}
-	if restore != nil {
-		defer restore()
-	}
-	if handoff {
-		proc, err := sb.Run(ctx, cmd)
-		if err != nil {
-			return nil, err
-		}
-		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
-		timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
-		if record {
-			lr.write(p, proc, timeoutMsg, tmpFullMsg)
-		}
-		err = proc.Handoff(timeoutMsg, tmpFullMsg)
-		// Only a failed exec gets here: wait in-process instead.
-		proc.Kill()
-		proc.Wait()
-		return nil, err
-	}
-	// Signals become the command's once it runs. Enabling them costs the
-	// runtime a thread and a handshake per signal: that happens while this
-	// goroutine waits for the init to build the root. One arriving earlier
-	// kills pinfold, and with it the sandbox (the parent-death signal).
-	sigs := make(chan os.Signal, 8)
-	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-	if p.TTY {
-		forwarded = append(forwarded, syscall.SIGWINCH)
-	}
-	notified := make(chan struct{})
-	go func() {
-		signal.Notify(sigs, forwarded...)
-		close(notified)
-	}()
-	proc, err := sb.Run(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	started()
-	tr.mark("pinfold: command started")
-	outDone := make(chan struct{})
-	if proc.PTY != nil {
-		go func() {
-			copyTTY(io.Stdout, proc.PTY)
-			close(outDone)
-		}()
-		if p.Interactive {
-			go copyTTY(proc.PTY, io.Stdin)
-		}
-	} else {
-		close(outDone)
-	}
-	waited := make(chan struct{})
-	go func() {
-		<-notified
-		for {
-			select {
-			case s := <-sigs:
-				if s == syscall.SIGWINCH {
-					if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-						proc.Resize(ws.Row, ws.Col)
-					}
-					continue
-				}
-				proc.Signal(s)
-			case <-waited:
-				return
-			}
-		}
-	}()
-	res, err := proc.Wait()
-	tr.mark("pinfold: command ended")
-	close(waited)
-	// The terminal's output ends once every process holding it is gone,
-	// which the init ensures before it reports.
-	select {
-	case <-outDone:
-	case <-time.After(2 * time.Second):
-	}
-	return res, err
-}
-
-// copyTTY copies until the terminal closes (EIO once the sandbox is gone).
-func copyTTY(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+	id := c.ID
+	fmt.Fprintf(io.Stderr, "pinfold: changeset %s: %s; review: pinfold diff %s; apply: pinfold apply %s; discard: pinfold discard %s\n",
+		id, counts, id, id, id)
 }
 
 // rawMode puts a terminal into raw mode and returns how to restore it.
@@ -524,16 +312,12 @@ func report(io *IO, r *sandbox.Result, diskCap int64, asJSON bool) {
 		return
 	}
 	for _, l := range r.LimitsHit {
-		if l == limitDisk {
+		if l == engine.LimitDisk {
 			continue // the changeset summary says it
 		}
 		fmt.Fprintf(io.Stderr, "pinfold: %s\n", limitMessage(r, l))
 	}
 }
-
-// limitDisk is the disk cap of a changeset run (--disk), which the CLI
-// watches rather than the sandbox.
-const limitDisk = "disk"
 
 func limitMessage(r *sandbox.Result, limit string) string {
 	switch limit {
@@ -551,86 +335,4 @@ func limitMessage(r *sandbox.Result, limit string) string {
 		return "limit hit: /tmp is full (limit " + units.FormatSize(r.Limits.TmpSize) + ")"
 	}
 	return "limit hit: " + limit
-}
-
-// classify turns a library error into a coded user error.
-func classify(err error, p *plan.Plan) error {
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	var ce *config.Error
-	if errors.As(err, &ce) {
-		return fault.New(fault.ConfigError, ce.Error(), "", "fix the file (see docs/config.md), or pass --config", err)
-	}
-	var pe *doctor.PreflightError
-	if errors.As(err, &pe) {
-		return preflightFault(err)
-	}
-	if p == nil {
-		return fault.New(fault.Internal, err.Error(), "", "please report this", err)
-	}
-	var ee *sandbox.ExecError
-	if errors.As(err, &ee) {
-		if errors.Is(ee.Err, fs.ErrNotExist) {
-			e := fault.New(fault.NotFound, "command not found in the sandbox: "+ee.Name,
-				"no executable "+ee.Name+" in the sandbox's PATH, or its interpreter is missing",
-				"give the full path, install it in the base, or mount its directory with --mount", err)
-			e.Exit = fault.ExitNotFound
-			return e
-		}
-		e := fault.New(fault.CannotExec, "cannot execute "+ee.Name+" in the sandbox",
-			ee.Err.Error(), "check that it is an executable file for this machine", err)
-		e.Exit = fault.ExitCannotExec
-		return e
-	}
-	var se *sandbox.SpecError
-	if errors.As(err, &se) {
-		switch se.Field {
-		case "workspace":
-			if errors.Is(err, sandbox.ErrWorkspace) {
-				return fault.New(fault.WorkspaceRefuse, se.Err.Error(),
-					"exposing it would hand the sandbox the host's system or other users' files",
-					"run pinfold from your project directory, or pass --workspace DIR or --access none", err)
-			}
-			return fault.New(fault.WorkspaceMissing, "workspace "+p.Sandbox.Workspace+" cannot be used",
-				se.Err.Error(), "pass an existing directory with --workspace", err)
-		case "base":
-			if p.Sandbox.Base.Kind == sandbox.BaseTar {
-				return fault.New(fault.BaseImport, "cannot use tarball base "+p.Sandbox.Base.Path,
-					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
-			}
-			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
-				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
-		case "workdir":
-			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
-				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
-		case "mount":
-			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
-				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
-		case "limits":
-			return fault.New(fault.Limits, "cannot enforce the requested limits", se.Err.Error(),
-				"run pinfold as root, or inside a cgroup delegated to you; or drop --memory/--pids/--cpus", err)
-		case "store":
-			return fault.New(fault.Store, "cannot use pinfold's store", se.Err.Error(),
-				"set PINFOLD_STORE to a writable directory", err)
-		}
-		return fault.New(fault.BadValue, se.Error(), "", "", err)
-	}
-	if errors.Is(err, native.ErrUnsupported) {
-		return fault.New(fault.Unsupported, "the native sandbox is not built for this architecture", "",
-			"use an amd64 machine", err)
-	}
-	var setup *native.SetupError
-	if errors.As(err, &setup) {
-		if strings.Contains(err.Error(), "idmapped") {
-			return fault.New(fault.IDMap, "cannot show the workspace with its owner's ids",
-				err.Error(), "run pinfold as the workspace's owner instead of root", err)
-		}
-		return fault.New(fault.Setup, "cannot build the sandbox: "+err.Error(),
-			"the kernel refused a step; user namespaces may be disabled or restricted",
-			"check that sysctl user.max_user_namespaces is above 0 (and kernel.unprivileged_userns_clone=1 "+
-				"or the AppArmor userns restriction off, where the distribution has them)", err)
-	}
-	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
 }

@@ -41,6 +41,7 @@ const (
 	Setup            Code = "PF140" // the kernel refused a step of building the sandbox
 	IDMap            Code = "PF141" // idmapped mounts unsupported where needed
 	Unsupported      Code = "PF142" // no native sandbox on this architecture
+	RuntimeLacks     Code = "PF143" // the backend cannot enforce what the plan asks
 	NotFound         Code = "PF150" // the command is not in the sandbox
 	CannotExec       Code = "PF151" // the command cannot be executed
 	Store            Code = "PF160" // the store cannot be used

@@ -62,6 +62,46 @@ type Plan struct {
 	Dispatched bool
 	// Sources says where each setting came from, by setting name.
 	Sources map[string]string
+	// System is what the sandbox's root is made of, for bases pinfold
+	// builds: Resolve leaves it nil; the engine's resolve fills it from the
+	// store and the workspace.
+	System *System
+}
+
+// System is a sandbox's root as the store knows it.
+type System struct {
+	// BaseID names the base's content ("" when it is not in the store
+	// yet: the first run builds or imports it).
+	BaseID string `json:"base_id"`
+	// Capabilities are the ones the sandbox gets, inferred ones included;
+	// Findings say where each comes from.
+	Capabilities []string  `json:"capabilities"`
+	Findings     []Finding `json:"findings"`
+	// Packages are what the capabilities install on the base.
+	Packages []string `json:"packages"`
+	// SandboxID names the image of the base with the capabilities.
+	SandboxID string `json:"sandbox_id"`
+	// Image is that image's directory when it is built ("" when the first
+	// run builds it), ImageCreated when.
+	Image        string `json:"image,omitempty"`
+	ImageCreated string `json:"image_created,omitempty"`
+}
+
+// Finding is why a sandbox has a capability.
+type Finding struct {
+	Capability string `json:"capability"`
+	Source     string `json:"source"` // explicit, lockfile, elf
+	Evidence   string `json:"evidence"`
+}
+
+// ChangesetRoots are the host directories whose writes the run keeps as
+// a changeset, the workspace first when its access is changeset.
+func (p *Plan) ChangesetRoots() []string {
+	var roots []string
+	if p.Sandbox.Access == sandbox.AccessChangeset {
+		roots = append(roots, p.Sandbox.Workspace)
+	}
+	return append(roots, p.Captures...)
 }
 
 // Command is what runs.

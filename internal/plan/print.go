@@ -38,10 +38,36 @@ func (p *Plan) Text(w io.Writer) {
 		if sp.Base.Path != "" {
 			base += ":" + sp.Base.Path
 		}
+		if sp.Base.Ref != "" {
+			base += ":" + sp.Base.Ref
+		}
 		fmt.Fprintf(w, "base:       %s%s\n", base, src("base"))
+		if sys := p.System; sys != nil {
+			fmt.Fprintf(w, "  base id:  %s\n", orElse(sys.BaseID, "not in the store yet (the first run builds or imports it)"))
+			for _, f := range sys.Findings {
+				name := orElse(f.Capability, "(none provides it)")
+				fmt.Fprintf(w, "  capability %s: %s: %s\n", name, f.Source, f.Evidence)
+			}
+			if len(sys.Packages) > 0 {
+				fmt.Fprintf(w, "  packages: %s\n", strings.Join(sys.Packages, " "))
+			}
+			switch {
+			case sys.SandboxID == "":
+			case sys.Image != "":
+				fmt.Fprintf(w, "  sandbox id: %s (image built %s)\n", sys.SandboxID, sys.ImageCreated)
+			case len(sys.Capabilities) > 0:
+				fmt.Fprintf(w, "  sandbox id: %s (image built on the first run)\n", sys.SandboxID)
+			default:
+				fmt.Fprintf(w, "  sandbox id: %s\n", sys.SandboxID)
+			}
+		}
 		fmt.Fprintf(w, "workspace:  %s (%s)  (%s)\n", sp.Workspace, sp.Access, p.Sources["workspace"])
-		if p.Changeset != "" {
-			fmt.Fprintf(w, "changeset:  on top of %s\n", p.Changeset)
+		if roots := p.ChangesetRoots(); len(roots) > 0 {
+			if p.Changeset != "" {
+				fmt.Fprintf(w, "changeset:  on top of %s, keeping the writes to %s\n", p.Changeset, strings.Join(roots, ", "))
+			} else {
+				fmt.Fprintf(w, "changeset:  new, keeping the writes to %s in pinfold's store\n", strings.Join(roots, ", "))
+			}
 		}
 		for _, c := range p.Captures {
 			fmt.Fprintf(w, "capture:    %s (writes kept in the changeset)%s\n", c, src("capture"))
@@ -194,6 +220,8 @@ func (p *Plan) JSON(w io.Writer) error {
 		Hooks     []Hook            `json:"pre_run"`
 		HostAllow []string          `json:"host_allow,omitempty"`
 		Blocked   []string          `json:"host_blocked_env,omitempty"`
+		System    *System           `json:"system,omitempty"`
+		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
 		Sources   map[string]string `json:"sources"`
 	}{
@@ -201,7 +229,10 @@ func (p *Plan) JSON(w io.Writer) error {
 		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
 		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
 		Audit: p.Audit, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
-		Mounts: []mount{}, Env: []env{},
+		Mounts: []mount{}, Env: []env{}, System: p.System, Roots: p.ChangesetRoots(),
+	}
+	if out.Roots == nil {
+		out.Roots = []string{}
 	}
 	if out.Captures == nil {
 		out.Captures = []string{}
@@ -259,6 +290,13 @@ func (p *Plan) JSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(&out)
+}
+
+func orElse(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 func orNone(ok bool, s string) string {

@@ -1,4 +1,4 @@
-package sandbox_test
+package native_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func TestExitStatus(t *testing.T) {
@@ -50,13 +51,13 @@ func TestExecErrors(t *testing.T) {
 		{[]string{"/etc/passwd"}, fs.ErrPermission},
 		{[]string{"/etc"}, fs.ErrPermission},
 	} {
-		_, err := sandbox.Run(t.Context(), spec, &sandbox.Cmd{Args: c.args})
+		_, err := native.Run(t.Context(), spec, &sandbox.Cmd{Args: c.args})
 		var ee *sandbox.ExecError
 		if !errors.As(err, &ee) || !errors.Is(err, c.is) {
 			t.Errorf("%v: got %v, want an ExecError matching %v", c.args, err, c.is)
 		}
 	}
-	_, err := sandbox.Run(t.Context(), spec, &sandbox.Cmd{Args: []string{"true"}, Dir: "/no/such/dir"})
+	_, err := native.Run(t.Context(), spec, &sandbox.Cmd{Args: []string{"true"}, Dir: "/no/such/dir"})
 	if err == nil || !strings.Contains(err.Error(), "/no/such/dir") {
 		t.Errorf("missing workdir: got %v", err)
 	}
@@ -74,31 +75,41 @@ func TestStdio(t *testing.T) {
 	if res.ExitCode != 0 || out != "done\n" {
 		t.Errorf("nil stdin: got %d %q", res.ExitCode, out)
 	}
-	// Pipes for the caller.
-	sb, err := sandbox.New(t.Context(), spec)
+	// Streams that are not files are copied while the command runs.
+	sb, err := native.New(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	p, err := sb.Run(t.Context(), &sandbox.Cmd{Args: []string{"sh", "-c", "read x; echo got $x"}, Pipes: true})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p, err := sb.Run(t.Context(), &sandbox.Cmd{Args: []string{"sh", "-c", "read x; echo got $x"}, Stdin: inR, Stdout: outW})
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.WriteString(p.Stdin, "42\n")
-	p.Stdin.Close()
-	b, _ := io.ReadAll(p.Stdout)
-	if _, err := p.Wait(); err != nil || string(b) != "got 42\n" {
+	go func() {
+		io.WriteString(inW, "42\n")
+		inW.Close()
+	}()
+	got := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(outR)
+		got <- b
+	}()
+	_, err = p.Wait()
+	outW.Close()
+	if b := <-got; err != nil || string(b) != "got 42\n" {
 		t.Errorf("pipes: %q %v", b, err)
 	}
 }
 
 func TestTerminal(t *testing.T) {
-	sb, err := sandbox.New(t.Context(), baseSpec(t))
+	sb, err := native.New(t.Context(), baseSpec(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	p, err := sb.Run(t.Context(), &sandbox.Cmd{TTY: true, Rows: 40, Cols: 132, Args: []string{"sh", "-c",
+	p, err := sb.Start(t.Context(), &sandbox.Cmd{TTY: true, Rows: 40, Cols: 132, Args: []string{"sh", "-c",
 		"tty; stty size; read line; stty size; echo got $line"}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +132,7 @@ func TestTerminal(t *testing.T) {
 }
 
 func TestSignalForwarding(t *testing.T) {
-	sb, err := sandbox.New(t.Context(), baseSpec(t))
+	sb, err := native.New(t.Context(), baseSpec(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +165,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 	waitNoLeaks(t, time.Second)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	sb, err := sandbox.New(ctx, spec)
+	sb, err := native.New(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +183,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 }
 
 func TestPool(t *testing.T) {
-	sb, err := sandbox.New(t.Context(), baseSpec(t), sandbox.WithPool(2))
+	sb, err := native.New(t.Context(), baseSpec(t), native.WithPool(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +307,7 @@ func TestRefusedWorkspaces(t *testing.T) {
 		if _, err := os.Stat(ws); err != nil {
 			continue
 		}
-		_, err := sandbox.New(t.Context(), sandbox.Spec{Workspace: ws})
+		_, err := native.New(t.Context(), sandbox.Spec{Workspace: ws})
 		if !errors.Is(err, sandbox.ErrWorkspace) {
 			t.Errorf("workspace %s: got %v", ws, err)
 		}
@@ -326,7 +337,7 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 	spec.Base = sandbox.Base{Kind: sandbox.BaseDir, Path: "/no/such/dir"}
 	done := make(chan error, 1)
 	go func() {
-		_, err := sandbox.New(t.Context(), spec)
+		_, err := native.New(t.Context(), spec)
 		done <- err
 	}()
 	select {
@@ -340,6 +351,36 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 	for start := time.Now(); len(initsOf(os.Getpid())) > 0; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 2*time.Second {
 			t.Fatalf("inits left behind: %v", initsOf(os.Getpid()))
+		}
+	}
+}
+
+// TestTerminalStreams runs a command on a terminal through the runtime
+// interface: the terminal is fed from Cmd.Stdin and shown on Cmd.Stdout.
+func TestTerminalStreams(t *testing.T) {
+	var rt sandbox.Runtime = native.NewRuntime()
+	sb, err := rt.New(t.Context(), baseSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(t.Context(), &sandbox.Cmd{TTY: true, Rows: 30, Cols: 100, Stdin: inR, Stdout: &out,
+		Args: []string{"sh", "-c", "stty size; read line; echo got $line"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(inW, "typed\n")
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	got := strings.ReplaceAll(out.String(), "\r", "")
+	for _, w := range []string{"30 100\n", "got typed\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("terminal output lacks %q: %q", w, got)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package native_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // attackerDir holds the attacker binary (testdata/attacker), mounted
@@ -79,7 +80,7 @@ func run(t *testing.T, spec sandbox.Spec, cmd *sandbox.Cmd) (*sandbox.Result, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := sandbox.Run(ctx, spec, cmd)
+	res, err := native.Run(ctx, spec, cmd)
 	if err != nil {
 		t.Fatalf("running %q: %v", cmd.Args, err)
 	}

@@ -1,4 +1,4 @@
-package sandbox_test
+package native_test
 
 import (
 	"net"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 	"golang.org/x/sys/unix"
 )
 
@@ -228,12 +229,12 @@ func TestEscapeTerminalInjection(t *testing.T) {
 	want(t, p, "tiocsti /dev/tty", "ENXIO")
 	want(t, p, "tioclinux", "EPERM")
 	// On its own terminal (-t) it still cannot push input.
-	sb, err := sandbox.New(t.Context(), spec)
+	sb, err := native.New(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	proc, err := sb.Run(t.Context(), &sandbox.Cmd{Args: []string{attackerPath, "tiocsti"}, TTY: true})
+	proc, err := sb.Start(t.Context(), &sandbox.Cmd{Args: []string{attackerPath, "tiocsti"}, TTY: true})
 	if err != nil {
 		t.Fatal(err)
 	}

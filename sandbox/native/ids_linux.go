@@ -1,10 +1,10 @@
-package sandbox
+package native
 
 import (
 	"strconv"
 	"strings"
 
-	"github.com/pinfold/pinfold/internal/backend/native"
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 )
 
 // When pinfold runs as root, sandbox ids 0..65535 map to this unprivileged
@@ -23,8 +23,8 @@ const HostIDBase = hostIDBase
 type idPlan struct {
 	uidMap, gidMap     string
 	setgroupsDeny      bool
-	initID             *native.ID
-	user               native.ID
+	initID             *initp.ID
+	user               initp.ID
 	idmap              bool   // binds need idmapped mounts
 	idmapUID, idmapGID string // a separate idmap, when the sandbox's own won't do
 }
@@ -33,11 +33,11 @@ type idPlan struct {
 // root inside with Spec.Root). Root maps an unprivileged range and shows
 // the workspace through an idmapped mount, so that files the command
 // creates belong to the workspace's owner on disk.
-func planIDs(euid, egid int, root bool, owner *native.ID) idPlan {
+func planIDs(euid, egid int, root bool, owner *initp.ID) idPlan {
 	if euid != 0 {
-		in := native.ID{UID: uint32(euid), GID: uint32(egid)}
+		in := initp.ID{UID: uint32(euid), GID: uint32(egid)}
 		if root {
-			in = native.ID{}
+			in = initp.ID{}
 		}
 		return idPlan{
 			uidMap:        mapLine(in.UID, uint32(euid), 1),
@@ -49,8 +49,8 @@ func planIDs(euid, egid int, root bool, owner *native.ID) idPlan {
 	p := idPlan{
 		uidMap: mapLine(0, hostIDBase, hostIDSize),
 		gidMap: mapLine(0, hostIDBase, hostIDSize),
-		initID: &native.ID{},
-		user:   native.ID{},
+		initID: &initp.ID{},
+		user:   initp.ID{},
 		idmap:  true,
 	}
 	if owner != nil && (owner.UID != p.user.UID || owner.GID != p.user.GID) {

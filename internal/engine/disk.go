@@ -1,9 +1,8 @@
-package cli
+package engine
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/units"
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 // A run with --disk writes its changeset and /tmp into a volume of that
@@ -31,8 +31,8 @@ func disksDir(store string) string { return filepath.Join(store, "disks") }
 
 // openDisk creates the volume of a run on cs and points the sandbox at it.
 // On a rerun (--changeset) the changeset's writes so far are copied in.
-func openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.Plan) (*disk.Volume, error) {
-	store := filepath.Dir(filepath.Dir(cs.Dir))
+func (e *Engine) openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.Plan, sp *sandbox.Spec) (*disk.Volume, error) {
+	store := e.Store
 	if err := os.MkdirAll(disksDir(store), 0o700); err != nil {
 		return nil, fault.New(fault.Store, "cannot record the disk of changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
@@ -54,7 +54,6 @@ func openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.Plan) (*disk
 		os.Remove(marker)
 		return nil, fault.New(fault.DiskCap, "cannot prepare the disk of this run", err.Error(), "", err)
 	}
-	sp := &p.Sandbox
 	roots := cs.Roots()
 	for i, r := range roots {
 		rel := "r" + strconv.Itoa(i)
@@ -88,14 +87,14 @@ func openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.Plan) (*disk
 }
 
 // dropDisk removes the volume of a run that did not start.
-func dropDisk(cs *changeset.Changeset, v *disk.Volume) {
+func (e *Engine) dropDisk(cs *changeset.Changeset, v *disk.Volume) {
 	v.Close()
-	os.Remove(filepath.Join(disksDir(filepath.Dir(filepath.Dir(cs.Dir))), cs.Meta.ID))
+	os.Remove(filepath.Join(disksDir(e.Store), cs.Meta.ID))
 }
 
 // closeDisk copies the run's writes out of v into cs and removes v. It
 // reports whether the run filled the volume.
-func closeDisk(ctx context.Context, cs *changeset.Changeset, v *disk.Volume) (full bool, err error) {
+func (e *Engine) closeDisk(ctx context.Context, cs *changeset.Changeset, v *disk.Volume) (full bool, err error) {
 	full = v.IsFull()
 	for i, r := range cs.Roots() {
 		if err = copyBack(ctx, v, "r"+strconv.Itoa(i)+"/upper", r.Upper); err != nil {
@@ -109,7 +108,7 @@ func closeDisk(ctx context.Context, cs *changeset.Changeset, v *disk.Volume) (fu
 		return full, fault.New(fault.Store, "cannot keep the writes of changeset "+cs.Meta.ID, err.Error(),
 			"free space in pinfold's store; the writes stay in "+v.Image+" until then", err)
 	}
-	os.Remove(filepath.Join(disksDir(filepath.Dir(filepath.Dir(cs.Dir))), cs.Meta.ID))
+	os.Remove(filepath.Join(disksDir(e.Store), cs.Meta.ID))
 	return full, nil
 }
 
@@ -139,14 +138,15 @@ func copyBack(ctx context.Context, v *disk.Volume, rel, dst string) error {
 // recoverDisks takes over the volumes of runs a killed pinfold left: their
 // writes so far join the changeset (which lists as interrupted), and the
 // volume goes.
-func recoverDisks(ctx context.Context, io *IO, store string) error {
+func (e *Engine) recoverDisks(ctx context.Context) error {
+	store := e.Store
 	ents, err := os.ReadDir(disksDir(store))
 	if err != nil || len(ents) == 0 {
 		return nil
 	}
-	for _, e := range ents {
-		marker := filepath.Join(disksDir(store), e.Name())
-		cs, err := changeset.Open(store, e.Name())
+	for _, ent := range ents {
+		marker := filepath.Join(disksDir(store), ent.Name())
+		cs, err := changeset.Open(store, ent.Name())
 		if err != nil {
 			os.Remove(marker)
 			continue
@@ -173,12 +173,12 @@ func recoverDisks(ctx context.Context, io *IO, store string) error {
 					"discard the changeset (pinfold discard "+cs.Meta.ID+")", err)
 			}
 		}
-		_, err = closeDisk(ctx, cs, v)
+		_, err = e.closeDisk(ctx, cs, v)
 		unlock()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(io.Stderr, "pinfold: kept the writes of changeset %s from its disk (its run was interrupted)\n", cs.Meta.ID)
+		e.notice("kept the writes of changeset %s from its disk (its run was interrupted)", cs.Meta.ID)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package native
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/pinfold/pinfold/internal/backend/native"
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 )
 
 // Mount attributes (MOUNT_ATTR_* of mount_setattr).
@@ -45,7 +45,7 @@ var hostDevices = [...]string{"null", "zero", "full", "random", "urandom", "tty"
 
 // layout collects the operations that build a root.
 type layout struct {
-	ops  []native.Op
+	ops  []initp.Op
 	made map[string]bool // directories created in the new root
 	// clone has host sources cloned by the init's first stage, which runs
 	// with the host's ids: as root, the sandbox's own ids may not be able
@@ -56,14 +56,14 @@ type layout struct {
 // hostBind binds the host path src at dst.
 func (l *layout) hostBind(src, dst string, attr uint64, what string) {
 	if l.clone {
-		l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: src, B: dst, Attr: attr, What: what})
+		l.add(initp.Op{Kind: initp.OpIDMap, Flags: initp.OpNoIDMap, A: src, B: dst, Attr: attr, What: what})
 		return
 	}
-	l.add(native.Op{Kind: native.OpBind, Flags: native.OpHostSource, A: src, B: dst,
+	l.add(initp.Op{Kind: initp.OpBind, Flags: initp.OpHostSource, A: src, B: dst,
 		MountFlags: syscall.MS_REC, Attr: attr, What: what})
 }
 
-func (l *layout) add(op native.Op) { l.ops = append(l.ops, op) }
+func (l *layout) add(op initp.Op) { l.ops = append(l.ops, op) }
 
 // mkdirAll creates dir and its missing parents in the new root.
 func (l *layout) mkdirAll(dir string, mode uint32) {
@@ -72,7 +72,7 @@ func (l *layout) mkdirAll(dir string, mode uint32) {
 	}
 	l.mkdirAll(filepath.Dir(dir), 0o755)
 	l.made[dir] = true
-	l.add(native.Op{Kind: native.OpMkdir, B: dir, Mode: mode})
+	l.add(initp.Op{Kind: initp.OpMkdir, B: dir, Mode: mode})
 }
 
 // under reports whether p is dir or inside it.
@@ -108,10 +108,10 @@ func (l *layout) placeBase(src, dst string, points []string) {
 		if err != nil {
 			return
 		}
-		l.add(native.Op{Kind: native.OpSymlink, A: target, B: dst})
+		l.add(initp.Op{Kind: initp.OpSymlink, A: target, B: dst})
 	case fi.IsDir():
 		l.made[dst] = true
-		l.add(native.Op{Kind: native.OpMkdir, B: dst, Mode: mode})
+		l.add(initp.Op{Kind: initp.OpMkdir, B: dst, Mode: mode})
 		if is {
 			return
 		}
@@ -127,7 +127,7 @@ func (l *layout) placeBase(src, dst string, points []string) {
 			l.placeBase(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), points)
 		}
 	case fi.Mode().IsRegular():
-		l.add(native.Op{Kind: native.OpMkfile, B: dst, Mode: mode})
+		l.add(initp.Op{Kind: initp.OpMkfile, B: dst, Mode: mode})
 		if !is {
 			l.hostBind(src, dst, attrRdonly|attrNosuid|attrNodev, "mounting "+src+" from the base")
 		}
@@ -185,8 +185,8 @@ const resolvConf = "# pinfold: names resolve through pinfold's DNS server, which
 	"# network policy (see docs/network.md).\nnameserver 10.0.2.3\noptions edns0\n"
 
 // buildRoot returns the operations that build the sandbox's root.
-func buildRoot(p *rootPlan) []native.Op {
-	l := &layout{made: map[string]bool{"/": true}, ops: make([]native.Op, 0, 64), clone: p.idmap}
+func buildRoot(p *rootPlan) []initp.Op {
+	l := &layout{made: map[string]bool{"/": true}, ops: make([]initp.Op, 0, 64), clone: p.idmap}
 	points := make([]string, 0, len(ownMounts)+len(p.binds))
 	points = append(points, ownMounts[:]...)
 	for _, b := range p.binds {
@@ -204,54 +204,54 @@ func buildRoot(p *rootPlan) []native.Op {
 	}
 	if p.hostBase && !l.made["/var"] {
 		l.mkdirAll("/var", 0o755)
-		l.add(native.Op{Kind: native.OpSymlink, A: "../tmp", B: "/var/tmp"})
+		l.add(initp.Op{Kind: initp.OpSymlink, A: "../tmp", B: "/var/tmp"})
 	}
 
 	// /dev: a small tmpfs with the host's harmless devices bound in, its own
 	// devpts instance and /dev/shm, read-only once built.
 	l.mkdirAll("/dev", 0o755)
-	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/dev", C: "tmpfs", D: "mode=0755,size=64k",
+	l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: "/dev", C: "tmpfs", D: "mode=0755,size=64k",
 		MountFlags: syscall.MS_NOSUID | syscall.MS_NOEXEC, What: "mounting /dev"})
 	for _, d := range hostDevices {
 		// Device nodes need no nosuid or noexec: neither applies to them.
-		l.add(native.Op{Kind: native.OpMkfile, B: "/dev/" + d, Mode: 0o666})
+		l.add(initp.Op{Kind: initp.OpMkfile, B: "/dev/" + d, Mode: 0o666})
 		l.hostBind("/dev/"+d, "/dev/"+d, 0, "binding /dev/"+d)
 	}
-	l.add(native.Op{Kind: native.OpMkdir, B: "/dev/pts", Mode: 0o755})
-	l.add(native.Op{Kind: native.OpMount, A: "devpts", B: "/dev/pts", C: "devpts", D: "newinstance,ptmxmode=0666,mode=0620",
+	l.add(initp.Op{Kind: initp.OpMkdir, B: "/dev/pts", Mode: 0o755})
+	l.add(initp.Op{Kind: initp.OpMount, A: "devpts", B: "/dev/pts", C: "devpts", D: "newinstance,ptmxmode=0666,mode=0620",
 		MountFlags: syscall.MS_NOSUID | syscall.MS_NOEXEC, What: "mounting /dev/pts"})
-	l.add(native.Op{Kind: native.OpSymlink, A: "pts/ptmx", B: "/dev/ptmx"})
-	l.add(native.Op{Kind: native.OpMkdir, B: "/dev/shm", Mode: 0o1777})
-	l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/dev/shm", C: "tmpfs", D: "mode=1777,size=64m",
+	l.add(initp.Op{Kind: initp.OpSymlink, A: "pts/ptmx", B: "/dev/ptmx"})
+	l.add(initp.Op{Kind: initp.OpMkdir, B: "/dev/shm", Mode: 0o1777})
+	l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: "/dev/shm", C: "tmpfs", D: "mode=1777,size=64m",
 		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "mounting /dev/shm"})
 	for i, name := range [...]string{"stdin", "stdout", "stderr"} {
-		l.add(native.Op{Kind: native.OpSymlink, A: "/proc/self/fd/" + strconv.Itoa(i), B: "/dev/" + name})
+		l.add(initp.Op{Kind: initp.OpSymlink, A: "/proc/self/fd/" + strconv.Itoa(i), B: "/dev/" + name})
 	}
-	l.add(native.Op{Kind: native.OpSymlink, A: "/proc/self/fd", B: "/dev/fd"})
+	l.add(initp.Op{Kind: initp.OpSymlink, A: "/proc/self/fd", B: "/dev/fd"})
 
 	// /proc of the sandbox's own pid namespace, with the host kernel's
 	// sensitive files hidden and its tunables read-only.
 	l.mkdirAll("/proc", 0o555)
-	l.add(native.Op{Kind: native.OpMount, A: "proc", B: "/proc", C: "proc",
+	l.add(initp.Op{Kind: initp.OpMount, A: "proc", B: "/proc", C: "proc",
 		MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "mounting /proc"})
 	for _, path := range procReadOnly {
-		l.add(native.Op{Kind: native.OpBind, Flags: native.OpOptional, A: path, B: path,
+		l.add(initp.Op{Kind: initp.OpBind, Flags: initp.OpOptional, A: path, B: path,
 			MountFlags: syscall.MS_REC, Attr: attrRdonly | attrNosuid | attrNodev | attrNoexec,
 			What: "making " + path + " read-only"})
 	}
 	for _, path := range procMasked {
-		l.add(native.Op{Kind: native.OpMask, B: path, What: "hiding " + path})
+		l.add(initp.Op{Kind: initp.OpMask, B: path, What: "hiding " + path})
 	}
 
 	l.mkdirAll("/tmp", 0o1777)
 	switch {
 	case p.scratch == "":
-		l.add(native.Op{Kind: native.OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs",
+		l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: "/tmp", C: "tmpfs",
 			D:          "mode=1777,size=" + strconv.FormatInt(p.tmpSize, 10),
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "mounting /tmp"})
 	case p.idmap:
 		// Cloned as the host sees it, like a changeset's upper directory.
-		l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: p.scratch, B: "/tmp",
+		l.add(initp.Op{Kind: initp.OpIDMap, Flags: initp.OpNoIDMap, A: p.scratch, B: "/tmp",
 			Attr: attrNosuid | attrNodev, What: "mounting " + p.scratch + " at /tmp"})
 	default:
 		l.hostBind(p.scratch, "/tmp", attrNosuid|attrNodev, "mounting "+p.scratch+" at /tmp")
@@ -261,7 +261,7 @@ func buildRoot(p *rootPlan) []native.Op {
 	for _, b := range p.binds {
 		if b.file {
 			l.mkdirAll(filepath.Dir(b.dst), 0o755)
-			l.add(native.Op{Kind: native.OpMkfile, B: b.dst, Mode: 0o644})
+			l.add(initp.Op{Kind: initp.OpMkfile, B: b.dst, Mode: 0o644})
 		} else {
 			l.mkdirAll(b.dst, 0o755)
 		}
@@ -271,7 +271,7 @@ func buildRoot(p *rootPlan) []native.Op {
 		}
 		what := "mounting " + b.src + " at " + b.dst
 		if p.idmap {
-			l.add(native.Op{Kind: native.OpIDMap, A: b.src, B: b.dst, Attr: attr, What: what})
+			l.add(initp.Op{Kind: initp.OpIDMap, A: b.src, B: b.dst, Attr: attr, What: what})
 		} else {
 			l.hostBind(b.src, b.dst, attr, what)
 		}
@@ -281,12 +281,12 @@ func buildRoot(p *rootPlan) []native.Op {
 		l.resolvConf(p)
 	}
 	if p.hideExe != "" {
-		l.add(native.Op{Kind: native.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
+		l.add(initp.Op{Kind: initp.OpMask, B: p.hideExe, What: "hiding the pinfold binary"})
 	}
 	for _, h := range p.hide {
-		l.add(native.Op{Kind: native.OpMask, B: h, What: "hiding pinfold's store at " + h})
+		l.add(initp.Op{Kind: initp.OpMask, B: h, What: "hiding pinfold's store at " + h})
 	}
-	l.add(native.Op{Kind: native.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
+	l.add(initp.Op{Kind: initp.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
 	return l.ops
 }
 
@@ -312,14 +312,14 @@ func (l *layout) resolvConf(p *rootPlan) {
 			return
 		}
 		l.mkdirAll(filepath.Dir(link), 0o755)
-		l.add(native.Op{Kind: native.OpMkfile, A: resolvConf, B: link, Mode: 0o644})
+		l.add(initp.Op{Kind: initp.OpMkfile, A: resolvConf, B: link, Mode: 0o644})
 		return
 	}
 	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
-	l.add(native.Op{Kind: native.OpMkfile, A: resolvConf, B: src, Mode: 0o644})
-	l.add(native.Op{Kind: native.OpBind, A: src, B: target, Attr: attrRdonly | attrNosuid | attrNodev,
+	l.add(initp.Op{Kind: initp.OpMkfile, A: resolvConf, B: src, Mode: 0o644})
+	l.add(initp.Op{Kind: initp.OpBind, A: src, B: target, Attr: attrRdonly | attrNosuid | attrNodev,
 		What: "showing pinfold's resolver at /etc/resolv.conf"})
 }
 
@@ -372,26 +372,26 @@ func (l *layout) overlays(p *rootPlan) {
 			// own; the upper directory's parent is cloned as it is.
 			var flags uint32
 			if o.base {
-				flags = native.OpNoIDMap
+				flags = initp.OpNoIDMap
 			}
-			l.add(native.Op{Kind: native.OpIDMap, Flags: flags, A: o.lower, B: lowerAt, What: "capturing " + o.lower})
-			l.add(native.Op{Kind: native.OpIDMap, Flags: native.OpNoIDMap, A: filepath.Dir(o.upper), B: upperAt,
+			l.add(initp.Op{Kind: initp.OpIDMap, Flags: flags, A: o.lower, B: lowerAt, What: "capturing " + o.lower})
+			l.add(initp.Op{Kind: initp.OpIDMap, Flags: initp.OpNoIDMap, A: filepath.Dir(o.upper), B: upperAt,
 				What: "attaching the changeset of " + o.lower})
 			lower, upper, work = lowerAt, upperAt+"/"+filepath.Base(o.upper), upperAt+"/"+filepath.Base(o.work)
 			staged = append(staged, lowerAt, upperAt)
 		}
 		l.mkdirAll(o.at(), 0o755)
-		l.add(native.Op{Kind: native.OpMount, A: "overlay", B: o.at(), C: "overlay",
+		l.add(initp.Op{Kind: initp.OpMount, A: "overlay", B: o.at(), C: "overlay",
 			D: "lowerdir=" + overlayPath(lower) + ",upperdir=" + overlayPath(upper) + ",workdir=" +
 				overlayPath(work) + ",userxattr",
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "capturing the writes to " + o.lower})
 	}
 	for _, d := range staged {
-		l.add(native.Op{Kind: native.OpUmount, B: d, What: "detaching " + d})
-		l.add(native.Op{Kind: native.OpRmdir, B: d})
+		l.add(initp.Op{Kind: initp.OpUmount, B: d, What: "detaching " + d})
+		l.add(initp.Op{Kind: initp.OpRmdir, B: d})
 	}
 	if len(staged) > 0 {
-		l.add(native.Op{Kind: native.OpRmdir, B: stage})
+		l.add(initp.Op{Kind: initp.OpRmdir, B: stage})
 	}
 }
 

@@ -1,4 +1,4 @@
-package sandbox_test
+package native_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // The network tests talk only to servers on the host's loopback and to a
@@ -265,7 +266,7 @@ func netRun(t *testing.T, spec sandbox.Spec, args ...string) (netResult, *sandbo
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := sandbox.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-test/netclient"}, args...), Stdout: &out, Stderr: &errb})
+	res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-test/netclient"}, args...), Stdout: &out, Stderr: &errb})
 	if err != nil {
 		t.Fatalf("netclient %v: %v", args, err)
 	}
@@ -415,7 +416,7 @@ func TestNetworkPublish(t *testing.T) {
 	spec.Mounts = []sandbox.Mount{{Source: attackerDir, Target: "/pinfold-test", ReadOnly: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sb, err := sandbox.New(ctx, spec)
+	sb, err := native.New(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,9 @@
-package sandbox
+package native
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,11 +13,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pinfold/pinfold/internal/backend/native"
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,8 +35,8 @@ func WithPool(n int) Option { return func(o *options) { o.pool = n } }
 
 // Sandbox is a sandbox template; see the package documentation.
 type Sandbox struct {
-	spec   Spec
-	tmpl   native.Config
+	spec   sandbox.Spec
+	tmpl   initp.Config
 	cgsys  *cgroup.System
 	limits cgroup.Limits
 	name   string // prefix of cgroup names: "<pid>-<starttime>"
@@ -59,24 +59,24 @@ type Sandbox struct {
 
 // instance is one built sandbox that will run one command.
 type instance struct {
-	init *native.Init
+	init *initp.Init
 	cg   *cgroup.Group
 	net  *netpolicy.Stack
 }
 
 type spawned struct {
-	init *native.Init
+	init *initp.Init
 	err  error
 }
 
 // New checks spec, prepares its base (importing a tarball into the store
 // the first time) and returns a Sandbox ready to Run commands.
-func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
+func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
-	if err := normalize(&spec); err != nil {
+	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
@@ -94,7 +94,7 @@ func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
 	// the caller little; a goroutine would often not be scheduled until
 	// configure had finished.)
 	s.pre = make(chan spawned, 1)
-	in, err := native.Spawn(&s.tmpl.SpawnConfig)
+	in, err := initp.Spawn(&s.tmpl.SpawnConfig)
 	s.pre <- spawned{in, err}
 	if err := s.configure(ctx); err != nil {
 		if sp := <-s.pre; sp.init != nil {
@@ -111,164 +111,25 @@ func New(ctx context.Context, spec Spec, opts ...Option) (*Sandbox, error) {
 	return s, nil
 }
 
-// normalize fills defaults and checks the spec.
-func normalize(s *Spec) error {
-	if s.Base.Kind == "" {
-		s.Base.Kind = BaseHost
-	}
-	if s.Hostname == "" {
-		s.Hostname = DefaultHostname
-	}
-	if s.Network == "" {
-		s.Network = NetworkNone
-	}
-	if s.Limits.TmpSize == 0 {
-		s.Limits.TmpSize = DefaultTmpSize
-	}
-	switch s.Base.Kind {
-	case BaseHost, BaseDebian12:
-	case BaseDir, BaseTar, BaseOCI:
-		if s.Base.Path == "" && (s.Base.Kind != BaseOCI || s.Base.Ref == "") {
-			return &SpecError{"base", fmt.Errorf("base %s needs a path", s.Base.Kind)}
-		}
-	default:
-		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, debian-12, dir, tar or oci)", s.Base.Kind)}
-	}
-	switch s.Network {
-	case NetworkNone, NetworkHost, NetworkOutbound, NetworkAllow:
-	default:
-		return &SpecError{"network", fmt.Errorf("unknown network %q (want none, host, outbound or allow)", s.Network)}
-	}
-	if s.Workspace != "" {
-		if s.Access == "" {
-			s.Access = AccessReadWrite
-		}
-		ws, err := canonicalDir(s.Workspace)
-		if err != nil {
-			return &SpecError{"workspace", err}
-		}
-		if err := checkWorkspace(ws); err != nil {
-			return &SpecError{"workspace", err}
-		}
-		s.Workspace = ws
-	} else {
-		s.Access = AccessNone
-	}
-	switch s.Access {
-	case AccessReadWrite, AccessReadOnly, AccessNone:
-	case AccessChangeset:
-		if s.Changeset == nil || s.Changeset.Upper == "" || s.Changeset.Work == "" {
-			return &SpecError{"workspace", errors.New("access changeset needs Spec.Changeset's upper and work directories")}
-		}
-	default:
-		return &SpecError{"workspace", fmt.Errorf("unknown workspace access %q (want changeset, rw, ro or none)", s.Access)}
-	}
-	for i := range s.Captures {
-		c := &s.Captures[i]
-		p, err := canonicalDir(c.Path)
-		if err != nil {
-			return &SpecError{"capture", err}
-		}
-		if err := checkWorkspace(p); err != nil {
-			return &SpecError{"capture", err}
-		}
-		if c.Upper == "" || c.Work == "" {
-			return &SpecError{"capture", fmt.Errorf("capture %s needs upper and work directories", p)}
-		}
-		c.Path = p
-	}
-	if s.Scratch != "" {
-		d, err := canonicalDir(s.Scratch)
-		if err != nil {
-			return &SpecError{"scratch", err}
-		}
-		s.Scratch = d
-	}
-	for i := range s.Mounts {
-		m := &s.Mounts[i]
-		src, err := filepath.EvalSymlinks(m.Source)
-		if err != nil {
-			return &SpecError{"mount", err}
-		}
-		if src, err = filepath.Abs(src); err != nil {
-			return &SpecError{"mount", err}
-		}
-		m.Source = src
-		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
-			return &SpecError{"mount", fmt.Errorf("target %q must be a clean absolute path other than /", m.Target)}
-		}
-		for _, own := range [...]string{"/proc", "/dev"} {
-			if under(m.Target, own) {
-				return &SpecError{"mount", fmt.Errorf("target %s: %s belongs to the sandbox", m.Target, own)}
-			}
-		}
-	}
-	if s.Limits.TmpSize < 1<<20 {
-		return &SpecError{"limits", fmt.Errorf("tmp size %d is below 1MiB", s.Limits.TmpSize)}
-	}
-	return nil
-}
-
-// canonicalDir resolves p to an absolute path without symlinks and checks
-// it is a directory.
-func canonicalDir(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", real)
-	}
-	return real, nil
-}
-
-// ErrWorkspace is wrapped by errors about a workspace pinfold refuses.
-var ErrWorkspace = errors.New("refused workspace")
-
-// checkWorkspace refuses directories whose exposure would undo the
-// sandbox: the root, system directories, and places holding other users'
-// files or host sockets.
-func checkWorkspace(ws string) error {
-	refused := ws == "/"
-	for _, d := range hostSystemDirs {
-		refused = refused || ws == "/"+d
-	}
-	for _, d := range [...]string{"/proc", "/dev", "/sys", "/tmp", "/run", "/var", "/var/run", "/var/tmp", "/home", "/root", "/boot"} {
-		refused = refused || ws == d
-	}
-	if refused {
-		return fmt.Errorf("%w %s: it is the root or a system directory", ErrWorkspace, ws)
-	}
-	return nil
-}
-
 // planSpawn decides the namespaces and id maps: all a spawn needs.
 func (s *Sandbox) planSpawn() error {
 	sp := &s.spec
-	var owner *native.ID
-	if sp.Access != AccessNone {
+	var owner *initp.ID
+	if sp.Access != sandbox.AccessNone {
 		var st unix.Stat_t
 		if err := unix.Stat(sp.Workspace, &st); err != nil {
-			return &SpecError{"workspace", err}
+			return &sandbox.SpecError{Field: "workspace", Err: err}
 		}
-		owner = &native.ID{UID: st.Uid, GID: st.Gid}
+		owner = &initp.ID{UID: st.Uid, GID: st.Gid}
 	}
 	ids := planIDs(os.Geteuid(), os.Getegid(), sp.Root, owner)
 	s.ids = ids
 	ns := uint64(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
 		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
-	if sp.Network != NetworkHost {
+	if sp.Network != sandbox.NetworkHost {
 		ns |= unix.CLONE_NEWNET
 	}
-	s.tmpl.SpawnConfig = native.SpawnConfig{
+	s.tmpl.SpawnConfig = initp.SpawnConfig{
 		Namespaces:    ns,
 		UIDMap:        ids.uidMap,
 		GIDMap:        ids.gidMap,
@@ -278,7 +139,7 @@ func (s *Sandbox) planSpawn() error {
 	}
 	if s.net != nil {
 		a6 := netpolicy.SandboxAddr6.As16()
-		s.tmpl.SpawnConfig.TUN = &native.TUN{
+		s.tmpl.SpawnConfig.TUN = &initp.TUN{
 			Name: netpolicy.Device, MTU: netpolicy.MTU,
 			Addr4: netpolicy.SandboxAddr.As4(), Prefix4: netpolicy.Prefix4,
 			Addr6: &a6, Prefix6: netpolicy.Prefix6,
@@ -291,37 +152,37 @@ func (s *Sandbox) planSpawn() error {
 // netConfig turns the spec's network into what pinfold's userspace stack
 // enforces, or nil when the sandbox needs no stack (none without published
 // ports, or host).
-func netConfig(sp *Spec) (*netpolicy.Config, error) {
+func netConfig(sp *sandbox.Spec) (*netpolicy.Config, error) {
 	n := &sp.Net
-	if sp.Network == NetworkHost {
+	if sp.Network == sandbox.NetworkHost {
 		if len(n.Publish) > 0 {
-			return nil, &SpecError{"network", errors.New("--publish has no effect with the host's network: the command's ports are the host's already")}
+			return nil, &sandbox.SpecError{Field: "network", Err: errors.New("--publish has no effect with the host's network: the command's ports are the host's already")}
 		}
 		return nil, nil
 	}
-	if sp.Network == NetworkNone && len(n.Publish) == 0 {
+	if sp.Network == sandbox.NetworkNone && len(n.Publish) == 0 {
 		return nil, nil // the rest of NetPolicy has nothing to act on
 	}
 	allow := n.Allow
-	if sp.Network != NetworkAllow {
+	if sp.Network != sandbox.NetworkAllow {
 		allow = nil
 	}
 	rules, err := netpolicy.ParseRules(allow, n.Deny)
 	if err != nil {
-		return nil, &SpecError{"network", err}
+		return nil, &sandbox.SpecError{Field: "network", Err: err}
 	}
 	c := &netpolicy.Config{Mode: netpolicy.Mode(sp.Network), Rules: rules, HostLoopback: n.HostLoopback, Log: n.Log}
 	for _, p := range n.Publish {
 		pp, err := netpolicy.ParsePublish(p)
 		if err != nil {
-			return nil, &SpecError{"network", err}
+			return nil, &sandbox.SpecError{Field: "network", Err: err}
 		}
 		c.Publish = append(c.Publish, pp)
 	}
 	for _, d := range n.DNS {
 		ap, err := netpolicy.ParseDNS(d)
 		if err != nil {
-			return nil, &SpecError{"network", err}
+			return nil, &sandbox.SpecError{Field: "network", Err: err}
 		}
 		c.DNS = append(c.DNS, ap)
 	}
@@ -335,15 +196,11 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch,
 		resolver: s.net != nil && s.net.Mode != netpolicy.None}
 	switch sp.Base.Kind {
-	case BaseHost:
+	case sandbox.BaseHost:
 		plan.baseRoot, plan.hostBase = "/", true
-	case BaseDir:
-		d, err := canonicalDir(sp.Base.Path)
-		if err != nil {
-			return &SpecError{"base", err}
-		}
-		plan.baseRoot = d
-	case BaseTar, BaseOCI, BaseDebian12:
+	case sandbox.BaseDir:
+		plan.baseRoot = sp.Base.Path // made canonical by Normalize
+	case sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12:
 		root, err := s.storeBase(ctx)
 		if err != nil {
 			return err
@@ -352,18 +209,18 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	}
 
 	switch sp.Access {
-	case AccessNone:
-	case AccessChangeset:
+	case sandbox.AccessNone:
+	case sandbox.AccessChangeset:
 		plan.overlays = append(plan.overlays, overlay{lower: sp.Workspace, upper: sp.Changeset.Upper, work: sp.Changeset.Work})
 	default:
-		plan.binds = append(plan.binds, bind{src: sp.Workspace, dst: sp.Workspace, ro: sp.Access == AccessReadOnly})
+		plan.binds = append(plan.binds, bind{src: sp.Workspace, dst: sp.Workspace, ro: sp.Access == sandbox.AccessReadOnly})
 	}
 	for _, c := range sp.Captures {
 		plan.overlays = append(plan.overlays, overlay{lower: c.Path, upper: c.Upper, work: c.Work})
 	}
 	if sp.BaseWrites != "" {
 		if plan.hostBase {
-			return &SpecError{"base", errors.New("the host base cannot be written: build images from a dir, tar, oci or debian-12 base")}
+			return &sandbox.SpecError{Field: "base", Err: errors.New("the host base cannot be written: build images from a dir, tar, oci or debian-12 base")}
 		}
 		for _, name := range baseEntries(plan.baseRoot, false) {
 			src := filepath.Join(plan.baseRoot, name)
@@ -373,7 +230,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 			d := filepath.Join(sp.BaseWrites, name)
 			for _, sub := range []string{d + "/upper", d + "/work"} {
 				if err := os.MkdirAll(sub, 0o755); err != nil {
-					return &SpecError{"base", err}
+					return &sandbox.SpecError{Field: "base", Err: err}
 				}
 			}
 			plan.overlays = append(plan.overlays, overlay{lower: src, upper: d + "/upper", work: d + "/work", target: "/" + name, base: true})
@@ -385,7 +242,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		for _, o := range plan.overlays {
 			for _, d := range []string{filepath.Dir(o.upper), o.upper, o.work} {
 				if err := os.Lchown(d, hostIDBase, hostIDBase); err != nil {
-					return &SpecError{"capture", err}
+					return &sandbox.SpecError{Field: "capture", Err: err}
 				}
 			}
 		}
@@ -393,7 +250,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	for _, m := range sp.Mounts {
 		fi, err := os.Stat(m.Source)
 		if err != nil {
-			return &SpecError{"mount", err}
+			return &sandbox.SpecError{Field: "mount", Err: err}
 		}
 		plan.binds = append(plan.binds, bind{src: m.Source, dst: m.Target, ro: m.ReadOnly, file: !fi.IsDir()})
 	}
@@ -412,7 +269,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 
 	caps, err := capMask(sp.Capabilities)
 	if err != nil {
-		return &SpecError{"capabilities", err}
+		return &sandbox.SpecError{Field: "capabilities", Err: err}
 	}
 	prog, err := seccomp.Default().Program()
 	if err != nil {
@@ -423,18 +280,18 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	if sp.Scratch != "" {
 		tmpCheck = "" // the owner of the scratch directory watches its filesystem
 	}
-	s.tmpl = native.Config{
+	s.tmpl = initp.Config{
 		SpawnConfig:  s.tmpl.SpawnConfig,
 		IDMapUID:     ids.idmapUID,
 		IDMapGID:     ids.idmapGID,
 		Ops:          buildRoot(&plan),
 		Hostname:     sp.Hostname,
 		Scratch:      scratchDir(),
-		LoopbackUp:   sp.Network != NetworkHost,
+		LoopbackUp:   sp.Network != sandbox.NetworkHost,
 		Seccomp:      seccomp.Encode(prog),
 		Caps:         caps,
 		CapLast:      capLast(),
-		Rlimits:      []native.Rlimit{{Resource: unix.RLIMIT_CORE}},
+		Rlimits:      []initp.Rlimit{{Resource: unix.RLIMIT_CORE}},
 		User:         &user,
 		RootReadOnly: true,
 		TmpCheck:     tmpCheck,
@@ -448,7 +305,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 			err = sys.Supports(s.limits)
 		}
 		if err != nil {
-			return &SpecError{"limits", fmt.Errorf("%w: %w", ErrLimits, err)}
+			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
 		}
 		s.cgsys = sys
 		s.name = instancePrefix()
@@ -456,21 +313,18 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	return nil
 }
 
-// ErrLimits is wrapped by errors about limits this host cannot enforce.
-var ErrLimits = errors.New("cannot enforce the limits")
-
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	dir := s.spec.Store
 	if dir == "" {
 		d, err := store.DefaultDir()
 		if err != nil {
-			return "", &SpecError{"store", err}
+			return "", &sandbox.SpecError{Field: "store", Err: err}
 		}
 		dir = d
 	}
 	st, err := store.Open(dir)
 	if err != nil {
-		return "", &SpecError{"store", err}
+		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
 	var shift uint32
 	if os.Geteuid() == 0 {
@@ -478,19 +332,19 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	}
 	var b store.Base
 	switch s.spec.Base.Kind {
-	case BaseTar:
+	case sandbox.BaseTar:
 		b, err = st.TarBase(ctx, s.spec.Base.Path, store.ImportOptions{UIDShift: shift})
-	case BaseOCI:
+	case sandbox.BaseOCI:
 		if s.spec.Base.Path == "" {
 			b, err = st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift}, false)
 		} else {
 			b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, store.ImportOptions{UIDShift: shift})
 		}
-	case BaseDebian12:
+	case sandbox.BaseDebian12:
 		b, err = st.CuratedBase(string(s.spec.Base.Kind))
 	}
 	if err != nil {
-		return "", &SpecError{"base", err}
+		return "", &sandbox.SpecError{Field: "base", Err: err}
 	}
 	s.releaseBase = store.UseBase(b.Root)
 	return b.Root, nil
@@ -502,7 +356,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 // change the bases, images, changesets and launch records of later runs.
 // The store is created first if need be, so that there is a directory to
 // hide rather than a place to create one.
-func hideStore(sp *Spec, plan *rootPlan) ([]string, error) {
+func hideStore(sp *sandbox.Spec, plan *rootPlan) ([]string, error) {
 	dir := sp.Store
 	if dir == "" {
 		d, err := store.DefaultDir()
@@ -537,7 +391,7 @@ func hideStore(sp *Spec, plan *rootPlan) ([]string, error) {
 		}
 		if len(hide) == 0 {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, &SpecError{"store", err}
+				return nil, &sandbox.SpecError{Field: "store", Err: err}
 			}
 		}
 		hide = append(hide, filepath.Join(s.dst, strings.TrimPrefix(dir, s.src)))
@@ -626,18 +480,18 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		name := s.name + "-" + strconv.FormatUint(s.seq.Add(1), 10)
 		g, err := s.cgsys.New(name, s.limits)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrLimits, err)
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
 		}
 		inst.cg = g
 		cfg.Cgroups = g.ProcsFiles()
 	}
-	var in *native.Init
+	var in *initp.Init
 	var err error
 	if s.preUsed.CompareAndSwap(false, true) {
 		sp := <-s.pre
 		in, err = sp.init, sp.err
 	} else {
-		in, err = native.Spawn(&cfg.SpawnConfig)
+		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
 		if err = in.Configure(&cfg); err != nil {
@@ -716,31 +570,18 @@ func (s *Sandbox) take() (*instance, error) {
 	return s.newInstance()
 }
 
-// DefaultEnv is the environment of a command whose Cmd.Env is nil: a PATH
-// of the standard system directories, HOME=/tmp (the only writable place
-// besides the workspace), HOSTNAME, and TERM for terminals.
-func DefaultEnv(spec *Spec, tty bool) []string {
-	host := spec.Hostname
-	if host == "" {
-		host = DefaultHostname
+// Run starts cmd in a fresh instance of the sandbox.
+func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, error) {
+	p, err := s.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
 	}
-	env := []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/tmp",
-		"HOSTNAME=" + host,
-	}
-	if tty {
-		term := os.Getenv("TERM")
-		if term == "" {
-			term = "xterm"
-		}
-		env = append(env, "TERM="+term)
-	}
-	return env
+	return p, nil
 }
 
-// Run starts cmd in a fresh instance of the sandbox.
-func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
+// Start is Run returning the native process, whose PTY and fast paths
+// (Handoff, Sent) other runtimes do not have.
+func (s *Sandbox) Start(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -748,7 +589,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, sandbox.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -772,22 +613,22 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
 	}
 	env := cmd.Env
 	if env == nil {
-		env = DefaultEnv(&s.spec, cmd.TTY)
+		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
 	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = "/"
-		if s.spec.Access != AccessNone {
+		if s.spec.Access != sandbox.AccessNone {
 			dir = s.spec.Workspace
 		}
 	}
-	x := &native.Exec{Args: cmd.Args, Env: env, Dir: dir, Setsid: true}
+	x := &initp.Exec{Args: cmd.Args, Env: env, Dir: dir, Setsid: true}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
 		if rows == 0 || cols == 0 {
 			rows, cols = 24, 80
 		}
-		x.TTY = &native.Winsize{Rows: rows, Cols: cols}
+		x.TTY = &initp.Winsize{Rows: rows, Cols: cols}
 	} else if io.files[0] != nil {
 		x.Stdio = []int{int(io.files[0].Fd()), int(io.files[1].Fd()), int(io.files[2].Fd())}
 	}
@@ -800,6 +641,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *Cmd) (*Process, error) {
 		return nil, explainExec(err, cmd.Args[0])
 	}
 	p.inst, p.io, p.PTY = inst, io, pty
+	if pty != nil && (cmd.Stdin != nil || cmd.Stdout != nil) {
+		io.copyTTY(pty, cmd.Stdin, cmd.Stdout)
+	}
 	if cmd.Timeout > 0 {
 		p.timer = time.AfterFunc(cmd.Timeout, func() {
 			p.timedOut.Store(true)
@@ -866,26 +710,23 @@ func (s *Sandbox) Close() error {
 }
 
 // Run is New, Sandbox.Run and Process.Wait in one call.
-func Run(ctx context.Context, spec Spec, cmd *Cmd) (*Result, error) {
+func Run(ctx context.Context, spec sandbox.Spec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
 	s, err := New(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	p, err := s.Run(ctx, cmd)
+	p, err := s.Start(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
 	return p.Wait()
 }
 
-// Process is a command running in a sandbox.
+// Process is a command running in a native sandbox.
 type Process struct {
-	// Stdin, Stdout and Stderr are pipes to the command when Cmd.Pipes was
-	// set and the corresponding Cmd stream was nil.
-	Stdin          io.WriteCloser
-	Stdout, Stderr io.ReadCloser
-	// PTY is the command's terminal when Cmd.TTY was set.
+	// PTY is the command's terminal when Cmd.TTY was set. When Cmd.Stdin
+	// or Cmd.Stdout was given too, the process copies them to and from it.
 	PTY *os.File
 
 	sb       *Sandbox
@@ -897,7 +738,7 @@ type Process struct {
 	timedOut atomic.Bool
 	done     chan struct{}
 	waitOnce sync.Once
-	result   *Result
+	result   *sandbox.Result
 	err      error
 }
 
@@ -941,7 +782,7 @@ func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
 }
 
 // Sent returns the messages that started the process's sandbox init, for
-// pinfold's launch records (see internal/backend/native.LaunchRecord).
+// pinfold's launch records (see internal/backend/initp.LaunchRecord).
 func (p *Process) Sent() (spawn, config, exec []byte) { return p.inst.init.Sent() }
 
 // Kill ends the sandbox at once, with everything in it.
@@ -957,12 +798,12 @@ func (p *Process) Resize(rows, cols uint16) error {
 
 // Wait waits for the command to end and reports how. By then nothing the
 // command started is running.
-func (p *Process) Wait() (*Result, error) {
+func (p *Process) Wait() (*sandbox.Result, error) {
 	p.waitOnce.Do(func() { p.result, p.err = p.wait() })
 	return p.result, p.err
 }
 
-func (p *Process) wait() (*Result, error) {
+func (p *Process) wait() (*sandbox.Result, error) {
 	st, err := p.inst.init.Wait()
 	dur := time.Since(p.start)
 	close(p.done)
@@ -970,7 +811,7 @@ func (p *Process) wait() (*Result, error) {
 		p.timer.Stop()
 	}
 	ioErr := p.io.wait()
-	var violations []Violation
+	var violations []sandbox.Violation
 	if p.inst.net != nil {
 		violations = p.inst.net.Violations()
 		p.inst.net.Close()
@@ -989,40 +830,44 @@ func (p *Process) wait() (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout, Violations: violations}
+	r := &sandbox.Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout, Violations: violations}
 	for _, m := range st.Marks {
-		r.Trace = append(r.Trace, TracePoint{Step: m.Step, Mono: m.Mono})
+		r.Trace = append(r.Trace, sandbox.TracePoint{Step: m.Step, Mono: m.Mono})
 	}
 	switch {
 	case p.timedOut.Load():
-		r.ExitCode, r.Reason, r.Signal = ExitCodeTimeout, ReasonTimeout, syscall.SIGKILL
-		r.LimitsHit = append(r.LimitsHit, LimitTimeout)
+		r.ExitCode, r.Reason, r.Signal = sandbox.ExitCodeTimeout, sandbox.ReasonTimeout, syscall.SIGKILL
+		r.LimitsHit = append(r.LimitsHit, sandbox.LimitTimeout)
 	case st.Killed:
-		r.ExitCode, r.Reason, r.Signal = 128+int(syscall.SIGKILL), ReasonKilled, syscall.SIGKILL
+		r.ExitCode, r.Reason, r.Signal = 128+int(syscall.SIGKILL), sandbox.ReasonKilled, syscall.SIGKILL
 	case st.Wait.Signaled():
 		r.Signal = st.Wait.Signal()
-		r.ExitCode, r.Reason = 128+int(r.Signal), ReasonSignaled
+		r.ExitCode, r.Reason = 128+int(r.Signal), sandbox.ReasonSignaled
 	default:
-		r.ExitCode, r.Reason = st.Wait.ExitStatus(), ReasonExited
+		r.ExitCode, r.Reason = st.Wait.ExitStatus(), sandbox.ReasonExited
 	}
 	if stats.OOMKills > 0 {
-		r.LimitsHit = append(r.LimitsHit, LimitMemory)
-		if r.Reason != ReasonExited && r.Reason != ReasonTimeout {
-			r.Reason = ReasonOOM
+		r.LimitsHit = append(r.LimitsHit, sandbox.LimitMemory)
+		if r.Reason != sandbox.ReasonExited && r.Reason != sandbox.ReasonTimeout {
+			r.Reason = sandbox.ReasonOOM
 		}
 	}
 	if stats.PidsMaxHits > 0 {
-		r.LimitsHit = append(r.LimitsHit, LimitPids)
+		r.LimitsHit = append(r.LimitsHit, sandbox.LimitPids)
 	}
 	if st.TmpFull {
-		r.LimitsHit = append(r.LimitsHit, LimitTmp)
+		r.LimitsHit = append(r.LimitsHit, sandbox.LimitTmp)
 	}
 	return r, ioErr
 }
 
+// ErrIDMap is wrapped by errors about a workspace that cannot be shown
+// with its owner's ids (its filesystem has no idmapped mounts).
+var ErrIDMap = errors.New("idmapped mounts unsupported")
+
 // explainSetup turns setup failures the user can fix into clearer errors.
 func explainSetup(err error) error {
-	var se *native.SetupError
+	var se *initp.SetupError
 	if !errors.As(err, &se) {
 		return err
 	}
@@ -1031,20 +876,20 @@ func explainSetup(err error) error {
 			"make it readable and writable by everyone (mode 0666, Debian's default; modprobe tun if it is missing), or run pinfold as root", err)
 	}
 	if se.Step == 9 && se.Errno == unix.EINVAL { // idmapping a mount
-		return fmt.Errorf("%w: the filesystem of %s does not support idmapped mounts; "+
-			"run pinfold as the owner of the directory instead of root", err, se.Detail)
+		return fmt.Errorf("%w: %w: the filesystem of %s does not support idmapped mounts; "+
+			"run pinfold as the owner of the directory instead of root", ErrIDMap, err, se.Detail)
 	}
 	return fmt.Errorf("setting up the sandbox: %w", err)
 }
 
 // explainExec reports a command the sandbox could not execute.
 func explainExec(err error, name string) error {
-	var se *native.SetupError
-	if errors.As(err, &se) && se.Step == native.StepExec {
-		return &ExecError{Name: name, Err: se.Errno}
+	var se *initp.SetupError
+	if errors.As(err, &se) && se.Step == initp.StepExec {
+		return &sandbox.ExecError{Name: name, Err: se.Errno}
 	}
 	if errors.As(err, &se) && se.Step == 21 { // chdir
-		return &SpecError{"workdir", fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)}
+		return &sandbox.SpecError{Field: "workdir", Err: fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)}
 	}
 	return explainSetup(err)
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package native_test
 
 import (
 	"os"

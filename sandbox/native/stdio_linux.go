@@ -1,11 +1,23 @@
-package sandbox
+package native
 
 import (
 	"io"
 	"os"
+	"time"
 
+	"github.com/pinfold/pinfold/sandbox"
 	"golang.org/x/sys/unix"
 )
+
+// stdio is the standard streams handed to one command.
+type stdio struct {
+	files   [3]*os.File // what the command gets
+	closers []*os.File  // our copies of the command's ends, closed after start
+	copies  int         // goroutines copying pipes
+	done    chan error
+	// ttyOut is closed when the terminal's output has been copied.
+	ttyOut chan struct{}
+}
 
 // pipe returns a blocking pipe. Unlike os.Pipe it does not register with
 // the runtime's poller, so neither end turns non-blocking under the command.
@@ -18,9 +30,9 @@ func pipe() (r, w *os.File, err error) {
 }
 
 // openStdio prepares the command's standard streams.
-func (p *Process) openStdio(c *Cmd) (*stdio, error) {
+func (p *Process) openStdio(c *sandbox.Cmd) (*stdio, error) {
 	s := &stdio{done: make(chan error, 3)}
-	if c.TTY || (c.Stdin == nil && c.Stdout == nil && c.Stderr == nil && !c.Pipes) {
+	if c.TTY || (c.Stdin == nil && c.Stdout == nil && c.Stderr == nil) {
 		return s, nil // a terminal, or /dev/null opened by the init
 	}
 	var devnull *os.File
@@ -40,14 +52,7 @@ func (p *Process) openStdio(c *Cmd) (*stdio, error) {
 	case *os.File:
 		s.files[0] = in
 	case nil:
-		if c.Pipes {
-			r, w, e := pipe()
-			if e != nil {
-				return nil, e
-			}
-			s.files[0], p.Stdin = r, w
-			s.closers = append(s.closers, r)
-		} else if s.files[0], err = null(); err != nil {
+		if s.files[0], err = null(); err != nil {
 			return nil, err
 		}
 	default:
@@ -74,20 +79,7 @@ func (p *Process) openStdio(c *Cmd) (*stdio, error) {
 		case *os.File:
 			s.files[fd] = o
 		case nil:
-			if c.Pipes {
-				r, w, e := pipe()
-				if e != nil {
-					s.abort()
-					return nil, e
-				}
-				s.files[fd] = w
-				s.closers = append(s.closers, w)
-				if fd == 1 {
-					p.Stdout = r
-				} else {
-					p.Stderr = r
-				}
-			} else if s.files[fd], err = null(); err != nil {
+			if s.files[fd], err = null(); err != nil {
 				s.abort()
 				return nil, err
 			}
@@ -110,6 +102,40 @@ func (p *Process) openStdio(c *Cmd) (*stdio, error) {
 	return s, nil
 }
 
+// copyTTY connects the command's terminal to the caller's streams: input
+// is copied until the terminal closes or stdin ends (not waited for: a
+// read of the caller's stdin cannot be interrupted), output until the
+// terminal closes, which wait waits for.
+func (s *stdio) copyTTY(pty *os.File, in io.Reader, out io.Writer) {
+	if out != nil {
+		s.ttyOut = make(chan struct{})
+		go func() {
+			copyUntilClosed(out, pty)
+			close(s.ttyOut)
+		}()
+	}
+	if in != nil {
+		go copyUntilClosed(pty, in)
+	}
+}
+
+// copyUntilClosed copies until either side fails (EIO from a terminal
+// once the sandbox is gone).
+func copyUntilClosed(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
 // started closes this process's copies of the command's ends, so pipes see
 // end-of-file once the sandbox is gone.
 func (s *stdio) started() {
@@ -124,6 +150,14 @@ func (s *stdio) abort() { s.started() }
 
 // wait waits for the pipe copies to finish.
 func (s *stdio) wait() error {
+	if s.ttyOut != nil {
+		// The terminal's output ends once every process holding it is
+		// gone, which the init ensures before it reports.
+		select {
+		case <-s.ttyOut:
+		case <-time.After(2 * time.Second):
+		}
+	}
 	var first error
 	for i := 0; i < s.copies; i++ {
 		if err := <-s.done; err != nil && first == nil {

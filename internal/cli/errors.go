@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+
+	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/doctor"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
+)
+
+// classify turns a library error into a coded user error.
+func classify(err error, p *plan.Plan) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	var pe *doctor.PreflightError
+	if errors.As(err, &pe) {
+		return preflightFault(err)
+	}
+	if p == nil {
+		return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+	}
+	var ee *sandbox.ExecError
+	if errors.As(err, &ee) {
+		where, fix := "in the sandbox", "give the full path, install it in the base, or mount its directory with --mount"
+		if p.Mode == "host" {
+			where, fix = "on the host", "check the command and the PATH the plan gives it (pinfold plan -- CMD)"
+		}
+		if errors.Is(ee.Err, fs.ErrNotExist) {
+			e := fault.New(fault.NotFound, "command not found "+where+": "+ee.Name,
+				"no executable "+ee.Name+" in the PATH it is given, or its interpreter is missing", fix, err)
+			e.Exit = fault.ExitNotFound
+			return e
+		}
+		e := fault.New(fault.CannotExec, "cannot execute "+ee.Name+" "+where,
+			ee.Err.Error(), "check that it is an executable file for this machine", err)
+		e.Exit = fault.ExitCannotExec
+		return e
+	}
+	var ue *sandbox.UnsupportedError
+	if errors.As(err, &ue) {
+		return fault.New(fault.RuntimeLacks, "backend "+ue.Runtime+" cannot run this plan: it cannot enforce the "+ue.Feature+" asked for ("+ue.Asked+")",
+			"pinfold never runs a plan with less isolation than it asks for",
+			"drop that setting, or choose a backend that has it (pinfold doctor lists them; --backend native has every feature)", err)
+	}
+	var ce *sandbox.CheckError
+	if errors.As(err, &ce) {
+		return fault.New(fault.Preflight, ce.What, errText(ce.Err), ce.Fix, err)
+	}
+	var se *sandbox.SpecError
+	if errors.As(err, &se) {
+		switch se.Field {
+		case "workspace":
+			if errors.Is(err, sandbox.ErrWorkspace) {
+				return fault.New(fault.WorkspaceRefuse, se.Err.Error(),
+					"exposing it would hand the sandbox the host's system or other users' files",
+					"run pinfold from your project directory, or pass --workspace DIR or --access none", err)
+			}
+			return fault.New(fault.WorkspaceMissing, "workspace "+p.Sandbox.Workspace+" cannot be used",
+				se.Err.Error(), "pass an existing directory with --workspace", err)
+		case "base":
+			if p.Sandbox.Base.Kind == sandbox.BaseTar {
+				return fault.New(fault.BaseImport, "cannot use tarball base "+p.Sandbox.Base.Path,
+					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
+			}
+			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
+				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
+		case "workdir":
+			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
+				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
+		case "mount":
+			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
+				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
+		case "limits":
+			return fault.New(fault.Limits, "cannot enforce the requested limits", se.Err.Error(),
+				"run pinfold as root, or inside a cgroup delegated to you; or drop --memory/--pids/--cpus", err)
+		case "store":
+			return fault.New(fault.Store, "cannot use pinfold's store", se.Err.Error(),
+				"set PINFOLD_STORE to a writable directory", err)
+		}
+		return fault.New(fault.BadValue, se.Error(), "", "", err)
+	}
+	if errors.Is(err, initp.ErrUnsupported) {
+		return fault.New(fault.Unsupported, "the native sandbox is not built for this architecture", "",
+			"use an amd64 machine", err)
+	}
+	if errors.Is(err, native.ErrIDMap) {
+		return fault.New(fault.IDMap, "cannot show the workspace with its owner's ids",
+			err.Error(), "run pinfold as the workspace's owner instead of root", err)
+	}
+	var setup *initp.SetupError
+	if errors.As(err, &setup) {
+		return fault.New(fault.Setup, "cannot build the sandbox: "+err.Error(),
+			"the kernel refused a step; user namespaces may be disabled or restricted",
+			"check that sysctl user.max_user_namespaces is above 0 (and kernel.unprivileged_userns_clone=1 "+
+				"or the AppArmor userns restriction off, where the distribution has them)", err)
+	}
+	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/changeset"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// ChangesetOutcome is what became of a run's changeset.
+type ChangesetOutcome struct {
+	ID     string
+	Counts changeset.Counts
+	// Empty: the run wrote nothing, and the changeset is gone.
+	Empty bool
+	// Applied: --apply wrote it into the workspace, and it is gone.
+	Applied bool
+	// DiskFull: the run hit its disk cap, so some writes failed; such a
+	// changeset is never applied by --apply.
+	DiskFull bool
+}
+
+// UseAllCPUs lifts the CLI's one-P setting for work that reads many files:
+// the changeset code reads and compares them on several threads. That work
+// is short and its memory is bounded by the changeset: collecting garbage
+// less often is cheaper than touching fresh pages.
+func UseAllCPUs() {
+	if n := runtime.NumCPU(); n > 1 {
+		runtime.GOMAXPROCS(n)
+	}
+	debug.SetGCPercent(400)
+}
+
+// OpenChangeset finds the changeset to act on: idOrPrefix, or the newest
+// open one of the workspace.
+func (e *Engine) OpenChangeset(idOrPrefix, workspace string) (*changeset.Changeset, error) {
+	var cs *changeset.Changeset
+	var err error
+	if idOrPrefix != "" {
+		cs, err = changeset.Open(e.Store, idOrPrefix)
+	} else {
+		cs, err = changeset.Latest(e.Store, workspace)
+	}
+	if err != nil {
+		what := "no changeset " + idOrPrefix
+		if idOrPrefix == "" {
+			what = "no open changeset for " + workspace
+		}
+		return nil, fault.New(fault.NoChangeset, what, err.Error(), "list them with pinfold changes", err)
+	}
+	return cs, nil
+}
+
+// Lock takes cs for this process: a run, an apply or a discard.
+func Lock(cs *changeset.Changeset) (unlock func(), err error) {
+	unlock, err = cs.Lock()
+	if err != nil {
+		return nil, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(),
+			"wait for the other pinfold to finish", err)
+	}
+	return unlock, nil
+}
+
+// applyingDir holds a marker per apply in progress, so that every command
+// can find an interrupted one with a single directory read.
+func applyingDir(dir string) string { return filepath.Join(dir, "applying") }
+
+// Recover finishes what killed pinfolds left half done: the disks of their
+// runs (whose writes join their changesets) and their applies. Every
+// command that reads or writes changesets calls it first.
+func (e *Engine) Recover(ctx context.Context) error {
+	if e.Store == "" {
+		return nil
+	}
+	if err := e.recoverDisks(ctx); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(applyingDir(e.Store))
+	if err != nil || len(ents) == 0 {
+		return nil
+	}
+	for _, ent := range ents {
+		marker := filepath.Join(applyingDir(e.Store), ent.Name())
+		cs, err := changeset.Open(e.Store, ent.Name())
+		if err != nil {
+			os.Remove(marker)
+			continue
+		}
+		unlock, err := cs.Lock()
+		if err != nil {
+			continue // another pinfold is applying it right now
+		}
+		if _, jerr := os.Stat(filepath.Join(cs.Dir, "apply.json")); jerr != nil {
+			// Killed before it wrote anything: the changeset is intact.
+			os.Remove(marker)
+			unlock()
+			continue
+		}
+		err = changeset.Recover(ctx, cs.Dir, cs.Roots())
+		if err == nil {
+			e.notice("finished applying changeset %s (interrupted earlier)", cs.Meta.ID)
+			// A partial apply (PATHS) leaves the changeset open.
+			if b, _ := os.ReadFile(marker); string(b) != "partial" {
+				err = e.Drop(cs)
+			}
+			os.Remove(marker)
+		}
+		unlock()
+		if err != nil {
+			return fault.New(fault.ApplyFailed, "cannot finish the interrupted apply of changeset "+cs.Meta.ID,
+				err.Error(), "free what the error names, then run any pinfold command again", err)
+		}
+	}
+	return nil
+}
+
+// startChangeset creates (or, with --changeset, reopens) the changeset a
+// run writes to, and points spec at it: the workspace's overlay is root 0
+// when the plan has the changeset access, the captures follow in order.
+func (e *Engine) startChangeset(p *plan.Plan, spec *sandbox.Spec) (*changeset.Changeset, func(), error) {
+	sp := &p.Sandbox
+	if sp.Access != sandbox.AccessChangeset && len(p.Captures) == 0 {
+		return nil, func() {}, nil
+	}
+	if e.Store == "" {
+		return nil, nil, fault.New(fault.Store, "cannot keep a changeset without pinfold's store", "", "set PINFOLD_STORE", nil)
+	}
+	paths := p.ChangesetRoots()
+	var cs *changeset.Changeset
+	var err error
+	if p.Changeset != "" {
+		if cs, err = e.OpenChangeset(p.Changeset, ""); err != nil {
+			return nil, nil, err
+		}
+		if len(cs.Meta.Roots) != len(paths) || cs.Meta.Roots[0].Path != paths[0] {
+			return nil, nil, fault.New(fault.BadValue, "changeset "+cs.Meta.ID+" captured other directories",
+				"it holds "+rootPaths(cs)+"; this run captures "+strings.Join(paths, ", "),
+				"run in the same workspace with the same --capture, or start a new changeset", nil)
+		}
+	} else if cs, err = changeset.Create(e.Store, sp.Workspace, paths, p.Command.Args); err != nil {
+		return nil, nil, storeError("cannot create a changeset", err)
+	}
+	unlock, err := Lock(cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Changeset != "" {
+		cs.Meta.Status = changeset.StatusRunning // Create sets it for new ones
+		if err := cs.Save(); err != nil {
+			unlock()
+			return nil, nil, storeError("cannot save changeset "+cs.Meta.ID, err)
+		}
+	}
+	roots := cs.Roots()
+	captured := func(r changeset.Root) *sandbox.Capture {
+		return &sandbox.Capture{Path: r.Lower, Upper: r.Upper, Work: filepath.Join(filepath.Dir(r.Upper), "work")}
+	}
+	i := 0
+	spec.Captures = nil
+	if sp.Access == sandbox.AccessChangeset {
+		spec.Changeset = captured(roots[0])
+		i = 1
+	}
+	for ; i < len(roots); i++ {
+		spec.Captures = append(spec.Captures, *captured(roots[i]))
+	}
+	return cs, unlock, nil
+}
+
+func rootPaths(cs *changeset.Changeset) string {
+	var ps []string
+	for _, r := range cs.Meta.Roots {
+		ps = append(ps, r.Path)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// finishChangeset records what the run changed and applies it with
+// --apply when the command succeeded.
+func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result) (*ChangesetOutcome, error) {
+	out := &ChangesetOutcome{ID: cs.Meta.ID}
+	roots := cs.Roots()
+	reused := p.Changeset != ""
+	if !reused && emptyUppers(roots) {
+		out.Empty = true
+		return out, cs.Remove() // most runs: nothing written
+	}
+	UseAllCPUs()
+	entries, err := changeset.Scan(ctx, roots)
+	if err != nil {
+		return nil, storeError("cannot read changeset "+cs.Meta.ID, err)
+	}
+	if len(entries) == 0 && !reused {
+		out.Empty = true
+		return out, cs.Remove()
+	}
+	fp, err := changeset.Fingerprint(roots, entries)
+	if err != nil {
+		return nil, storeError("cannot fingerprint changeset "+cs.Meta.ID, err)
+	}
+	if reused {
+		// A rerun keeps what the originals looked like when first captured.
+		old, err := cs.Fingerprints()
+		if err != nil {
+			return nil, storeError("cannot read changeset "+cs.Meta.ID, err)
+		}
+		for k, v := range old {
+			fp[k] = v
+		}
+	}
+	if err := cs.SaveFingerprints(fp); err != nil {
+		return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
+	}
+	n := changeset.Count(entries)
+	cs.Meta.Status, cs.Meta.ExitCode, cs.Meta.Finished, cs.Meta.Counts = changeset.StatusOpen, res.ExitCode, time.Now(), &n
+	if err := cs.Save(); err != nil {
+		return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
+	}
+	out.Counts = n
+	out.DiskFull = slices.Contains(res.LimitsHit, LimitDisk)
+	if p.Apply && res.ExitCode == 0 && !out.DiskFull {
+		if _, err := e.Apply(ctx, cs, nil, false); err != nil {
+			return out, err
+		}
+		out.Applied = true
+	}
+	return out, nil
+}
+
+// emptyUppers reports whether no root's upper directory holds anything.
+func emptyUppers(roots []changeset.Root) bool {
+	for _, r := range roots {
+		f, err := os.Open(r.Upper)
+		if err != nil {
+			return false
+		}
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Apply writes cs (only paths, when given) into its roots, journaled, and
+// drops it once fully applied. The caller holds cs's lock.
+func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []string, force bool) (changeset.ApplyResult, error) {
+	roots := cs.Roots()
+	entries, err := changeset.Scan(ctx, roots)
+	if err != nil {
+		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
+	}
+	var owner *changeset.Owner
+	if os.Geteuid() == 0 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(roots[0].Lower, &st); err == nil {
+			owner = &changeset.Owner{UID: st.Uid, GID: st.Gid}
+		}
+	}
+	marker := filepath.Join(applyingDir(e.Store), cs.Meta.ID)
+	os.MkdirAll(applyingDir(e.Store), 0o700)
+	mode := "all"
+	if len(paths) > 0 {
+		mode = "partial"
+	}
+	if err := os.WriteFile(marker, []byte(mode), 0o600); err != nil {
+		return changeset.ApplyResult{}, storeError("cannot record the apply of changeset "+cs.Meta.ID, err)
+	}
+	fp, err := cs.Fingerprints()
+	if err != nil {
+		os.Remove(marker)
+		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
+	}
+	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
+		Owner: owner, Fingerprints: fp})
+	if err != nil {
+		if errors.Is(err, changeset.ErrConflict) {
+			os.Remove(marker)
+			var b strings.Builder
+			for _, c := range res.Conflicts {
+				fmt.Fprintf(&b, "\n    %s: %s", c.Path, c.Why)
+			}
+			return res, fault.New(fault.Conflict, fmt.Sprintf("changeset %s conflicts with the workspace (%d files)",
+				cs.Meta.ID, len(res.Conflicts)), "these originals changed since the run:"+b.String(),
+				"review them (pinfold diff "+cs.Meta.ID+"), then apply with --force to overwrite them", err)
+		}
+		if errors.Is(err, changeset.ErrUnsafe) {
+			os.Remove(marker)
+			return res, fault.New(fault.ApplyFailed, "refusing to apply changeset "+cs.Meta.ID, err.Error(),
+				"discard it, or apply only other paths", err)
+		}
+		return res, fault.New(fault.ApplyFailed, "applying changeset "+cs.Meta.ID+" stopped", err.Error(),
+			"every file is either as before or fully applied; fix the cause (e.g. free space), then run pinfold apply "+
+				cs.Meta.ID+" again", err)
+	}
+	os.Remove(marker)
+	if len(paths) == 0 {
+		return res, e.Drop(cs)
+	}
+	// What is left to apply, for pinfold changes.
+	if left, err := changeset.Scan(ctx, roots); err == nil {
+		n := changeset.Count(left)
+		cs.Meta.Counts = &n
+		cs.Save()
+	}
+	return res, nil
+}
+
+// Drop removes an applied or discarded changeset: out of the store at
+// once, its files deleted by a detached pinfold so that the user does not
+// wait for the file system (deleting many files that were written out
+// takes long, the more so with online discard).
+func (e *Engine) Drop(cs *changeset.Changeset) error {
+	if err := cs.Trash(); err != nil {
+		return cs.Remove()
+	}
+	exe, err := os.Executable()
+	if err != nil || filepath.Base(exe) != "pinfold" {
+		// Not the pinfold binary (a test, a renamed copy): delete here.
+		_, err := changeset.EmptyTrash(e.Store)
+		return err
+	}
+	cmd := exec.Command(exe, "clean", "--trash")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		cmd.Process.Release()
+	}
+	return nil // what remains, pinfold clean deletes
+}
+
+// PendingDirs are the store's directories that name work a killed pinfold
+// left (interrupted applies, disks of runs): Recover empties them.
+func PendingDirs(store string) []string { return []string{applyingDir(store), disksDir(store)} }

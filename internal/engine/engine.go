@@ -1,0 +1,404 @@
+// Package engine runs a resolved Plan on a runtime and returns its
+// outcome. It owns everything a run needs besides the command itself:
+// the pre_run hooks, the runtime's preflight, caches, the base and the
+// capability image, the changeset (start, finish, apply), the disk volume
+// of --disk, the violation log, and the typed errors of each step. The CLI,
+// sessions and the HTTP API are thin callers: they make a Plan (Resolve),
+// Start it with their streams, forward signals and print the Outcome.
+//
+//	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: flags})
+//	run, err := eng.Start(ctx, p, engine.Options{Stdout: os.Stdout, Stderr: os.Stderr})
+//	out, err := run.Wait()
+//
+// Errors are *fault.Error values (a stable code, what, why and fix) or the
+// sandbox package's typed errors; callers map them with errors.As.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/pinfold/pinfold/internal/capability"
+	"github.com/pinfold/pinfold/internal/changeset"
+	"github.com/pinfold/pinfold/internal/disk"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/host"
+	"github.com/pinfold/pinfold/sandbox/native"
+)
+
+// Engine runs Plans. Its zero value is not usable: make it with New.
+type Engine struct {
+	// Store is pinfold's store directory.
+	Store string
+	// Version is pinfold's version, recorded in the images it builds.
+	Version string
+	// Report hears what a run does besides the command (notices, builds);
+	// nil is silent.
+	Report Reporter
+	// Runtimes makes the runtime of a backend; nil means Runtimes.
+	Runtimes func(name string) (sandbox.Runtime, error)
+}
+
+// New returns an engine on the store dir.
+func New(store string) *Engine { return &Engine{Store: store} }
+
+// Reporter hears what the engine does besides running the command: it is
+// how the CLI shows progress. Every method may be called from any
+// goroutine, one at a time.
+type Reporter interface {
+	// Notice is a one-line message for the user.
+	Notice(msg string)
+	// Progress is a step of a long operation (building a base, an image).
+	Progress(op, step string)
+	// Done ends a long operation; err is nil when it succeeded.
+	Done(op string, err error)
+	// Output receives the raw output of the tools a long operation runs.
+	Output(op string) io.Writer
+}
+
+// Runtimes returns the built-in runtime of a backend name.
+func Runtimes(name string) (sandbox.Runtime, error) {
+	switch name {
+	case native.Name:
+		return native.NewRuntime(), nil
+	case host.Name:
+		return host.Runtime{}, nil
+	}
+	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, host or auto", nil)
+}
+
+func (e *Engine) runtime(name string) (sandbox.Runtime, error) {
+	if e.Runtimes != nil {
+		return e.Runtimes(name)
+	}
+	return Runtimes(name)
+}
+
+func (e *Engine) notice(format string, args ...any) {
+	if e.Report != nil {
+		e.Report.Notice(fmt.Sprintf(format, args...))
+	}
+}
+
+// Options are a caller's side of a run: its streams and hooks.
+type Options struct {
+	// Stdin is read only when the plan is interactive; Stdout and Stderr
+	// receive the command's output (with a terminal, Stdout shows it).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Rows and Cols are the terminal's first size (Plan.TTY).
+	Rows, Cols uint16
+	// Mark, when set, hears the steps of the run and turns on the
+	// sandbox's own trace (Result.Trace).
+	Mark func(step string)
+	// Handoff is called once the command runs, when CanHandoff says the
+	// run has nothing left to do but wait for it: the CLI replaces itself
+	// with a small waiter there. If it returns, Wait continues as usual.
+	// Setting it locks the calling goroutine to its thread before the
+	// sandbox is made.
+	Handoff func(sandbox.Process)
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Result  *sandbox.Result
+	Backend string
+	// Changeset is what became of the run's changeset; nil without one.
+	Changeset *ChangesetOutcome
+	// ViolationLog is the file the network policy logged to, "" when
+	// nothing was blocked.
+	ViolationLog string
+	// Missing are loader errors the command's output showed, each with
+	// the capability that provides the library when one does.
+	Missing []capability.Finding
+}
+
+// LimitDisk is Result.LimitsHit's name for the disk cap of a run
+// (--disk), which the engine watches rather than the sandbox.
+const LimitDisk = "disk"
+
+// Run is a started run.
+type Run struct {
+	Process sandbox.Process
+	// SharesTerminal is true when the command is in the caller's process
+	// group on its terminal: the terminal's Ctrl-C reaches it directly,
+	// so the caller must not forward SIGINT or SIGQUIT too.
+	SharesTerminal bool
+
+	e       *Engine
+	p       *plan.Plan
+	o       Options
+	sb      sandbox.Sandbox
+	cs      *changeset.Changeset
+	unlock  func()
+	vol     *disk.Volume
+	vlog    *violationLog
+	errTail *tailBuffer
+	once    sync.Once
+	out     *Outcome
+	err     error
+}
+
+// CanHandoff reports whether a run of p has nothing to do once its command
+// runs but wait for it: no changeset to finish, no network stack, limits,
+// terminal or output to watch. Such a run can hand its process to a small
+// waiter (Options.Handoff).
+func CanHandoff(p *plan.Plan) bool {
+	sp := &p.Sandbox
+	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY && sp.Access != sandbox.AccessChangeset &&
+		len(p.Captures) == 0 && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
+		!UsesStack(p) && sp.Base.Kind == sandbox.BaseHost
+}
+
+// UsesStack reports whether the plan's network goes through pinfold's
+// userspace stack (which lives in the calling process for the whole run).
+func UsesStack(p *plan.Plan) bool {
+	sp := &p.Sandbox
+	return sp.Network == sandbox.NetworkOutbound || sp.Network == sandbox.NetworkAllow ||
+		sp.Network == sandbox.NetworkNone && len(sp.Net.Publish) > 0
+}
+
+// Run starts p and waits for it.
+func (e *Engine) Run(ctx context.Context, p *plan.Plan, o Options) (*Outcome, error) {
+	r, err := e.Start(ctx, p, o)
+	if err != nil {
+		return nil, err
+	}
+	return r.Wait()
+}
+
+// Start runs everything p needs before its command, then starts it.
+func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, error) {
+	mark := func(step string) {
+		if o.Mark != nil {
+			o.Mark(step)
+		}
+	}
+	rt, err := e.runtime(p.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.runHooks(ctx, p, o); err != nil {
+		return nil, err
+	}
+	r := &Run{e: e, p: p, o: o, unlock: func() {}}
+	if p.Mode == "host" {
+		return r, r.start(ctx, rt, hostSpec(p), mark)
+	}
+	if err := rt.Check(ctx, &p.Sandbox); err != nil {
+		return nil, err
+	}
+	if err := e.makeCaches(p); err != nil {
+		return nil, err
+	}
+	base, err := e.ensureSystem(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	spec := p.Sandbox
+	spec.Base = base
+	spec.Store = e.Store
+	spec.Trace = o.Mark != nil
+	if r.cs, r.unlock, err = e.startChangeset(p, &spec); err != nil {
+		return nil, err
+	}
+	if r.cs != nil && p.Disk > 0 {
+		if r.vol, err = e.openDisk(ctx, r.cs, p, &spec); err != nil {
+			r.dropChangeset()
+			return nil, err
+		}
+	}
+	if UsesStack(p) {
+		if r.vlog = newViolationLog(e.Store); r.vlog != nil {
+			spec.Net.Log = r.vlog
+		}
+	} else if spec.Network == sandbox.NetworkHost {
+		e.notice("the sandbox shares the host's network (--network host): no network policy applies")
+	}
+	// On bases pinfold builds, a loader error in the output gets a
+	// suggestion: the capability that provides the missing library.
+	if p.Sandbox.Base.Kind != sandbox.BaseHost && !p.TTY {
+		r.errTail = &tailBuffer{w: o.Stderr}
+	}
+	if err := r.start(ctx, rt, spec, mark); err != nil {
+		if r.vol != nil {
+			e.dropDisk(r.cs, r.vol)
+		}
+		r.dropChangeset()
+		r.vlog.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// hostSpec is what a plan in host mode runs with: the host, in the
+// workspace, as it is.
+func hostSpec(p *plan.Plan) sandbox.Spec {
+	return sandbox.Spec{Workspace: p.Sandbox.Workspace, Access: sandbox.AccessReadWrite, Network: sandbox.NetworkHost}
+}
+
+// start makes the sandbox and starts the command.
+func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, mark func(string)) error {
+	p, o := r.p, r.o
+	cmd := &sandbox.Cmd{Args: p.Command.Args, Env: p.Command.Environ(), Dir: p.Command.Dir, Timeout: p.Timeout,
+		TTY: p.TTY, Rows: o.Rows, Cols: o.Cols, Stdout: o.Stdout, Stderr: o.Stderr}
+	if p.Interactive {
+		cmd.Stdin = o.Stdin
+	}
+	if r.errTail != nil {
+		cmd.Stderr = r.errTail
+	}
+	f := rt.Features()
+	if err := f.Supports(rt.Name(), &spec, cmd); err != nil {
+		return err
+	}
+	handoff := o.Handoff != nil && CanHandoff(p)
+	if handoff {
+		// The sandbox must be started from the thread that hands off.
+		runtime.LockOSThread()
+	}
+	sb, err := rt.New(ctx, spec)
+	if err != nil {
+		return err
+	}
+	mark("pinfold: sandbox prepared")
+	proc, err := sb.Run(ctx, cmd)
+	if err != nil {
+		sb.Close()
+		return err
+	}
+	r.sb, r.Process = sb, proc
+	if st, ok := proc.(interface{ SharesTerminal() bool }); ok {
+		r.SharesTerminal = st.SharesTerminal()
+	}
+	if r.vol != nil {
+		// The sandbox holds its own mounts of the volume now.
+		r.vol.Detach()
+	}
+	mark("pinfold: command started")
+	if handoff {
+		o.Handoff(proc)
+	}
+	return nil
+}
+
+// Signal sends sig to the command.
+func (r *Run) Signal(sig os.Signal) error { return r.Process.Signal(sig) }
+
+// Resize changes the size of the command's terminal.
+func (r *Run) Resize(rows, cols uint16) error { return r.Process.Resize(rows, cols) }
+
+// Wait waits for the command, then finishes the run: the disk volume's
+// writes are kept, the changeset is recorded (and applied with --apply).
+func (r *Run) Wait() (*Outcome, error) {
+	r.once.Do(func() { r.out, r.err = r.wait() })
+	return r.out, r.err
+}
+
+func (r *Run) wait() (*Outcome, error) {
+	res, err := r.Process.Wait()
+	if r.o.Mark != nil {
+		r.o.Mark("pinfold: command ended")
+	}
+	r.sb.Close()
+	r.vlog.close()
+	if err != nil {
+		if r.vol != nil {
+			r.e.dropDisk(r.cs, r.vol)
+		}
+		r.dropChangeset()
+		return nil, err
+	}
+	out := &Outcome{Result: res, Backend: r.p.Backend, ViolationLog: r.vlog.written()}
+	if r.vol != nil {
+		full, err := r.e.closeDisk(context.Background(), r.cs, r.vol)
+		if err != nil {
+			r.unlock()
+			return out, err
+		}
+		if full {
+			res.LimitsHit = append(res.LimitsHit, LimitDisk)
+		}
+	}
+	if r.cs != nil {
+		co, err := r.e.finishChangeset(context.Background(), r.cs, r.p, res)
+		r.unlock()
+		out.Changeset = co
+		if err != nil {
+			return out, err
+		}
+	}
+	if res.ExitCode != 0 && r.errTail != nil {
+		out.Missing = missingLibraries(r.errTail.b)
+	}
+	return out, nil
+}
+
+// dropChangeset forgets the changeset of a run that did not happen (a
+// reused one stays as it was).
+func (r *Run) dropChangeset() {
+	if r.cs == nil {
+		return
+	}
+	if r.p.Changeset == "" {
+		r.cs.Remove()
+	}
+	r.unlock()
+}
+
+// tailBuffer passes a stream on and keeps its last 64 KiB.
+type tailBuffer struct {
+	w io.Writer
+	b []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	const max = 64 << 10
+	t.b = append(t.b, p...)
+	if len(t.b) > max {
+		t.b = append(t.b[:0], t.b[len(t.b)-max:]...)
+	}
+	if t.w == nil {
+		return len(p), nil
+	}
+	return t.w.Write(p)
+}
+
+// missingLibraries finds loader errors in out, one finding per library.
+func missingLibraries(out []byte) []capability.Finding {
+	seen := map[string]bool{}
+	var fs []capability.Finding
+	for _, f := range capability.FromOutput(out) {
+		if !seen[f.Evidence] {
+			seen[f.Evidence] = true
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// storeError reports a store that cannot be used.
+func storeError(what string, err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fault.New(fault.Store, what, err.Error(), "check pinfold's store (pinfold doctor)", err)
+}
+
+// Short is an id as people read it: 12 hex digits.
+func Short(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/config"
+	"github.com/pinfold/pinfold/internal/doctor"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// Request is what a caller asks to run, before policy applies.
+type Request struct {
+	Args  []string
+	Flags plan.Flags
+	// Config is the pinfold.yaml to use; "" finds one walking up from Cwd.
+	Config string
+	// Cwd is the caller's directory; "" is the process's.
+	Cwd string
+	// Frozen refuses capabilities that inference finds but the config does
+	// not list (--frozen, CI=true).
+	Frozen bool
+}
+
+// Resolve makes the complete Plan of a request: the config in effect and
+// the flags resolved (plan.Resolve), the backend chosen when it is auto,
+// and, for bases pinfold builds, the system the sandbox is made of (its
+// capabilities, with those inferred from the workspace, and its sandbox
+// id). Nothing is built or run.
+func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
+	cwd := r.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
+	path := r.Config
+	var err error
+	if path == "" {
+		if path, err = config.Find(cwd); err != nil {
+			return nil, configError(err)
+		}
+	}
+	var cfg *config.File
+	if path != "" {
+		if cfg, err = config.Load(path); err != nil {
+			return nil, configError(err)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	p, err := plan.Resolve(&plan.Request{Args: r.Args, Flags: r.Flags, Config: cfg, Cwd: cwd, Home: home,
+		Store: e.Store, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
+	if err != nil {
+		return nil, err
+	}
+	if p.Backend == "auto" {
+		if err := e.selectBackend(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	if p.Mode == "sandbox" && (p.Sandbox.Base.Kind == sandbox.BaseDebian12 || len(p.Capabilities) > 0) {
+		// Without a usable store the ids stay unknown; the run reports it.
+		st, _ := e.OpenStore()
+		sys, err := e.Describe(ctx, st, p)
+		if err != nil {
+			return nil, err
+		}
+		if r.Frozen {
+			if err := checkFrozen(p, sys); err != nil {
+				return nil, err
+			}
+		}
+		p.System = sys
+	}
+	return p, nil
+}
+
+// selectBackend implements "backend: auto": the first backend whose
+// probe passes, in the documented order; never the host, never a quiet
+// fallback when none does.
+func (e *Engine) selectBackend(ctx context.Context, p *plan.Plan) error {
+	l := p.Sandbox.Limits
+	need := doctor.Needs{Native: true, Limits: l.Memory > 0 || l.Pids > 0 || l.CPUs > 0,
+		Limit: cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs}}
+	name, why, err := doctor.SelectBackend(ctx, need)
+	if err != nil {
+		return err
+	}
+	p.Backend, p.BackendReason = name, why
+	return nil
+}
+
+func configError(err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return fault.New(fault.ConfigError, ce.Error(), "", "fix the file (see docs/config.md), or pass --config", err)
+	}
+	return err
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
