@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
@@ -28,13 +29,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
-	for _, prog := range []string{"attacker", "netclient"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, prog), "./testdata/"+prog)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building the %s: %v\n%s", prog, err, out)
-			os.Exit(1)
-		}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "attacker"), "./testdata/attacker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the attacker: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if _, err := nettest.BuildClient(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	attackerDir = dir
 	code := m.Run()

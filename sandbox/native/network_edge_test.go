@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -17,7 +18,7 @@ func TestNetworkNoneIgnoresHostLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echoTCP(t, l)
+	nettest.EchoTCP(t, l)
 	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 	pl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

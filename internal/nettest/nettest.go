@@ -1,0 +1,271 @@
+// Package nettest holds what pinfold's network tests share: test hosts in
+// network namespaces the test makes (joined to the host by veth pairs),
+// echo servers, a DNS server for test names, and netclient (a program the
+// tests run inside sandboxes). The tests talk only to these and to the
+// host's loopback: nothing leaves the machine.
+package nettest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// BuildClient builds netclient into dir and returns its path.
+func BuildClient(dir string) (string, error) {
+	out := filepath.Join(dir, "netclient")
+	build := exec.Command("go", "build", "-o", out, "github.com/pinfold/pinfold/internal/nettest/netclient")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building netclient: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+var netSeq atomic.Int32
+
+// Host is a test host: a network namespace at Addr (IPv4) and Addr6,
+// joined to the host by a veth pair and reachable from it.
+type Host struct {
+	NS          string
+	Addr, Addr6 string
+}
+
+// NewHost makes a test host, removed when the test ends. It skips the
+// test without root or ip(8).
+func NewHost(t *testing.T) *Host {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making a test host needs root (network namespaces and veth pairs)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("making a test host needs ip(8) from iproute2")
+	}
+	n := int(netSeq.Add(1)) + (os.Getpid()%50)*4
+	h := &Host{
+		NS:    fmt.Sprintf("pftest%d-%d", os.Getpid(), n),
+		Addr:  fmt.Sprintf("10.231.%d.2", n%250),
+		Addr6: fmt.Sprintf("fd99:%x::2", n),
+	}
+	host := fmt.Sprintf("pfh%d", n)
+	cmds := [][]string{
+		{"netns", "add", h.NS},
+		{"link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
+		{"addr", "add", fmt.Sprintf("10.231.%d.1/24", n%250), "dev", host},
+		{"addr", "add", fmt.Sprintf("fd99:%x::1/64", n), "dev", host, "nodad"},
+		{"link", "set", host, "up"},
+		{"-n", h.NS, "addr", "add", h.Addr + "/24", "dev", "eth0"},
+		{"-n", h.NS, "addr", "add", h.Addr6 + "/64", "dev", "eth0", "nodad"},
+		{"-n", h.NS, "link", "set", "eth0", "up"},
+		{"-n", h.NS, "link", "set", "lo", "up"},
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", h.NS).Run() })
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return h
+}
+
+// Inside runs f on a thread that has joined the test host's namespace;
+// sockets f makes belong to it.
+func (h *Host) Inside(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		fd, err := unix.Open("/run/netns/"+h.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
+		if err == nil {
+			f()
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("joining %s: %v", h.NS, err)
+	}
+}
+
+// EchoTCP serves "echo LINE" for each line on l.
+func EchoTCP(t *testing.T, l net.Listener) {
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if strings.HasPrefix(line, "GET ") {
+					fmt.Fprint(c, "HTTP/1.0 200 OK\r\n\r\n")
+					return
+				}
+				fmt.Fprintf(c, "echo %s\n", strings.TrimSpace(line))
+			}()
+		}
+	}()
+}
+
+// EchoUDP answers each datagram with "echo " and the datagram.
+func EchoUDP(t *testing.T, pc net.PacketConn) {
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(append([]byte("echo "), b[:n]...), from)
+		}
+	}()
+}
+
+// ServeDNS answers A and AAAA queries from records (name -> addresses) on
+// pc; other names get NXDOMAIN.
+func ServeDNS(t *testing.T, pc net.PacketConn, records map[string][]string) {
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			if r := dnsAnswer(b[:n], records); r != nil {
+				pc.WriteTo(r, from)
+			}
+		}
+	}()
+}
+
+// dnsAnswer builds the test server's response to query q.
+func dnsAnswer(q []byte, records map[string][]string) []byte {
+	if len(q) < 12 {
+		return nil
+	}
+	var labels []string
+	i := 12
+	for i < len(q) && q[i] != 0 {
+		l := int(q[i])
+		if i+1+l > len(q) {
+			return nil
+		}
+		labels = append(labels, string(q[i+1:i+1+l]))
+		i += 1 + l
+	}
+	if i+5 > len(q) {
+		return nil
+	}
+	qtype := binary.BigEndian.Uint16(q[i+1:])
+	end := i + 5
+	name := strings.ToLower(strings.Join(labels, "."))
+	r := append([]byte(nil), q[:end]...)
+	r[2] |= 0x80 // response
+	r[3] = 0x80  // recursion available
+	r[10], r[11] = 0, 0
+	addrs, ok := records[name]
+	if !ok {
+		r[3] |= 3
+		return r
+	}
+	count := 0
+	for _, a := range addrs {
+		ip := net.ParseIP(a)
+		var data []byte
+		switch {
+		case ip.To4() != nil && qtype == 1:
+			data = ip.To4()
+		case ip.To4() == nil && qtype == 28:
+			data = ip.To16()
+		default:
+			continue
+		}
+		r = append(r, 0xc0, 12)
+		r = binary.BigEndian.AppendUint16(r, qtype)
+		r = append(r, 0, 1, 0, 0, 0, 60)
+		r = binary.BigEndian.AppendUint16(r, uint16(len(data)))
+		r = append(r, data...)
+		count++
+	}
+	binary.BigEndian.PutUint16(r[6:], uint16(count))
+	return r
+}
+
+// Env is a test host with echo servers on TCP port 7000 and UDP port
+// 7001 (IPv4 and IPv6), a DNS server of its own on port 53, and a resolver
+// on the host's loopback that knows the test names: allowed.test,
+// api.svc.test, deep.a.svc.test, deny.svc.test and other.test (the test
+// host), meta.test (169.254.169.254) and v6.test (its IPv6 address).
+type Env struct {
+	Host *Host
+	DNS  string // the resolver pinfold uses (--dns)
+}
+
+// NewEnv makes an Env, torn down when the test ends.
+func NewEnv(t *testing.T) *Env {
+	h := NewHost(t)
+	records := map[string][]string{
+		"allowed.test":    {h.Addr, h.Addr6},
+		"api.svc.test":    {h.Addr},
+		"deep.a.svc.test": {h.Addr},
+		"deny.svc.test":   {h.Addr},
+		"other.test":      {h.Addr},
+		"meta.test":       {"169.254.169.254"},
+		"v6.test":         {h.Addr6},
+	}
+	h.Inside(t, func() {
+		for _, a := range []string{h.Addr, "[" + h.Addr6 + "]"} {
+			l, err := net.Listen("tcp", a+":7000")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			EchoTCP(t, l)
+			pc, err := net.ListenPacket("udp", a+":7001")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			EchoUDP(t, pc)
+		}
+		pc, err := net.ListenPacket("udp", h.Addr+":53")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ServeDNS(t, pc, records)
+	})
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ServeDNS(t, pc, records)
+	return &Env{Host: h, DNS: pc.LocalAddr().String()}
+}
+
+// Answer is what netclient prints.
+type Answer struct {
+	Out string `json:"out"`
+	Err string `json:"err"`
+}
