@@ -48,7 +48,7 @@ type Process interface {
 // cannot: a Spec that needs it is refused, never run without it.
 type Features struct {
 	// Isolated is false for a runtime that runs commands on the host
-	// itself: none of the other features then apply.
+	// itself (the other fields then describe the host as it is).
 	Isolated bool
 	Bases    []BaseKind
 	Access   []Access
@@ -80,26 +80,12 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 	no := func(feature, asked string) error {
 		return &UnsupportedError{Runtime: runtime, Feature: feature, Asked: asked}
 	}
-	if !f.Isolated {
-		// Only what a host command has anyway: the host's root and
-		// network, the workspace as it is.
-		switch {
-		case spec.Base.Kind != "" && spec.Base.Kind != BaseHost:
-			return no("base", string(spec.Base.Kind))
-		case spec.Access != "" && spec.Access != AccessReadWrite && spec.Access != AccessNone:
-			return no("workspace access", string(spec.Access))
-		case spec.Network != NetworkHost:
-			return no("network", string(spec.Network))
-		case len(spec.Mounts) > 0:
-			return no("mounts", spec.Mounts[0].Target)
-		}
-	}
 	kind := spec.Base.Kind
 	if kind == "" {
 		kind = BaseHost
 	}
 	switch {
-	case f.Isolated && !slices.Contains(f.Bases, kind):
+	case !slices.Contains(f.Bases, kind):
 		return no("base", string(kind))
 	case spec.Access != "" && !slices.Contains(f.Access, spec.Access):
 		return no("workspace access", string(spec.Access))
@@ -123,9 +109,9 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		return no("capabilities", strings.Join(spec.Capabilities, ", "))
 	case spec.Root && !f.Root:
 		return no("root user", "root")
-	case f.Isolated && len(spec.Mounts) > 0 && !f.Mounts:
+	case len(spec.Mounts) > 0 && !f.Mounts:
 		return no("mounts", spec.Mounts[0].Target)
-	case f.Isolated && spec.Hostname != "" && spec.Hostname != DefaultHostname && !f.Hostname:
+	case spec.Hostname != "" && spec.Hostname != DefaultHostname && !f.Hostname:
 		return no("hostname", spec.Hostname)
 	}
 	if cmd != nil {

@@ -240,9 +240,53 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 }
 
 // hostSpec is what a plan in host mode runs with: the host, in the
-// workspace, as it is.
+// workspace, as it is. The config's sandbox settings do not apply on the
+// host (a profile may send some commands there); what this command line
+// asks for with flags does, so that the host runtime refuses it rather
+// than run without it.
 func hostSpec(p *plan.Plan) sandbox.Spec {
-	return sandbox.Spec{Workspace: p.Sandbox.Workspace, Access: sandbox.AccessReadWrite, Network: sandbox.NetworkHost}
+	sp := &p.Sandbox
+	s := sandbox.Spec{Workspace: sp.Workspace, Access: sandbox.AccessReadWrite, Network: sandbox.NetworkHost}
+	flag := func(key string) bool { return strings.HasPrefix(p.Sources[key], plan.FromFlag) }
+	if flag("access") {
+		s.Access = sp.Access
+	}
+	if flag("network") || flag("allow") {
+		s.Network = sp.Network
+	}
+	if flag("ports") {
+		s.Net.Publish = sp.Net.Publish
+	}
+	if flag("base") {
+		s.Base = sp.Base
+	}
+	if flag("mounts") {
+		s.Mounts = sp.Mounts
+	}
+	if flag("user") {
+		s.Root = sp.Root
+	}
+	if flag("cap_add") {
+		s.Capabilities = sp.Capabilities
+	}
+	if flag("hostname") {
+		s.Hostname = sp.Hostname
+	}
+	if flag("limits.memory") {
+		s.Limits.Memory = sp.Limits.Memory
+	}
+	if flag("limits.pids") {
+		s.Limits.Pids = sp.Limits.Pids
+	}
+	if flag("limits.cpus") {
+		s.Limits.CPUs = sp.Limits.CPUs
+	}
+	if flag("capture") {
+		for _, c := range p.Captures {
+			s.Captures = append(s.Captures, sandbox.Capture{Path: c})
+		}
+	}
+	return s
 }
 
 // start makes the sandbox and starts the command.

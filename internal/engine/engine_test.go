@@ -1,0 +1,168 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
+)
+
+// newEngine returns an engine on a fresh store and a workspace with a
+// pinfold.yaml holding config.
+func newEngine(t *testing.T, config string) (*engine.Engine, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("runs real sandboxes as root")
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	if err := os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"+config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return engine.New(t.TempDir()), ws
+}
+
+func resolve(t *testing.T, e *engine.Engine, ws string, f plan.Flags, args ...string) *plan.Plan {
+	t.Helper()
+	p, err := e.Resolve(context.Background(), &engine.Request{Args: args, Flags: f, Cwd: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunKeepsAndAppliesAChangeset(t *testing.T) {
+	e, ws := newEngine(t, "")
+	var out bytes.Buffer
+	p := resolve(t, e, ws, plan.Flags{}, "sh", "-c", "echo hi > new; echo done")
+	o, err := e.Run(context.Background(), p, engine.Options{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Result.ExitCode != 0 || out.String() != "done\n" || o.Backend != native.Name {
+		t.Fatalf("got %+v %q", o.Result, out.String())
+	}
+	cs := o.Changeset
+	if cs == nil || cs.Empty || cs.Applied || cs.Counts.Added != 1 {
+		t.Fatalf("changeset %+v", cs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new")); err == nil {
+		t.Fatal("the workspace changed before the apply")
+	}
+	// --apply writes it when the command succeeds.
+	p = resolve(t, e, ws, plan.Flags{Apply: true}, "sh", "-c", "echo applied > other")
+	if o, err = e.Run(context.Background(), p, engine.Options{}); err != nil || !o.Changeset.Applied {
+		t.Fatalf("--apply: %v %+v", err, o.Changeset)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "other")); string(b) != "applied\n" {
+		t.Fatalf("applied file: %q", b)
+	}
+	// A run that writes nothing leaves no changeset.
+	p = resolve(t, e, ws, plan.Flags{}, "true")
+	if o, err = e.Run(context.Background(), p, engine.Options{}); err != nil || !o.Changeset.Empty {
+		t.Fatalf("empty run: %v %+v", err, o.Changeset)
+	}
+}
+
+// restricted is the native runtime claiming fewer features, as a runtime
+// without cgroups would.
+type restricted struct{ *native.Runtime }
+
+func (r restricted) Features() sandbox.Features {
+	f := r.Runtime.Features()
+	f.Memory = false
+	f.Networks = []sandbox.Network{sandbox.NetworkNone}
+	return f
+}
+
+func TestRuntimeRefusesWhatItCannotEnforce(t *testing.T) {
+	e, ws := newEngine(t, "")
+	e.Runtimes = func(name string) (sandbox.Runtime, error) {
+		return restricted{native.NewRuntime()}, nil
+	}
+	for _, f := range []plan.Flags{{Memory: "64m"}, {Network: "outbound"}} {
+		p := resolve(t, e, ws, f, "true")
+		_, err := e.Run(context.Background(), p, engine.Options{})
+		var ue *sandbox.UnsupportedError
+		if !errors.As(err, &ue) {
+			t.Errorf("%+v: got %v, want an UnsupportedError", f, err)
+		}
+	}
+	// Nothing the refused runs started is left in the store.
+	if ents, _ := os.ReadDir(filepath.Join(e.Store, "changesets")); len(ents) != 0 {
+		t.Errorf("refused runs left %d changesets", len(ents))
+	}
+	p := resolve(t, e, ws, plan.Flags{Access: "rw"}, "true")
+	if o, err := e.Run(context.Background(), p, engine.Options{}); err != nil || o.Result.ExitCode != 0 {
+		t.Errorf("a plan within the features: %v", err)
+	}
+}
+
+func TestHostRefusesIsolationFlags(t *testing.T) {
+	e, ws := newEngine(t, "host:\n  allow: [\"*\"]\n")
+	var out bytes.Buffer
+	p := resolve(t, e, ws, plan.Flags{Backend: "host"}, "sh", "-c", "pwd; exit 3")
+	o, err := e.Run(context.Background(), p, engine.Options{Stdout: &out})
+	if err != nil || o.Result.ExitCode != 3 || strings.TrimSpace(out.String()) != ws {
+		t.Fatalf("host run: %v %+v %q", err, o, out.String())
+	}
+	for _, f := range []plan.Flags{{Backend: "host", Memory: "64m"}, {Backend: "host", Network: "none"},
+		{Backend: "host", Mounts: []string{ws + ":/x"}}, {Backend: "host", Access: "ro"}} {
+		p := resolve(t, e, ws, f, "true")
+		_, err := e.Run(context.Background(), p, engine.Options{})
+		var ue *sandbox.UnsupportedError
+		if !errors.As(err, &ue) {
+			t.Errorf("host with %+v: got %v, want an UnsupportedError", f, err)
+		}
+	}
+}
+
+func TestMissingCommandIsAnExecError(t *testing.T) {
+	e, ws := newEngine(t, "")
+	p := resolve(t, e, ws, plan.Flags{}, "pinfold-no-such-command")
+	_, err := e.Run(context.Background(), p, engine.Options{})
+	var ee *sandbox.ExecError
+	if !errors.As(err, &ee) {
+		t.Fatalf("got %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.Store, "changesets")); len(ents) != 0 {
+		t.Errorf("a run that never started left %d changesets", len(ents))
+	}
+}
+
+func TestResolveErrorsAreCoded(t *testing.T) {
+	e, ws := newEngine(t, "network: sideways\n")
+	_, err := e.Resolve(context.Background(), &engine.Request{Args: []string{"true"}, Cwd: ws})
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != fault.ConfigError {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCanHandoff(t *testing.T) {
+	e, ws := newEngine(t, "")
+	cases := []struct {
+		f    plan.Flags
+		want bool
+	}{
+		{plan.Flags{Access: "ro"}, true},
+		{plan.Flags{}, false}, // a changeset to finish
+		{plan.Flags{Access: "ro", Memory: "64m"}, false},
+		{plan.Flags{Access: "ro", TTY: true}, false},
+		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, false},
+	}
+	for _, c := range cases {
+		if got := engine.CanHandoff(resolve(t, e, ws, c.f, "true")); got != c.want {
+			t.Errorf("%+v: got %v", c.f, got)
+		}
+	}
+}
