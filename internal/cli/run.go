@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -117,6 +118,9 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, classify(err, nil))
 	}
 	tr.mark("pinfold: planned")
+	if strings.HasPrefix(p.BackendReason, "auto:") {
+		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
+	}
 	if p.Mode == "host" {
 		why := p.Sources["backend"]
 		if p.BackendReason != "" {

@@ -166,3 +166,23 @@ func TestCanHandoff(t *testing.T) {
 		}
 	}
 }
+
+func TestAutoPicksTheFirstRuntimeThatCan(t *testing.T) {
+	e, ws := newEngine(t, "")
+	e.Runtimes = func(name string) (sandbox.Runtime, error) {
+		if name == native.Name {
+			return restricted{native.NewRuntime()}, nil
+		}
+		return nil, errors.New("not built in")
+	}
+	p := resolve(t, e, ws, plan.Flags{Backend: "auto"}, "true")
+	if p.Backend != native.Name || !strings.Contains(p.BackendReason, "auto: native") {
+		t.Errorf("got %q %q", p.Backend, p.BackendReason)
+	}
+	_, err := e.Resolve(context.Background(), &engine.Request{Args: []string{"true"}, Flags: plan.Flags{Backend: "auto", Memory: "64m"}, Cwd: ws})
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != fault.Preflight || !strings.Contains(fe.Why, "native: cannot enforce the memory limit") ||
+		!strings.Contains(fe.Why, "podman: not available") {
+		t.Errorf("no runtime can: got %v", err)
+	}
+}

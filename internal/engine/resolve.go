@@ -6,9 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/config"
-	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
@@ -79,21 +77,6 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 		p.System = sys
 	}
 	return p, nil
-}
-
-// selectBackend implements "backend: auto": the first backend whose
-// probe passes, in the documented order; never the host, never a quiet
-// fallback when none does.
-func (e *Engine) selectBackend(ctx context.Context, p *plan.Plan) error {
-	l := p.Sandbox.Limits
-	need := doctor.Needs{Native: true, Limits: l.Memory > 0 || l.Pids > 0 || l.CPUs > 0,
-		Limit: cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs}}
-	name, why, err := doctor.SelectBackend(ctx, need)
-	if err != nil {
-		return err
-	}
-	p.Backend, p.BackendReason = name, why
-	return nil
 }
 
 func configError(err error) error {
