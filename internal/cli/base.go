@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -41,8 +42,10 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 		return baseList(io, st, args[1:])
 	case "build":
 		var mirror string
+		var quiet bool
 		fs := newFlagSet("base build")
 		fs.String(&mirror, "mirror", 0, "URL", "Debian mirror (default: the machine's apt sources)")
+		fs.Bool(&quiet, "quiet", 'q', "print only errors")
 		rest, err := fs.Parse(args[1:])
 		if err != nil {
 			return fail(io, err)
@@ -51,7 +54,9 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 			fmt.Fprint(io.Stdout, baseUsage)
 			return fault.ExitUsage
 		}
-		b, err := engineFor(io).BuildBase(ctx, st, rest[0], mirror)
+		eng := engineFor(io)
+		eng.Report.(*reporter).quiet = quiet
+		b, err := eng.BuildBase(ctx, st, rest[0], mirror)
 		if err != nil {
 			return fail(io, err)
 		}
@@ -65,7 +70,10 @@ func baseMain(ctx context.Context, io *IO, args []string) int {
 		if os.Geteuid() == 0 {
 			shift = native.HostIDBase
 		}
+		rep := newReporter(io.Stderr, st.Dir())
+		rep.Progress("pull "+args[1], engine.Step{Phase: "Pulling", Item: args[1]})
 		b, err := st.PullBase(ctx, args[1], store.ImportOptions{UIDShift: shift}, true)
+		rep.Done("pull "+args[1], err)
 		if err != nil {
 			return fail(io, fault.New(fault.BadBase, err.Error(), "", "check the reference and that the registry is reachable", err))
 		}

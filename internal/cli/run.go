@@ -34,6 +34,7 @@ type runOptions struct {
 	json   bool
 	config string
 	frozen bool
+	quiet  bool
 }
 
 func runFlags(name string, o *runOptions) *flagSet {
@@ -41,6 +42,9 @@ func runFlags(name string, o *runOptions) *flagSet {
 	fs := newFlagSet(name)
 	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
 	fs.Bool(&o.frozen, "frozen", 0, "fail instead of adding capabilities the config does not list (the default with CI=true)")
+	if name == "run" {
+		fs.Bool(&o.quiet, "quiet", 'q', "print only errors: no progress, notices or changeset summary")
+	}
 	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), debian-12, dir:PATH, tar:PATH, oci:PATH[:REF] or oci:HOST/REPO[:TAG]")
 	fs.String(&f.Access, "access", 0, "MODE", "workspace access: changeset (default: writes kept for review), rw, ro or none")
@@ -84,7 +88,7 @@ func engineFor(io *IO) *engine.Engine {
 	dir, _ := store.DefaultDir()
 	e := engine.New(dir)
 	e.Version = Version
-	e.Report = newReporter(io.Stderr)
+	e.Report = newReporter(io.Stderr, dir)
 	return e
 }
 
@@ -110,6 +114,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	}
 	lr := newLaunchRecorder(args, rest, o.config)
 	eng := engineFor(io)
+	eng.Report.(*reporter).quiet = o.quiet
 	if err := eng.Recover(ctx); err != nil {
 		return fail(io, err)
 	}
@@ -118,7 +123,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, classify(err, nil))
 	}
 	tr.mark("pinfold: planned")
-	if strings.HasPrefix(p.BackendReason, "auto:") {
+	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
 		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
 	}
 	if p.Mode == "host" {
@@ -212,7 +217,7 @@ func runMain(ctx context.Context, io *IO, args []string) int {
 	}
 	res := out.Result
 	report(io, res, p.Disk, o.json)
-	if out.Changeset != nil && !o.json {
+	if out.Changeset != nil && !o.json && !o.quiet {
 		printChangeset(io, out, p)
 	}
 	if len(out.Missing) > 0 {

@@ -56,12 +56,45 @@ func New(store string) *Engine { return &Engine{Store: store} }
 type Reporter interface {
 	// Notice is a one-line message for the user.
 	Notice(msg string)
-	// Progress is a step of a long operation (building a base, an image).
-	Progress(op, step string)
+	// Progress is a step of a long operation (op: "base debian-12",
+	// "image 3f9a1c2b7d04", "pull REF"...).
+	Progress(op string, s Step)
 	// Done ends a long operation; err is nil when it succeeded.
 	Done(op string, err error)
 	// Output receives the raw output of the tools a long operation runs.
 	Output(op string) io.Writer
+}
+
+// Step is where a long operation is.
+type Step struct {
+	// Phase is what it does now ("Retrieving", "Unpacking", "Setting up").
+	Phase string
+	// Item is what it does that to ("libc6 2.36-9"), or "".
+	Item string
+	// Done counts items (or bytes) of the phase so far; Total is their
+	// number when known, else 0.
+	Done, Total int64
+	Bytes       bool
+}
+
+// stepper turns a tool's step lines into Steps, counting each phase.
+type stepper struct {
+	r     Reporter
+	op    string
+	phase string
+	n     int64
+}
+
+func (s *stepper) step(line string) {
+	if s.r == nil {
+		return
+	}
+	phase, item, _ := strings.Cut(line, " ")
+	if phase != s.phase {
+		s.phase, s.n = phase, 0
+	}
+	s.n++
+	s.r.Progress(s.op, Step{Phase: phase, Item: item, Done: s.n})
 }
 
 // Runtimes returns the built-in runtime of a backend name.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -245,7 +246,7 @@ func (e *Engine) installPackages(ctx context.Context, op string, base store.Base
 		"DEBIAN_FRONTEND=noninteractive", "LC_ALL=C"}
 	var out io.Writer = io.Discard
 	if e.Report != nil {
-		out = e.Report.Output(op)
+		out = &aptSteps{w: e.Report.Output(op), s: &stepper{r: e.Report, op: op}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
@@ -272,13 +273,13 @@ func (e *Engine) BuildBase(ctx context.Context, st *store.Store, name, mirror st
 		shift = native.HostIDBase
 	}
 	op := "base " + name
-	progress := func(step string) {
-		if e.Report != nil {
-			e.Report.Progress(op, step)
-		}
-	}
+	st2 := &stepper{r: e.Report, op: op}
 	e.notice("building %s with debootstrap (once; it is kept in the store)", name)
-	b, err := st.BuildCurated(ctx, name, store.BuildOptions{Mirror: mirror, UIDShift: shift, Progress: progress})
+	var log io.Writer
+	if e.Report != nil {
+		log = e.Report.Output(op)
+	}
+	b, err := st.BuildCurated(ctx, name, store.BuildOptions{Mirror: mirror, UIDShift: shift, Progress: st2.step, Log: log})
 	if e.Report != nil {
 		e.Report.Done(op, err)
 	}
@@ -290,4 +291,39 @@ func (e *Engine) BuildBase(ctx context.Context, st *store.Store, name, mirror st
 	}
 	e.notice("%s is %s", name, b.Digest)
 	return b, nil
+}
+
+// aptSteps passes apt's output on and reports its steps: each package
+// fetched, unpacked and set up.
+type aptSteps struct {
+	w    io.Writer
+	s    *stepper
+	line []byte
+}
+
+func (a *aptSteps) Write(p []byte) (int, error) {
+	a.line = append(a.line, p...)
+	for {
+		i := bytes.IndexByte(a.line, '\n')
+		if i < 0 {
+			break
+		}
+		l := string(a.line[:i])
+		a.line = a.line[i+1:]
+		switch {
+		case strings.HasPrefix(l, "Get:"):
+			// Get:12 http://mirror bookworm/main amd64 libpq5 amd64 15.8-0+deb12u1 [191 kB]
+			// (index files have no architecture field: "bookworm InRelease")
+			f := strings.Fields(l)
+			switch {
+			case len(f) >= 6:
+				a.s.step("Retrieving " + f[4])
+			case len(f) >= 4:
+				a.s.step("Retrieving " + f[3])
+			}
+		case strings.HasPrefix(l, "Unpacking "), strings.HasPrefix(l, "Setting up "):
+			a.s.step(strings.TrimSuffix(strings.Replace(l, "Setting up ", "Setting-up ", 1), " ..."))
+		}
+	}
+	return a.w.Write(p)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -51,6 +52,8 @@ type BuildOptions struct {
 	// Progress receives each step the builder reports ("Retrieving libc6
 	// 2.36-9", "Configuring base-files..."), from one goroutine.
 	Progress func(step string)
+	// Log receives debootstrap's whole output.
+	Log io.Writer
 }
 
 type curatedManifest struct {
@@ -156,6 +159,9 @@ func (s *Store) BuildCurated(ctx context.Context, name string, opt BuildOptions)
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
+		if opt.Log != nil {
+			io.WriteString(opt.Log, line+"\n")
+		}
 		if step, ok := strings.CutPrefix(line, "I: "); ok && opt.Progress != nil {
 			opt.Progress(step)
 		}
