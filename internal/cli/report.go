@@ -44,7 +44,7 @@ type op struct {
 	name  string
 	bar   *mpb.Bar
 	step  atomic.Pointer[engine.Step] // read by the bar's goroutine
-	phase string // the last phase printed, without a terminal
+	phase string                      // the last phase printed, without a terminal
 	log   *os.File
 }
 
