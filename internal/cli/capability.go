@@ -14,73 +14,99 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 )
 
-const capabilityUsage = `Usage: pinfold capability list
-       pinfold capability add NAME...
-       pinfold capability rm NAME...
-
-Capabilities name what a sandbox's system must provide (postgres,
-imagecodecs, xml...). add and rm edit the top-level capabilities: list of
-the pinfold.yaml in effect; they refuse to with CI=true or --frozen.
-`
-
-func capabilityMain(ctx context.Context, io *IO, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(io.Stdout, capabilityUsage)
-		if len(args) == 0 {
-			return fault.ExitUsage
-		}
-		return 0
-	}
-	switch args[0] {
-	case "list", "ls":
-		tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tDEBIAN-12 PACKAGES (RUNTIME AND BUILD)\tDESCRIPTION")
-		for _, n := range capability.Names() {
-			c, _ := capability.Lookup(n)
-			pkgs, _ := capability.Packages(n, capability.Debian12, true)
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", n, strings.Join(pkgs, " "), c.Description)
-		}
-		tw.Flush()
-		return 0
-	case "add", "rm":
-		var frozen bool
-		var path string
-		fs := newFlagSet("capability " + args[0])
-		fs.Bool(&frozen, "frozen", 0, "refuse to edit (as in CI)")
-		fs.String(&path, "config", 'c', "FILE", "pinfold.yaml to edit (default: found walking up from the current directory)")
-		names, err := fs.Parse(args[1:])
-		if err != nil {
-			return fail(io, err)
-		}
-		if len(names) == 0 {
-			return fail(io, fault.New(fault.Usage, "pinfold capability "+args[0]+" needs a name", "", "pinfold capability list shows them", nil))
-		}
-		if frozen || os.Getenv("CI") == "true" {
-			return fail(io, fault.New(fault.Usage, "pinfold capability "+args[0]+" edits pinfold.yaml, which is frozen here (CI=true or --frozen)",
-				"", "edit the capabilities: list of pinfold.yaml in a commit", nil))
-		}
-		for _, n := range names {
-			if _, ok := capability.Lookup(n); !ok && args[0] == "add" {
-				_, err := capability.Packages(n, capability.Debian12, false)
-				return fail(io, fault.New(fault.CapUnknown, err.Error(), "", "pinfold capability list shows the catalog", err))
+func capabilityCommand() command {
+	edit := func(add bool) func(fs *flagSet) runner {
+		return func(fs *flagSet) runner {
+			var frozen bool
+			var path string
+			fs.Bool(&frozen, "frozen", 0, "refuse to edit (as in CI)")
+			fs.String(&path, "config", 'c', "FILE", "pinfold.yaml to edit (default: found walking up from the current directory)")
+			return func(ctx context.Context, io *IO, names []string) int {
+				return editMain(io, add, frozen, path, names)
 			}
+		}
+	}
+	return command{name: "capability", summary: "list capabilities, add them to or remove them from pinfold.yaml", use: "capability",
+		long: `Capabilities name what a sandbox's system must provide (postgres,
+imagecodecs, xml...). add and rm edit the top-level capabilities: list of
+the pinfold.yaml in effect; they refuse to with CI=true or --frozen.`,
+		sub: []command{
+			{name: "list", aliases: []string{"ls"}, summary: "list the capabilities and their packages", use: "list [--json]",
+				setup: func(fs *flagSet) runner {
+					var asJSON bool
+					fs.Bool(&asJSON, "json", 0, "print JSON")
+					return func(ctx context.Context, io *IO, args []string) int {
+						if len(args) > 0 {
+							return fail(io, fs.errorf("pinfold capability list takes no arguments"))
+						}
+						return capabilityList(io, asJSON)
+					}
+				}},
+			{name: "add", summary: "add capabilities to pinfold.yaml", use: "add NAME... [flags]", interspersed: true, setup: edit(true),
+				complete: capability.Names},
+			{name: "rm", aliases: []string{"remove"}, summary: "remove capabilities from pinfold.yaml", use: "rm NAME... [flags]", interspersed: true,
+				setup: edit(false), complete: capability.Names},
+		}}
+}
+
+func capabilityList(io *IO, asJSON bool) int {
+	type row struct {
+		Name        string   `json:"name"`
+		Packages    []string `json:"packages"`
+		Description string   `json:"description"`
+	}
+	var rows []row
+	for _, n := range capability.Names() {
+		c, _ := capability.Lookup(n)
+		pkgs, _ := capability.Packages(n, capability.Debian12, true)
+		rows = append(rows, row{n, pkgs, c.Description})
+	}
+	if asJSON {
+		return printJSON(io, rows)
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDEBIAN-12 PACKAGES (RUNTIME AND BUILD)\tDESCRIPTION")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, strings.Join(r.Packages, " "), r.Description)
+	}
+	tw.Flush()
+	return 0
+}
+
+// editMain adds capabilities to (or removes them from) the config.
+func editMain(io *IO, add bool, frozen bool, path string, names []string) int {
+	verb := "rm"
+	if add {
+		verb = "add"
+	}
+	if len(names) == 0 {
+		return fail(io, fault.New(fault.Usage, "pinfold capability "+verb+" needs a name", "", "pinfold capability list shows them", nil))
+	}
+	if frozen || os.Getenv("CI") == "true" {
+		return fail(io, fault.New(fault.Usage, "pinfold capability "+verb+" edits pinfold.yaml, which is frozen here (CI=true or --frozen)",
+			"", "edit the capabilities: list of pinfold.yaml in a commit", nil))
+	}
+	for _, n := range names {
+		if _, ok := capability.Lookup(n); !ok && add {
+			_, err := capability.Packages(n, capability.Debian12, false)
+			return fail(io, fault.New(fault.CapUnknown, err.Error(), "", "pinfold capability list shows the catalog", err))
+		}
+	}
+	if path == "" {
+		cwd, _ := os.Getwd()
+		var err error
+		if path, err = config.Find(cwd); err != nil {
+			return fail(io, err)
 		}
 		if path == "" {
-			cwd, _ := os.Getwd()
-			if path, err = config.Find(cwd); err != nil {
-				return fail(io, err)
-			}
-			if path == "" {
-				path = filepath.Join(cwd, "pinfold.yaml")
-			}
+			path = filepath.Join(cwd, "pinfold.yaml")
 		}
-		if err := editCapabilities(path, args[0] == "add", names); err != nil {
-			return fail(io, err)
-		}
-		fmt.Fprintf(io.Stdout, "%s: capabilities updated\n", path)
-		return 0
 	}
-	return fail(io, fault.New(fault.Usage, "unknown command pinfold capability "+args[0], "", "use list, add or rm", nil))
+	if err := editCapabilities(path, add, names); err != nil {
+		return fail(io, err)
+	}
+	fmt.Fprintf(io.Stdout, "%s: capabilities updated\n", path)
+	return 0
 }
 
 // editCapabilities rewrites the top-level capabilities: list of the file at

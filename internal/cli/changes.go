@@ -96,94 +96,91 @@ func relPaths(cs *changeset.Changeset, paths []string) []string {
 	return out
 }
 
-func changesMain(ctx context.Context, io *IO, args []string) int {
-	engine.UseAllCPUs()
-	var all, asJSON bool
-	fs := newFlagSet("changes")
-	fs.Bool(&all, "all", 'a', "list the changesets of every workspace")
-	fs.Bool(&asJSON, "json", 0, "print JSON")
-	rest, err := fs.ParseAll(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold changes [--all] [--json]\n\nLists the changesets of this workspace (newest first): id, status, when, what they\nchange, and the command that made them.\n\nFlags:\n")
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if len(rest) > 0 {
-		return fail(io, fs.errorf("pinfold changes takes no arguments"))
-	}
-	eng, err := recovered(ctx, io)
-	if err != nil {
-		return fail(io, err)
-	}
-	list, err := changeset.List(eng.Store)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, "cannot list changesets", err.Error(), "", err))
-	}
-	ws := currentWorkspace()
-	type row struct {
-		ID        string   `json:"id"`
-		Status    string   `json:"status"`
-		Created   string   `json:"created"`
-		Workspace string   `json:"workspace"`
-		Roots     []string `json:"roots"`
-		Command   []string `json:"command"`
-		Added     int      `json:"added"`
-		Modified  int      `json:"modified"`
-		Deleted   int      `json:"deleted"`
-		ExitCode  int      `json:"exit_code"`
-	}
-	rows := []row{}
-	for _, cs := range list {
-		if !all && cs.Meta.Workspace != ws {
-			continue
-		}
-		r := row{ID: cs.Meta.ID, Status: cs.Meta.Status, Created: cs.Meta.Created.Format(time.RFC3339),
-			Workspace: cs.Meta.Workspace, Command: cs.Meta.Command, ExitCode: cs.Meta.ExitCode}
-		if r.Status == "running" {
-			if unlock, err := cs.Lock(); err == nil {
-				unlock()
-				r.Status = "interrupted"
+func changesCommand() command {
+	return command{name: "changes", summary: "list changesets", use: "changes [--all] [--json]", interspersed: true,
+		long: `Lists the changesets of this workspace (newest first): id, status, when, what they
+change, and the command that made them.`,
+		setup: func(fs *flagSet) runner {
+			var all, asJSON bool
+			fs.Bool(&all, "all", 'a', "list the changesets of every workspace")
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			return func(ctx context.Context, io *IO, rest []string) int {
+				engine.UseAllCPUs()
+				if len(rest) > 0 {
+					return fail(io, fs.errorf("pinfold changes takes no arguments"))
+				}
+				eng, err := recovered(ctx, io)
+				if err != nil {
+					return fail(io, err)
+				}
+				list, err := changeset.List(eng.Store)
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot list changesets", err.Error(), "", err))
+				}
+				ws := currentWorkspace()
+				type row struct {
+					ID        string   `json:"id"`
+					Status    string   `json:"status"`
+					Created   string   `json:"created"`
+					Workspace string   `json:"workspace"`
+					Roots     []string `json:"roots"`
+					Command   []string `json:"command"`
+					Added     int      `json:"added"`
+					Modified  int      `json:"modified"`
+					Deleted   int      `json:"deleted"`
+					ExitCode  int      `json:"exit_code"`
+				}
+				rows := []row{}
+				for _, cs := range list {
+					if !all && cs.Meta.Workspace != ws {
+						continue
+					}
+					r := row{ID: cs.Meta.ID, Status: cs.Meta.Status, Created: cs.Meta.Created.Format(time.RFC3339),
+						Workspace: cs.Meta.Workspace, Command: cs.Meta.Command, ExitCode: cs.Meta.ExitCode}
+					if r.Status == "running" {
+						if unlock, err := cs.Lock(); err == nil {
+							unlock()
+							r.Status = "interrupted"
+						}
+					}
+					for _, mr := range cs.Meta.Roots {
+						r.Roots = append(r.Roots, mr.Path)
+					}
+					if n := cs.Meta.Counts; n != nil && r.Status == changeset.StatusOpen {
+						r.Added, r.Modified, r.Deleted = n.Added, n.Modified, n.Deleted
+					} else if entries, err := changeset.Scan(ctx, cs.Roots()); err == nil {
+						// Counted as of now: an interrupted run recorded none.
+						n := changeset.Count(entries)
+						r.Added, r.Modified, r.Deleted = n.Added, n.Modified, n.Deleted
+					}
+					rows = append(rows, r)
+				}
+				if asJSON {
+					b, _ := json.MarshalIndent(rows, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				if len(rows) == 0 {
+					fmt.Fprintln(io.Stdout, "no changesets")
+					return 0
+				}
+				fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", "ID", "STATUS", "CREATED", "CHANGES", "ROOTS", "COMMAND")
+				for _, r := range rows {
+					changes := fmt.Sprintf("+%d ~%d -%d", r.Added, r.Modified, r.Deleted)
+					// Roots: "." for the workspace listed, paths for the rest.
+					roots := make([]string, len(r.Roots))
+					for i, p := range r.Roots {
+						roots[i] = p
+						if p == ws && !all {
+							roots[i] = "."
+						}
+					}
+					fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", r.ID, r.Status, ago(r.Created), changes,
+						strings.Join(roots, ","), quoteCmd(r.Command))
+				}
+				return 0
 			}
-		}
-		for _, mr := range cs.Meta.Roots {
-			r.Roots = append(r.Roots, mr.Path)
-		}
-		if n := cs.Meta.Counts; n != nil && r.Status == changeset.StatusOpen {
-			r.Added, r.Modified, r.Deleted = n.Added, n.Modified, n.Deleted
-		} else if entries, err := changeset.Scan(ctx, cs.Roots()); err == nil {
-			// Counted as of now: an interrupted run recorded none.
-			n := changeset.Count(entries)
-			r.Added, r.Modified, r.Deleted = n.Added, n.Modified, n.Deleted
-		}
-		rows = append(rows, r)
-	}
-	if asJSON {
-		b, _ := json.MarshalIndent(rows, "", "  ")
-		io.Stdout.Write(append(b, '\n'))
-		return 0
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(io.Stdout, "no changesets")
-		return 0
-	}
-	fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", "ID", "STATUS", "CREATED", "CHANGES", "ROOTS", "COMMAND")
-	for _, r := range rows {
-		changes := fmt.Sprintf("+%d ~%d -%d", r.Added, r.Modified, r.Deleted)
-		// Roots: "." for the workspace listed, paths for the rest.
-		roots := make([]string, len(r.Roots))
-		for i, p := range r.Roots {
-			roots[i] = p
-			if p == ws && !all {
-				roots[i] = "."
-			}
-		}
-		fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", r.ID, r.Status, ago(r.Created), changes,
-			strings.Join(roots, ","), quoteCmd(r.Command))
-	}
-	return 0
+		}}
 }
 
 func ago(ts string) string {
@@ -214,52 +211,49 @@ func quoteCmd(args []string) string {
 	return strings.Join(q, " ")
 }
 
-func diffMain(ctx context.Context, io *IO, args []string) int {
-	engine.UseAllCPUs()
-	var stat, nameStatus, asJSON bool
-	var exclude []string
-	fs := newFlagSet("diff")
-	fs.Bool(&stat, "stat", 0, "a summary per file")
-	fs.Bool(&nameStatus, "name-status", 0, "one line per file: A, M or D and the path")
-	fs.Bool(&asJSON, "json", 0, "print JSON")
-	fs.List(&exclude, "exclude", 'x', "GLOB", "leave out paths matching GLOB (repeatable; * crosses /)")
-	rest, err := fs.ParseAll(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold diff [ID] [flags] [--] [PATHS...]\n\nShows what a changeset (default: the newest open one of this workspace) would change,\nas a git-style unified diff: binary files marked, mode changes, symlinks, deletions.\n\nFlags:\n")
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	eng, err := recovered(ctx, io)
-	if err != nil {
-		return fail(io, err)
-	}
-	cs, paths, err := changesetAndPaths(eng, rest)
-	if err != nil {
-		return fail(io, err)
-	}
-	roots := cs.Roots()
-	entries, err := changeset.Scan(ctx, roots)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
-	}
-	o := changeset.DiffOptions{Paths: relPaths(cs, paths), Exclude: exclude, Prefix: rootPrefix(cs)}
-	switch {
-	case asJSON:
-		err = changeset.WriteJSON(io.Stdout, roots, entries, o)
-	case stat:
-		err = changeset.WriteStat(io.Stdout, roots, entries, o)
-	case nameStatus:
-		err = changeset.WriteNameStatus(io.Stdout, roots, entries, o)
-	default:
-		err = changeset.WriteDiff(io.Stdout, roots, entries, o)
-	}
-	if err != nil {
-		return fail(io, fault.New(fault.Store, "cannot show changeset "+cs.Meta.ID, err.Error(), "", err))
-	}
-	return 0
+func diffCommand() command {
+	return command{name: "diff", complete: changesetIDs, summary: "show what a changeset changes", use: "diff [ID] [flags] [--] [PATHS...]", interspersed: true,
+		long: `Shows what a changeset (default: the newest open one of this workspace) would change,
+as a git-style unified diff: binary files marked, mode changes, symlinks, deletions.`,
+		setup: func(fs *flagSet) runner {
+			var stat, nameStatus, asJSON bool
+			var exclude []string
+			fs.Bool(&stat, "stat", 0, "a summary per file")
+			fs.Bool(&nameStatus, "name-status", 0, "one line per file: A, M or D and the path")
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			fs.List(&exclude, "exclude", 'x', "GLOB", "leave out paths matching GLOB (repeatable; * crosses /)")
+			return func(ctx context.Context, io *IO, rest []string) int {
+				engine.UseAllCPUs()
+				eng, err := recovered(ctx, io)
+				if err != nil {
+					return fail(io, err)
+				}
+				cs, paths, err := changesetAndPaths(eng, rest)
+				if err != nil {
+					return fail(io, err)
+				}
+				roots := cs.Roots()
+				entries, err := changeset.Scan(ctx, roots)
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
+				}
+				o := changeset.DiffOptions{Paths: relPaths(cs, paths), Exclude: exclude, Prefix: rootPrefix(cs)}
+				switch {
+				case asJSON:
+					err = changeset.WriteJSON(io.Stdout, roots, entries, o)
+				case stat:
+					err = changeset.WriteStat(io.Stdout, roots, entries, o)
+				case nameStatus:
+					err = changeset.WriteNameStatus(io.Stdout, roots, entries, o)
+				default:
+					err = changeset.WriteDiff(io.Stdout, roots, entries, o)
+				}
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot show changeset "+cs.Meta.ID, err.Error(), "", err))
+				}
+				return 0
+			}
+		}}
 }
 
 // rootPrefix shows the workspace's paths as they are and captured
@@ -273,125 +267,134 @@ func rootPrefix(cs *changeset.Changeset) func(int) string {
 	}
 }
 
-func applyMain(ctx context.Context, io *IO, args []string) int {
-	engine.UseAllCPUs()
-	var force bool
-	fs := newFlagSet("apply")
-	fs.Bool(&force, "force", 'f', "apply even where the originals changed since the run")
-	rest, err := fs.ParseAll(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold apply [ID] [flags] [--] [PATHS...]\n\nWrites a changeset (default: the newest open one of this workspace) into the\nworkspace, file by file and journaled. Refuses when an original changed since the\nrun, listing the conflicts. With PATHS, applies only those; the changeset stays open.\n\nFlags:\n")
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	eng, err := recovered(ctx, io)
-	if err != nil {
-		return fail(io, err)
-	}
-	cs, paths, err := changesetAndPaths(eng, rest)
-	if err != nil {
-		return fail(io, err)
-	}
-	unlock, err := engine.Lock(cs)
-	if err != nil {
-		return fail(io, err)
-	}
-	defer unlock()
-	res, err := eng.Apply(ctx, cs, relPaths(cs, paths), force)
-	if err != nil {
-		return fail(io, err)
-	}
-	fmt.Fprintf(io.Stderr, "pinfold: applied %d changes from changeset %s\n", res.Applied, cs.Meta.ID)
-	return 0
+func applyCommand() command {
+	return command{name: "apply", complete: changesetIDs, summary: "write a changeset into the workspace", use: "apply [ID] [flags] [--] [PATHS...]", interspersed: true,
+		long: `Writes a changeset (default: the newest open one of this workspace) into the
+workspace, file by file and journaled. Refuses when an original changed since the
+run, listing the conflicts. With PATHS, applies only those; the changeset stays open.`,
+		setup: func(fs *flagSet) runner {
+			var force bool
+			fs.Bool(&force, "force", 'f', "apply even where the originals changed since the run")
+			return func(ctx context.Context, io *IO, rest []string) int {
+				engine.UseAllCPUs()
+				eng, err := recovered(ctx, io)
+				if err != nil {
+					return fail(io, err)
+				}
+				cs, paths, err := changesetAndPaths(eng, rest)
+				if err != nil {
+					return fail(io, err)
+				}
+				unlock, err := engine.Lock(cs)
+				if err != nil {
+					return fail(io, err)
+				}
+				defer unlock()
+				res, err := eng.Apply(ctx, cs, relPaths(cs, paths), force)
+				if err != nil {
+					return fail(io, err)
+				}
+				fmt.Fprintf(io.Stderr, "pinfold: applied %d changes from changeset %s\n", res.Applied, cs.Meta.ID)
+				return 0
+			}
+		}}
 }
 
-func discardMain(ctx context.Context, io *IO, args []string) int {
-	fs := newFlagSet("discard")
-	rest, err := fs.ParseAll(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold discard [ID]\n\nThrows a changeset away (default: the newest open one of this workspace).\n")
-		return 0
-	}
-	if len(rest) > 1 {
-		return fail(io, fs.errorf("pinfold discard takes one changeset id"))
-	}
-	eng, err := recovered(ctx, io)
-	if err != nil {
-		return fail(io, err)
-	}
-	id := ""
-	if len(rest) == 1 {
-		id = rest[0]
-	}
-	cs, err := eng.OpenChangeset(id, currentWorkspace())
-	if err != nil {
-		return fail(io, err)
-	}
-	unlock, err := engine.Lock(cs)
-	if err != nil {
-		return fail(io, err)
-	}
-	defer unlock()
-	if err := eng.Drop(cs); err != nil {
-		return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
-	}
-	fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)
-	return 0
+func discardCommand() command {
+	return command{name: "discard", complete: changesetIDs, summary: "throw a changeset away", use: "discard [ID]", interspersed: true,
+		long: `Throws a changeset away (default: the newest open one of this workspace).`,
+		setup: func(fs *flagSet) runner {
+
+			return func(ctx context.Context, io *IO, rest []string) int {
+				if len(rest) > 1 {
+					return fail(io, fs.errorf("pinfold discard takes one changeset id"))
+				}
+				eng, err := recovered(ctx, io)
+				if err != nil {
+					return fail(io, err)
+				}
+				id := ""
+				if len(rest) == 1 {
+					id = rest[0]
+				}
+				cs, err := eng.OpenChangeset(id, currentWorkspace())
+				if err != nil {
+					return fail(io, err)
+				}
+				unlock, err := engine.Lock(cs)
+				if err != nil {
+					return fail(io, err)
+				}
+				defer unlock()
+				if err := eng.Drop(cs); err != nil {
+					return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
+				}
+				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)
+				return 0
+			}
+		}}
 }
 
-func exportMain(ctx context.Context, io *IO, args []string) int {
-	engine.UseAllCPUs()
-	var out string
-	fs := newFlagSet("export")
-	fs.String(&out, "output", 'o', "FILE", "write the layer to FILE (default: standard output)")
-	rest, err := fs.ParseAll(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold export [ID] [-o FILE]\n\nWrites a changeset as an OCI image layer (an uncompressed tar with whiteouts for\ndeletions), paths from the root of the filesystem.\n\nFlags:\n")
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if len(rest) > 1 {
-		return fail(io, fs.errorf("pinfold export takes one changeset id"))
-	}
-	if _, err := storeDir(); err != nil {
-		return fail(io, err)
-	}
-	eng := engineFor(io)
-	id := ""
-	if len(rest) == 1 {
-		id = rest[0]
-	}
-	cs, err := eng.OpenChangeset(id, currentWorkspace())
-	if err != nil {
-		return fail(io, err)
-	}
-	roots := cs.Roots()
-	entries, err := changeset.Scan(ctx, roots)
-	if err != nil {
-		return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
-	}
-	w := io.Stdout
-	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
-			return fail(io, fault.New(fault.BadValue, "cannot write "+out, err.Error(), "", err))
-		}
-		defer f.Close()
-		w = f
-	}
-	if err := changeset.Export(w, roots, entries); err != nil {
-		return fail(io, fault.New(fault.Store, "cannot export changeset "+cs.Meta.ID, err.Error(), "", err))
-	}
-	return 0
+func exportCommand() command {
+	return command{name: "export", complete: changesetIDs, summary: "write a changeset as an OCI layer", use: "export [ID] [-o FILE]", interspersed: true,
+		long: `Writes a changeset as an OCI image layer (an uncompressed tar with whiteouts for
+deletions), paths from the root of the filesystem.`,
+		setup: func(fs *flagSet) runner {
+			var out string
+			fs.String(&out, "output", 'o', "FILE", "write the layer to FILE (default: standard output)")
+			return func(ctx context.Context, io *IO, rest []string) int {
+				engine.UseAllCPUs()
+				if len(rest) > 1 {
+					return fail(io, fs.errorf("pinfold export takes one changeset id"))
+				}
+				if _, err := storeDir(); err != nil {
+					return fail(io, err)
+				}
+				eng := engineFor(io)
+				id := ""
+				if len(rest) == 1 {
+					id = rest[0]
+				}
+				cs, err := eng.OpenChangeset(id, currentWorkspace())
+				if err != nil {
+					return fail(io, err)
+				}
+				roots := cs.Roots()
+				entries, err := changeset.Scan(ctx, roots)
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
+				}
+				w := io.Stdout
+				if out != "" {
+					f, err := os.Create(out)
+					if err != nil {
+						return fail(io, fault.New(fault.BadValue, "cannot write "+out, err.Error(), "", err))
+					}
+					defer f.Close()
+					w = f
+				}
+				if err := changeset.Export(w, roots, entries); err != nil {
+					return fail(io, fault.New(fault.Store, "cannot export changeset "+cs.Meta.ID, err.Error(), "", err))
+				}
+				return 0
+			}
+		}}
 }
 
 func findConfig(dir string) (string, error) { return config.Find(dir) }
+
+// changesetIDs are the open changesets' ids, for completion.
+func changesetIDs() []string {
+	dir, err := storeDir()
+	if err != nil {
+		return nil
+	}
+	list, _ := changeset.List(dir)
+	var ids []string
+	for _, cs := range list {
+		if cs.Meta.Status == changeset.StatusOpen {
+			ids = append(ids, cs.Meta.ID)
+		}
+	}
+	return ids
+}

@@ -1,14 +1,23 @@
 // Package cli is pinfold's command line: one file per subcommand, each
-// parsing its flags and calling into the libraries. Errors become coded
+// declaring its flags and calling the engine. Errors become coded
 // messages and exit statuses here and nowhere else.
+//
+// The commands are a cobra tree (help, `pinfold help CMD`, completion
+// scripts for bash, zsh and fish, did-you-mean for commands and flags).
+// A command is a setup function that declares its flags and returns what
+// runs with the arguments; a plain `pinfold run` builds only the run
+// command, so the tree costs the run path little (docs/benchmarks.md).
 package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/pinfold/pinfold/internal/fault"
 )
@@ -20,63 +29,203 @@ var Version = "dev"
 type IO struct {
 	Stdin          *os.File
 	Stdout, Stderr *os.File
+	// args is the command line Main was given, for run's launch records.
+	args []string
 }
 
+// runner runs a command with its arguments once its flags are parsed and
+// returns the exit status.
+type runner func(ctx context.Context, io *IO, args []string) int
+
+// command is one pinfold command.
 type command struct {
-	name, summary string
-	run           func(ctx context.Context, io *IO, args []string) int
+	name    string
+	aliases []string
+	summary string
+	// use is how it is called, after "pinfold": "apply [ID] [PATHS...]".
+	use string
+	// long is its help text (the summary when empty).
+	long string
+	// interspersed lets flags follow the arguments (diff, apply); commands
+	// that run a command of their own (run, plan) stop at the first
+	// argument that is not a flag, so that the command's flags are its own.
+	interspersed bool
+	// setup declares the flags and returns what runs; nil for a group.
+	setup func(fs *flagSet) runner
+	sub   []command
+	// complete offers values for the arguments (changeset ids...).
+	complete func() []string
 }
 
 func commands() []command {
 	return []command{
-		{"run", "run a command in a sandbox", runMain},
-		{"plan", "print what run would do, and why", planMain},
-		{"changes", "list changesets", changesMain},
-		{"diff", "show what a changeset changes", diffMain},
-		{"apply", "write a changeset into the workspace", applyMain},
-		{"discard", "throw a changeset away", discardMain},
-		{"export", "write a changeset as an OCI layer", exportMain},
-		{"init", "write a starter pinfold.yaml", initMain},
-		{"doctor", "check this host can run sandboxes", doctorMain},
-		{"shim", "route tools like npm through pinfold", shimMain},
-		{"base", "list, build and remove bases", baseMain},
-		{"images", "list the images capabilities made", imagesMain},
-		{"gc", "remove unreferenced images and bases from the store", gcMain},
-		{"explain", "print a run's base, capabilities and sandbox id", explainMain},
-		{"capability", "list capabilities, add them to or remove them from pinfold.yaml", capabilityMain},
-		{"clean", "remove what killed runs left behind", cleanMain},
-		{"version", "print the version", versionMain},
+		runCommand(),
+		planCommand(),
+		changesCommand(),
+		diffCommand(),
+		applyCommand(),
+		discardCommand(),
+		exportCommand(),
+		initCommand(),
+		doctorCommand(),
+		shimCommand(),
+		baseCommand(),
+		imagesCommand(),
+		gcCommand(),
+		explainCommand(),
+		capabilityCommand(),
+		cleanCommand(),
+		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
+			return func(_ context.Context, io *IO, args []string) int {
+				fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
+				return 0
+			}
+		}},
 	}
 }
 
 // Main runs pinfold with args (without the program name) and returns the
 // exit status.
 func Main(ctx context.Context, io *IO, args []string) int {
-	if len(args) == 0 {
-		usage(io.Stderr)
-		return fault.ExitUsage
+	code := 0
+	io.args = args
+	root := &cobra.Command{
+		Use:           "pinfold",
+		Short:         "pinfold runs commands in a sandbox",
+		Long:          "pinfold runs commands in a sandbox and keeps what they write aside as a reviewable changeset.",
+		Version:       Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			c.SetOut(io.Stderr)
+			c.Help()
+			code = fault.ExitUsage
+			return nil
+		},
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		usage(io.Stdout)
-		return 0
-	case "-v", "--version":
-		return versionMain(ctx, io, nil)
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, io, args[1:])
+	root.SetVersionTemplate("pinfold {{.Version}}\n")
+	root.SetArgs(args)
+	root.SetIn(io.Stdin)
+	root.SetOut(io.Stdout)
+	root.SetErr(io.Stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return flagError(strings.TrimPrefix(c.CommandPath(), "pinfold "), c.Flags(), err)
+	})
+	// A plain command builds only itself; help, completion and unknown
+	// names need the whole tree.
+	all := commands()
+	only := all
+	if len(args) > 0 {
+		for _, c := range all {
+			if c.name == args[0] {
+				only = []command{c}
+				break
+			}
 		}
 	}
-	return fail(io, fault.New(fault.Usage, fmt.Sprintf("unknown command %q", args[0]), "", "see pinfold --help", nil))
+	for _, c := range only {
+		root.AddCommand(build(io, c, &code))
+	}
+	if err := root.ExecuteContext(ctx); err != nil {
+		var word, path string
+		if n, _ := fmt.Sscanf(err.Error(), "unknown command %q for %q", &word, &path); n == 2 {
+			// Suggestions need the whole tree, and cobra's check of a
+			// command's arguments gives none.
+			for _, c := range all {
+				if !slices.ContainsFunc(only, func(o command) bool { return o.name == c.name }) {
+					root.AddCommand(build(io, c, &code))
+				}
+			}
+			parent := root
+			if p, _, ferr := root.Find(strings.Fields(path)[1:]); ferr == nil {
+				parent = p
+			}
+			parent.SuggestionsMinimumDistance = 2
+			if s := parent.SuggestionsFor(word); len(s) > 0 {
+				err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(s, "\n\t"))
+			}
+		}
+		return fail(io, usageError(err))
+	}
+	return code
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, "pinfold runs commands in a sandbox.\n\nUsage:\n  pinfold COMMAND [flags]\n\nCommands:\n")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+// build makes the cobra command of c.
+func build(io *IO, c command, code *int) *cobra.Command {
+	cc := &cobra.Command{
+		Use:                   c.use,
+		Aliases:               c.aliases,
+		Short:                 c.summary,
+		Long:                  c.long,
+		DisableFlagsInUseLine: true,
 	}
-	fmt.Fprint(w, "\nRun 'pinfold COMMAND --help' for a command's flags.\n")
+	if cc.Long == "" {
+		cc.Long = c.summary
+	}
+	if cc.Use == "" {
+		cc.Use = c.name
+	}
+	for _, s := range c.sub {
+		cc.AddCommand(build(io, s, code))
+	}
+	if c.setup == nil {
+		// A group: without a subcommand it shows its help and fails.
+		cc.Args = cobra.NoArgs
+		cc.RunE = func(cmd *cobra.Command, args []string) error {
+			var names []string
+			for _, s := range c.sub {
+				names = append(names, s.name)
+			}
+			e := fault.New(fault.Usage, cmd.CommandPath()+" needs a command: "+strings.Join(names, ", "), "",
+				"see "+cmd.CommandPath()+" --help", nil)
+			e.Exit = fault.ExitUsage
+			*code = fail(io, e)
+			return nil
+		}
+		return cc
+	}
+	cc.Flags().SetInterspersed(c.interspersed)
+	fs := &flagSet{name: strings.TrimPrefix(cc.CommandPath(), "pinfold "), fs: cc.Flags()}
+	run := c.setup(fs)
+	cc.RunE = func(cmd *cobra.Command, args []string) error {
+		fs.name = strings.TrimPrefix(cmd.CommandPath(), "pinfold ")
+		*code = run(cmd.Context(), io, args)
+		return nil
+	}
+	if c.complete != nil {
+		cc.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return c.complete(), cobra.ShellCompDirectiveNoFileComp
+		}
+	}
+	return cc
+}
+
+// usageError turns cobra's errors (an unknown command, with its
+// suggestions) into coded usage errors.
+func usageError(err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	msg := err.Error()
+	what, more, _ := strings.Cut(msg, "\n")
+	fix := "see pinfold --help"
+	if i := strings.Index(more, "Did you mean this?"); i >= 0 {
+		var s []string
+		for _, l := range strings.Split(more[i:], "\n")[1:] {
+			if l = strings.TrimSpace(l); l != "" {
+				s = append(s, l)
+			}
+		}
+		if len(s) > 0 {
+			fix = "did you mean " + strings.Join(s, " or ") + "? (pinfold --help lists the commands)"
+		}
+	}
+	e := fault.New(fault.Usage, what, "", fix, err)
+	e.Exit = fault.ExitUsage
+	return e
 }
 
 // fail prints err as a coded message and returns its exit status.
@@ -89,7 +238,9 @@ func fail(io *IO, err error) int {
 	return fault.ExitCode(fe)
 }
 
-func versionMain(_ context.Context, io *IO, _ []string) int {
-	fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
-	return 0
+// helpText is a command's long help written as a usage block: without
+// its "Usage:" lines and "Flags:" trailer, which cobra writes itself.
+func helpText(usage string) string {
+	_, text, _ := strings.Cut(usage, "\n\n")
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(text), "Flags:"))
 }

@@ -37,76 +37,73 @@ type doctorFix struct {
 	Error  string `json:"error,omitempty"`
 }
 
-func doctorMain(ctx context.Context, io *IO, args []string) int {
-	var asJSON, fix, quick bool
-	var workspace string
-	fs := newFlagSet("doctor")
-	fs.Bool(&asJSON, "json", 0, "print the report as JSON")
-	fs.Bool(&fix, "fix", 0, "apply the fixes pinfold can apply, then check again")
-	fs.Bool(&quick, "quick", 0, "skip the podman and docker checks")
-	fs.String(&workspace, "workspace", 0, "PATH", "also check idmapped mounts on this workspace")
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, doctorUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if len(rest) > 0 {
-		return fail(io, fs.errorf("pinfold doctor takes no arguments"))
-	}
-	if workspace != "" {
-		if workspace, err = filepath.Abs(workspace); err != nil {
-			return fail(io, err)
-		}
-	}
-	opt := doctor.Options{Slow: !quick, Workspace: workspace}
-	r := doctor.Run(ctx, opt)
-	var fixes []doctorFix
-	if fix {
-		for _, c := range r.Checks {
-			if c.Status == doctor.Pass || !c.Fixable {
-				continue
-			}
-			msg, err := doctor.Apply(ctx, c)
-			f := doctorFix{ID: c.ID, Result: msg}
-			if err != nil {
-				f.Error = err.Error()
-			}
-			fixes = append(fixes, f)
-			if !asJSON {
-				if err != nil {
-					fmt.Fprintf(io.Stdout, "could not fix %s: %v\n", c.Title, err)
-				} else {
-					fmt.Fprintf(io.Stdout, "fixed %s: %s\n", c.Title, msg)
+func doctorCommand() command {
+	return command{name: "doctor", summary: "check this host can run sandboxes", use: "doctor [flags]",
+		long: helpText(doctorUsage),
+		setup: func(fs *flagSet) runner {
+			var asJSON, fix, quick bool
+			var workspace string
+			fs.Bool(&asJSON, "json", 0, "print the report as JSON")
+			fs.Bool(&fix, "fix", 0, "apply the fixes pinfold can apply, then check again")
+			fs.Bool(&quick, "quick", 0, "skip the podman and docker checks")
+			fs.String(&workspace, "workspace", 0, "PATH", "also check idmapped mounts on this workspace")
+			return func(ctx context.Context, io *IO, rest []string) int {
+				if len(rest) > 0 {
+					return fail(io, fs.errorf("pinfold doctor takes no arguments"))
 				}
+				if workspace != "" {
+					var err error
+					if workspace, err = filepath.Abs(workspace); err != nil {
+						return fail(io, err)
+					}
+				}
+				opt := doctor.Options{Slow: !quick, Workspace: workspace}
+				r := doctor.Run(ctx, opt)
+				var fixes []doctorFix
+				if fix {
+					for _, c := range r.Checks {
+						if c.Status == doctor.Pass || !c.Fixable {
+							continue
+						}
+						msg, err := doctor.Apply(ctx, c)
+						f := doctorFix{ID: c.ID, Result: msg}
+						if err != nil {
+							f.Error = err.Error()
+						}
+						fixes = append(fixes, f)
+						if !asJSON {
+							if err != nil {
+								fmt.Fprintf(io.Stdout, "could not fix %s: %v\n", c.Title, err)
+							} else {
+								fmt.Fprintf(io.Stdout, "fixed %s: %s\n", c.Title, msg)
+							}
+						}
+					}
+					if !asJSON {
+						if len(fixes) == 0 {
+							fmt.Fprintln(io.Stdout, "nothing pinfold can fix by itself")
+						}
+						fmt.Fprintln(io.Stdout)
+					}
+					if len(fixes) > 0 {
+						r = doctor.Run(ctx, opt)
+					}
+				}
+				if asJSON {
+					b, err := json.MarshalIndent(doctorJSON{Report: r, Fixes: fixes}, "", "  ")
+					if err != nil {
+						return fail(io, err)
+					}
+					io.Stdout.Write(append(b, '\n'))
+				} else {
+					printReport(io.Stdout, r, fix)
+				}
+				if r.Failed() {
+					return 1
+				}
+				return 0
 			}
-		}
-		if !asJSON {
-			if len(fixes) == 0 {
-				fmt.Fprintln(io.Stdout, "nothing pinfold can fix by itself")
-			}
-			fmt.Fprintln(io.Stdout)
-		}
-		if len(fixes) > 0 {
-			r = doctor.Run(ctx, opt)
-		}
-	}
-	if asJSON {
-		b, err := json.MarshalIndent(doctorJSON{Report: r, Fixes: fixes}, "", "  ")
-		if err != nil {
-			return fail(io, err)
-		}
-		io.Stdout.Write(append(b, '\n'))
-	} else {
-		printReport(io.Stdout, r, fix)
-	}
-	if r.Failed() {
-		return 1
-	}
-	return 0
+		}}
 }
 
 // printReport writes the table of checks, then the fixes.

@@ -2,173 +2,138 @@ package cli
 
 import (
 	"fmt"
-	"io"
+	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/pinfold/pinfold/internal/fault"
 )
 
-// flagSet parses docker-style flags: --name value, --name=value, short
-// forms that combine (-it), repeated list flags, and parsing stops at the
-// first argument that is not a flag or after "--", so the command's own
-// flags are never touched. (A small parser of our own: a general flag
-// library would add start-up cost to every sandbox.)
+// flagSet declares a command's flags on its pflag set (cobra's): docker
+// style, --name value, --name=value, short forms that combine (-it),
+// repeatable list flags that never split on commas, and a placeholder for
+// each value in the help (--mount SRC:DST[:ro]).
 type flagSet struct {
-	name  string
-	flags []*flagDef
-	help  bool
+	name string
+	fs   *pflag.FlagSet
 }
 
-type flagDef struct {
-	long  string
-	short byte
-	arg   string // value placeholder; empty for booleans
-	usage string
-	b     *bool
-	s     *string
-	list  *[]string
-}
-
-func newFlagSet(name string) *flagSet {
-	fs := &flagSet{name: name}
-	fs.Bool(&fs.help, "help", 'h', "show this help")
-	return fs
-}
-
-func (fs *flagSet) Bool(p *bool, long string, short byte, usage string) {
-	fs.flags = append(fs.flags, &flagDef{long: long, short: short, usage: usage, b: p})
-}
-
-func (fs *flagSet) String(p *string, long string, short byte, arg, usage string) {
-	fs.flags = append(fs.flags, &flagDef{long: long, short: short, arg: arg, usage: usage, s: p})
-}
-
-func (fs *flagSet) List(p *[]string, long string, short byte, arg, usage string) {
-	fs.flags = append(fs.flags, &flagDef{long: long, short: short, arg: arg, usage: usage, list: p})
-}
-
-func (fs *flagSet) lookup(long string, short byte) *flagDef {
-	for _, f := range fs.flags {
-		if (long != "" && f.long == long) || (short != 0 && f.short == short) {
-			return f
-		}
+func short(b byte) string {
+	if b == 0 {
+		return ""
 	}
-	return nil
+	return string(b)
 }
 
-func (f *flagDef) set(v string) {
-	switch {
-	case f.s != nil:
-		*f.s = v
-	case f.list != nil:
-		*f.list = append(*f.list, v)
-	}
+func (f *flagSet) Bool(p *bool, long string, shortName byte, usage string) {
+	f.fs.BoolVarP(p, long, short(shortName), *p, usage)
 }
 
-// Parse consumes flags and returns the remaining arguments.
-func (fs *flagSet) Parse(args []string) ([]string, error) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return args[i+1:], nil
-		case strings.HasPrefix(a, "--"):
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			f := fs.lookup(name, 0)
-			if f == nil {
-				return nil, fs.errorf("unknown flag --%s", name)
-			}
-			if f.b != nil {
-				if hasVal {
-					switch val {
-					case "true", "1":
-						*f.b = true
-					case "false", "0":
-						*f.b = false
-					default:
-						return nil, fs.errorf("--%s takes no value", name)
-					}
-				} else {
-					*f.b = true
-				}
-				continue
-			}
-			if !hasVal {
-				if i+1 >= len(args) {
-					return nil, fs.errorf("--%s needs a value (%s)", name, f.arg)
-				}
-				i++
-				val = args[i]
-			}
-			f.set(val)
-		case len(a) > 1 && a[0] == '-':
-			// -it, -e NAME=V, -eNAME=V
-			for j := 1; j < len(a); j++ {
-				f := fs.lookup("", a[j])
-				if f == nil {
-					return nil, fs.errorf("unknown flag -%c", a[j])
-				}
-				if f.b != nil {
-					*f.b = true
-					continue
-				}
-				val := a[j+1:]
-				if val == "" {
-					if i+1 >= len(args) {
-						return nil, fs.errorf("-%c needs a value (%s)", a[j], f.arg)
-					}
-					i++
-					val = args[i]
-				}
-				f.set(val)
-				break
-			}
-		default:
-			return args[i:], nil
-		}
-	}
-	return nil, nil
+func (f *flagSet) String(p *string, long string, shortName byte, arg, usage string) {
+	f.fs.VarP(&stringValue{p: p, arg: arg}, long, short(shortName), usage)
 }
 
-func (fs *flagSet) errorf(format string, a ...any) error {
-	e := fault.New(fault.Usage, fmt.Sprintf(format, a...), "", "see pinfold "+fs.name+" --help", nil)
+func (f *flagSet) List(p *[]string, long string, shortName byte, arg, usage string) {
+	f.fs.VarP(&listValue{p: p, arg: arg}, long, short(shortName), usage)
+}
+
+// stringValue is a string flag whose help shows arg as its value.
+type stringValue struct {
+	p   *string
+	arg string
+}
+
+func (v *stringValue) String() string     { return *v.p }
+func (v *stringValue) Set(s string) error { *v.p = s; return nil }
+func (v *stringValue) Type() string       { return v.arg }
+
+// listValue is a repeatable flag: each use adds one value, as given.
+type listValue struct {
+	p   *[]string
+	arg string
+}
+
+func (v *listValue) String() string     { return strings.Join(*v.p, ",") }
+func (v *listValue) Set(s string) error { *v.p = append(*v.p, s); return nil }
+func (v *listValue) Type() string       { return v.arg }
+
+// errorf is a usage error of the command.
+func (f *flagSet) errorf(format string, a ...any) error {
+	e := fault.New(fault.Usage, fmt.Sprintf(format, a...), "", "see pinfold "+f.name+" --help", nil)
 	e.Exit = fault.ExitUsage
 	return e
 }
 
-// ParseAll is Parse for commands without a command of their own to run
-// (diff, apply, export...): flags may also follow the arguments, until
-// "--". It returns the arguments.
-func (fs *flagSet) ParseAll(args []string) ([]string, error) {
-	var pos []string
-	for len(args) > 0 {
-		rest, err := fs.Parse(args)
-		if err != nil {
-			return nil, err
+// flagError turns pflag's complaint about a flag into a coded usage
+// error, with the flags the command has that are closest to the one given.
+func flagError(cmdName string, fs *pflag.FlagSet, err error) error {
+	msg := err.Error()
+	fix := "see pinfold " + cmdName + " --help"
+	name := ""
+	switch {
+	case strings.HasPrefix(msg, "unknown flag: --"):
+		name = strings.TrimPrefix(msg, "unknown flag: --")
+	case strings.HasPrefix(msg, "unknown shorthand flag: "):
+		// unknown shorthand flag: 'x' in -x
+		if i := strings.LastIndex(msg, " in -"); i >= 0 {
+			name = msg[i+5:]
 		}
-		n := len(args) - len(rest)
-		if n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
 	}
-	return pos, nil
+	if name != "" {
+		if s := closest(name, fs); len(s) > 0 {
+			fix = "did you mean " + strings.Join(s, " or ") + "? (pinfold " + cmdName + " --help lists them)"
+		}
+	}
+	e := fault.New(fault.Usage, msg, "", fix, err)
+	e.Exit = fault.ExitUsage
+	return e
 }
 
-// Usage writes the flag list.
-func (fs *flagSet) Usage(w io.Writer) {
-	for _, f := range fs.flags {
-		left := "      --" + f.long
-		if f.short != 0 {
-			left = "  -" + string(f.short) + ", --" + f.long
-		}
-		if f.arg != "" {
-			left += " " + f.arg
-		}
-		fmt.Fprintf(w, "%-30s %s\n", left, f.usage)
+// closest returns the flags of fs nearest to name, in --long form.
+func closest(name string, fs *pflag.FlagSet) []string {
+	type cand struct {
+		name string
+		d    int
 	}
+	var cs []cand
+	fs.VisitAll(func(f *pflag.Flag) {
+		d := distance(name, f.Name)
+		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
+			d = min(d, 1)
+		}
+		if d <= 2 || d <= len(name)/3 {
+			cs = append(cs, cand{"--" + f.Name, d})
+		}
+	})
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
+	var out []string
+	for i, c := range cs {
+		if i == 3 || c.d > cs[0].d {
+			break
+		}
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

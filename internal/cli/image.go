@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,26 +10,29 @@ import (
 	"github.com/pinfold/pinfold/internal/capability"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/store"
 )
 
+func explainCommand() command {
+	return command{name: "explain", summary: "print a run's base, capabilities and sandbox id", use: "explain [flags] [-- COMMAND [ARGS...]]",
+		long: `Prints the base, the capabilities with where each comes from (explicit,
+lockfile, ELF scan), and the sandbox id of the run the same flags and
+command would make. Nothing is built.`,
+		setup: func(fs *flagSet) runner {
+			var o runOptions
+			runFlags(fs, "explain", &o)
+			return func(ctx context.Context, io *IO, args []string) int { return explainMain(ctx, io, &o, args) }
+		}}
+}
+
 // explainMain prints what a run's sandbox is made of.
-func explainMain(ctx context.Context, io *IO, args []string) int {
-	var o runOptions
-	fs := runFlags("explain", &o)
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, "Usage: pinfold explain [flags] [-- CMD [ARGS...]]\n\nPrints the base, the capabilities with where each comes from (explicit,\nlockfile, ELF scan), and the sandbox id of the run the same flags and\ncommand would make. Nothing is built.\n\nFlags:\n")
-		fs.Usage(io.Stdout)
-		return 0
-	}
+func explainMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if len(rest) == 0 {
 		rest = []string{"true"}
 	}
 	eng := engineFor(io)
-	p, err := resolve(ctx, eng, &o, rest)
+	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
@@ -41,6 +45,12 @@ func explainMain(ctx context.Context, io *IO, args []string) int {
 		return fail(io, err)
 	}
 	w := io.Stdout
+	if o.json {
+		return printJSON(io, struct {
+			Base string `json:"base"`
+			*plan.System
+		}{engine.BaseName(p.Sandbox.Base), sys})
+	}
 	baseID := sys.BaseID
 	if baseID == "" {
 		baseID = "(not in the store yet: the first run builds or imports it)"
@@ -78,8 +88,23 @@ func explainMain(ctx context.Context, io *IO, args []string) int {
 	return 0
 }
 
+func imagesCommand() command {
+	return command{name: "images", summary: "list the images capabilities made", use: "images [--json]",
+		long: "Lists the images pinfold built for capabilities: their sandbox id, base, capabilities and when.",
+		setup: func(fs *flagSet) runner {
+			var asJSON bool
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) > 0 {
+					return fail(io, fs.errorf("pinfold images takes no arguments"))
+				}
+				return imagesMain(io, asJSON)
+			}
+		}}
+}
+
 // imagesMain lists the derived images.
-func imagesMain(ctx context.Context, io *IO, args []string) int {
+func imagesMain(io *IO, asJSON bool) int {
 	st, err := openStore()
 	if err != nil {
 		return fail(io, err)
@@ -87,6 +112,12 @@ func imagesMain(ctx context.Context, io *IO, args []string) int {
 	imgs, err := st.Images()
 	if err != nil {
 		return fail(io, fault.New(fault.Store, err.Error(), "", "", err))
+	}
+	if asJSON {
+		if imgs == nil {
+			imgs = []store.ImageInfo{}
+		}
+		return printJSON(io, imgs)
 	}
 	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX ID\tBASE\tCAPABILITIES\tCREATED")
@@ -109,4 +140,14 @@ func suggestCapabilities(io *IO, missing []capability.Finding) {
 		fmt.Fprintf(io.Stderr, "pinfold: %s %s\n  Why: a system library the command needs is not in the sandbox\n  Fix: add the capability that provides it: capabilities: [%s] in pinfold.yaml (with base: debian-12)\n",
 			fault.MissingLibrary, f.Evidence, f.Capability)
 	}
+}
+
+// printJSON writes v as indented JSON on stdout.
+func printJSON(io *IO, v any) int {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fail(io, err)
+	}
+	io.Stdout.Write(append(b, '\n'))
+	return 0
 }

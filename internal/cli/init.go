@@ -27,38 +27,34 @@ pyproject.toml -> pip, Cargo.toml -> cargo, go.mod -> go, else generic.
 Flags:
 `
 
-func initMain(ctx context.Context, io *IO, args []string) int {
-	var template string
-	fs := newFlagSet("init")
-	fs.String(&template, "template", 't', "NAME", "starter file: "+strings.Join(config.Templates(), ", "))
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, initUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if len(rest) > 0 {
-		return fail(io, initUsageError(fmt.Sprintf("unexpected argument %q", rest[0]), "pinfold init [--template NAME]"))
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fail(io, fault.New(fault.Internal, "cannot find the current directory", err.Error(), "", err))
-	}
-	path, name, reason, err := writeTemplate(cwd, template)
-	if err != nil {
-		return fail(io, err)
-	}
-	fmt.Fprintf(io.Stdout, "wrote %s (%s template%s)\n", path, name, reason)
-	if parent := filepath.Dir(cwd); parent != cwd {
-		if outer, err := config.Find(parent); err == nil && outer != "" {
-			fmt.Fprintf(io.Stdout, "note: %s no longer applies in this directory; the new file does\n", outer)
-		}
-	}
-	fmt.Fprintf(io.Stdout, "review it, then see what a command gets with: pinfold plan -- COMMAND\n")
-	return 0
+func initCommand() command {
+	return command{name: "init", summary: "write a starter pinfold.yaml", use: "init [--template NAME]",
+		long: helpText(initUsage),
+		setup: func(fs *flagSet) runner {
+			var template string
+			fs.String(&template, "template", 't', "NAME", "starter file: "+strings.Join(config.Templates(), ", "))
+			return func(ctx context.Context, io *IO, rest []string) int {
+				if len(rest) > 0 {
+					return fail(io, initUsageError(fmt.Sprintf("unexpected argument %q", rest[0]), "pinfold init [--template NAME]"))
+				}
+				cwd, err := os.Getwd()
+				if err != nil {
+					return fail(io, fault.New(fault.Internal, "cannot find the current directory", err.Error(), "", err))
+				}
+				path, name, reason, err := writeTemplate(cwd, template)
+				if err != nil {
+					return fail(io, err)
+				}
+				fmt.Fprintf(io.Stdout, "wrote %s (%s template%s)\n", path, name, reason)
+				if parent := filepath.Dir(cwd); parent != cwd {
+					if outer, err := config.Find(parent); err == nil && outer != "" {
+						fmt.Fprintf(io.Stdout, "note: %s no longer applies in this directory; the new file does\n", outer)
+					}
+				}
+				fmt.Fprintf(io.Stdout, "review it, then see what a command gets with: pinfold plan -- COMMAND\n")
+				return 0
+			}
+		}}
 }
 
 // writeTemplate writes the template (detected from dir's files when

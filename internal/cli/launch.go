@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
@@ -39,7 +41,7 @@ const racyAge = 2 * time.Second
 
 // launchRecorder gathers what a run's launch record depends on.
 type launchRecorder struct {
-	args, rest []string // run's arguments, and the command after the flags
+	args, rest []string // the command line from "run", and the command after the flags
 	prefix     []string // os.Args[1:] through the first "--"
 	cwd        string
 	store      string
@@ -79,7 +81,7 @@ func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 // key finds the command line's prefix and the directory, as launch.c
 // does, and reports whether they describe this run.
 func (lr *launchRecorder) key() bool {
-	if len(os.Args) < 2 || os.Args[1] != "run" || !slices.Equal(os.Args[2:], lr.args) {
+	if len(os.Args) < 2 || os.Args[1] != "run" || !slices.Equal(os.Args[1:], lr.args) {
 		return false
 	}
 	// The command follows the first "--", as launch.c finds it; that "--"
@@ -89,7 +91,11 @@ func (lr *launchRecorder) key() bool {
 		return false
 	}
 	var o runOptions
-	if left, err := runFlags("run", &o).Parse(os.Args[2 : cmd-1]); err != nil || len(left) > 0 {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetInterspersed(false)
+	fs.SetOutput(io.Discard)
+	runFlags(&flagSet{name: "run", fs: fs}, "run", &o)
+	if err := fs.Parse(os.Args[2 : cmd-1]); err != nil || fs.NArg() > 0 {
 		return false
 	}
 	if wd, err := os.Getwd(); err != nil || evalSymlinks(wd) != lr.cwd {

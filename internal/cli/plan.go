@@ -2,33 +2,25 @@ package cli
 
 import (
 	"context"
-	"fmt"
 )
 
-const planUsage = `Usage: pinfold plan [flags] [--] COMMAND [ARGS...]
+func planCommand() command {
+	return command{name: "plan", summary: "print what run would do, and why", use: "plan [flags] [--] COMMAND [ARGS...]",
+		long: `Prints what 'pinfold run' would do for COMMAND, and where every setting
+came from: the backend and base, the system (base id, capabilities and
+sandbox id) for bases pinfold builds, the workspace, changeset and mounts,
+limits, security settings, the environment (secret values masked),
+pre_run hooks, and the profile and rule that pinfold.yaml chose. Nothing
+runs. It takes every flag of 'pinfold run'.`,
+		setup: func(fs *flagSet) runner {
+			var o runOptions
+			runFlags(fs, "plan", &o)
+			return func(ctx context.Context, io *IO, args []string) int { return planMain(ctx, io, &o, args) }
+		}}
+}
 
-Prints what 'pinfold run' would do for COMMAND, and where every setting
-came from: the backend and base, the workspace and mounts, limits,
-security settings, the environment (secret values masked), pre_run hooks,
-and the profile and rule that pinfold.yaml chose. Nothing runs. It takes
-every flag of 'pinfold run'.
-
-Flags:
-`
-
-func planMain(ctx context.Context, io *IO, args []string) int {
-	var o runOptions
-	fs := runFlags("plan", &o)
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, planUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	p, err := resolve(ctx, engineFor(io), &o, rest)
+func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
+	p, err := resolve(ctx, engineFor(io), o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}

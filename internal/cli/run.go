@@ -19,14 +19,19 @@ import (
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
-const runUsage = `Usage: pinfold run [flags] [--] COMMAND [ARGS...]
-
-Runs COMMAND in a sandbox: the current directory (the workspace) is
+func runCommand() command {
+	return command{name: "run", summary: "run a command in a sandbox", use: "run [flags] [--] COMMAND [ARGS...]",
+		long: `Runs COMMAND in a sandbox: the current directory (the workspace) is
 mounted at its own path, the host's system directories are read-only, and
-nothing else of the host is visible. COMMAND's exit status is pinfold's.
-
-Flags:
-`
+nothing else of the host is visible. What COMMAND writes to the workspace
+is kept aside as a changeset (pinfold diff, apply, discard). COMMAND's exit
+status is pinfold's.`,
+		setup: func(fs *flagSet) runner {
+			var o runOptions
+			runFlags(fs, "run", &o)
+			return func(ctx context.Context, io *IO, args []string) int { return runMain(ctx, io, &o, args) }
+		}}
+}
 
 // runOptions are the flags of run and plan beyond the plan's own.
 type runOptions struct {
@@ -37,9 +42,9 @@ type runOptions struct {
 	quiet  bool
 }
 
-func runFlags(name string, o *runOptions) *flagSet {
+// runFlags declares the flags of run, plan and explain.
+func runFlags(fs *flagSet, name string, o *runOptions) {
 	f := &o.flags
-	fs := newFlagSet(name)
 	fs.String(&o.config, "config", 'c', "FILE", "pinfold.yaml to use (default: found walking up from the current directory)")
 	fs.Bool(&o.frozen, "frozen", 0, "fail instead of adding capabilities the config does not list (the default with CI=true)")
 	if name == "run" {
@@ -79,7 +84,6 @@ func runFlags(name string, o *runOptions) *flagSet {
 	} else {
 		fs.Bool(&o.json, "json", 0, "print the plan as JSON")
 	}
-	return fs
 }
 
 // engineFor returns the engine the CLI runs plans with: pinfold's store,
@@ -98,27 +102,16 @@ func resolve(ctx context.Context, e *engine.Engine, o *runOptions, args []string
 		Frozen: o.frozen || os.Getenv("CI") == "true"})
 }
 
-func runMain(ctx context.Context, io *IO, args []string) int {
+func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	tr := newTracer()
 	tr.mark("pinfold: main")
-	var o runOptions
-	fs := runFlags("run", &o)
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, runUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	lr := newLaunchRecorder(args, rest, o.config)
+	lr := newLaunchRecorder(io.args, rest, o.config)
 	eng := engineFor(io)
 	eng.Report.(*reporter).quiet = o.quiet
 	if err := eng.Recover(ctx); err != nil {
 		return fail(io, err)
 	}
-	p, err := resolve(ctx, eng, &o, rest)
+	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}

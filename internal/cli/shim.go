@@ -13,11 +13,7 @@ import (
 	"github.com/pinfold/pinfold/internal/shim"
 )
 
-const shimUsage = `Usage: pinfold shim install [flags] [TOOL...]
-       pinfold shim ls [flags]
-       pinfold shim uninstall [flags] [TOOL...]
-
-Shims route tools through pinfold: with the shim directory first in PATH,
+const shimHelp = `Shims route tools through pinfold: with the shim directory first in PATH,
 "npm install" runs "pinfold run -- npm install", and pinfold's dispatch
 rules pick the profile. install writes shims (default: npm npx pnpm yarn
 pip pip3 uv poetry cargo go), ls lists them, uninstall removes them
@@ -25,68 +21,55 @@ pip pip3 uv poetry cargo go), ls lists them, uninstall removes them
 never replaced or removed.
 
 The shim directory is $PINFOLD_SHIM_DIR, else /usr/local/lib/pinfold/shims
-for root, else ~/.local/share/pinfold/shims.
+for root, else ~/.local/share/pinfold/shims.`
 
-Flags:
-`
-
-func shimMain(ctx context.Context, io *IO, args []string) int {
-	var dir string
-	fs := newFlagSet("shim")
-	fs.String(&dir, "dir", 0, "DIR", "the shim directory (default: see above)")
-	// Flags may come before or after the subcommand.
-	rest, err := fs.Parse(args)
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, shimUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if len(rest) == 0 {
-		return fail(io, fs.errorf("pinfold shim needs a subcommand: install, ls or uninstall"))
-	}
-	sub := rest[0]
-	rest, err = fs.Parse(rest[1:])
-	if err != nil {
-		return fail(io, err)
-	}
-	if fs.help {
-		fmt.Fprint(io.Stdout, shimUsage)
-		fs.Usage(io.Stdout)
-		return 0
-	}
-	if dir == "" {
-		dir, err = shim.Dir()
-	} else {
-		dir, err = filepath.Abs(dir)
-	}
-	if err != nil {
-		return fail(io, shimFault(err))
-	}
-	switch sub {
-	case "install":
-		return shimInstall(io, dir, rest)
-	case "ls", "list":
-		if len(rest) > 0 {
-			return fail(io, fs.errorf("pinfold shim ls takes no arguments"))
+func shimCommand() command {
+	// withDir declares --dir (on every subcommand) and runs f with the
+	// shim directory.
+	withDir := func(f func(io *IO, fs *flagSet, dir string, args []string) int) func(fs *flagSet) runner {
+		return func(fs *flagSet) runner {
+			var dir string
+			fs.String(&dir, "dir", 0, "DIR", "the shim directory (default: see pinfold shim --help)")
+			return func(ctx context.Context, io *IO, args []string) int {
+				var err error
+				if dir == "" {
+					dir, err = shim.Dir()
+				} else {
+					dir, err = filepath.Abs(dir)
+				}
+				if err != nil {
+					return fail(io, shimFault(err))
+				}
+				return f(io, fs, dir, args)
+			}
 		}
-		return shimList(io, dir)
-	case "uninstall", "rm":
-		removed, err := shim.Uninstall(dir, rest)
-		for _, p := range removed {
-			fmt.Fprintf(io.Stdout, "removed %s\n", p)
-		}
-		if err != nil {
-			return fail(io, shimFault(err))
-		}
-		if len(removed) == 0 {
-			fmt.Fprintf(io.Stderr, "pinfold: no shims in %s\n", dir)
-		}
-		return 0
 	}
-	return fail(io, fs.errorf("unknown shim subcommand %q (install, ls or uninstall)", sub))
+	return command{name: "shim", summary: "route tools like npm through pinfold", use: "shim", long: shimHelp,
+		sub: []command{
+			{name: "install", summary: "write shims", use: "install [flags] [TOOL...]", interspersed: true, long: shimHelp,
+				setup: withDir(func(io *IO, _ *flagSet, dir string, args []string) int { return shimInstall(io, dir, args) })},
+			{name: "ls", aliases: []string{"list"}, summary: "list the shims", use: "ls [flags]", long: shimHelp,
+				setup: withDir(func(io *IO, fs *flagSet, dir string, args []string) int {
+					if len(args) > 0 {
+						return fail(io, fs.errorf("pinfold shim ls takes no arguments"))
+					}
+					return shimList(io, dir)
+				})},
+			{name: "uninstall", aliases: []string{"rm"}, summary: "remove shims", use: "uninstall [flags] [TOOL...]", interspersed: true, long: shimHelp,
+				setup: withDir(func(io *IO, _ *flagSet, dir string, args []string) int {
+					removed, err := shim.Uninstall(dir, args)
+					for _, p := range removed {
+						fmt.Fprintf(io.Stdout, "removed %s\n", p)
+					}
+					if err != nil {
+						return fail(io, shimFault(err))
+					}
+					if len(removed) == 0 {
+						fmt.Fprintf(io.Stderr, "pinfold: no shims in %s\n", dir)
+					}
+					return 0
+				})},
+		}}
 }
 
 func shimInstall(io *IO, dir string, tools []string) int {
