@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pinfold/pinfold/internal/suggest"
 )
 
 // Base names a curated base the catalog knows.
@@ -172,7 +174,7 @@ func Suggest(name string) string {
 	for i := range catalog {
 		words := append([]string{catalog[i].Name}, catalog[i].Aliases...)
 		for _, w := range words {
-			if d := distance(n, w); d < bestDist {
+			if d := suggest.Distance(n, w); d < bestDist {
 				best, bestDist = catalog[i].Name, d
 			}
 		}
@@ -188,25 +190,4 @@ func find(name string) *Capability {
 		return nil
 	}
 	return &catalog[i]
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/nettest"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,16 +29,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
-	pinfold = filepath.Join(dir, "pinfold")
 	// Built as scripts/build.sh does: entered through the launch cache.
-	args := []string{"build", "-o", pinfold}
-	if runtime.GOARCH == "amd64" {
-		args = append(args, "-ldflags=-E pinfold_entry")
-	}
-	build := exec.Command("go", append(args, "github.com/pinfold/pinfold/cmd/pinfold")...)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building pinfold: %v\n%s", err, out)
+	if pinfold, err = nettest.BuildPinfold(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/suggest"
 )
 
 // flagSet declares a command's flags on its pflag set (cobra's): docker
@@ -98,7 +99,7 @@ func closest(name string, fs *pflag.FlagSet) []string {
 	}
 	var cs []cand
 	fs.VisitAll(func(f *pflag.Flag) {
-		d := distance(name, f.Name)
+		d := suggest.Distance(name, f.Name)
 		if strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name) {
 			d = min(d, 1)
 		}
@@ -115,25 +116,4 @@ func closest(name string, fs *pflag.FlagSet) []string {
 		out = append(out, c.name)
 	}
 	return out
-}
-
-// distance is the Levenshtein distance of a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	suggestion "github.com/pinfold/pinfold/internal/suggest"
 )
 
 // Error is a problem in a config file, at a position. Its text names the
@@ -108,36 +110,10 @@ func suggest(w string, words []string) string {
 	best, bestD := "", 3
 	lw := strings.ToLower(w)
 	for _, c := range words {
-		d := distance(lw, strings.ToLower(c))
+		d := suggestion.Distance(lw, strings.ToLower(c))
 		if d < bestD && d < max(len(c), 2) {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein distance between a and b (bytes).
-func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	var rowBuf [65]int
-	row := rowBuf[:len(b)+1]
-	for j := range row {
-		row[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		prev := row[0]
-		row[0] = i
-		for j := 1; j <= len(b); j++ {
-			cur := row[j]
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			row[j] = min(row[j]+1, row[j-1]+1, prev+cost)
-			prev = cur
-		}
-	}
-	return row[len(b)]
 }

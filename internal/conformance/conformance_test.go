@@ -3,9 +3,7 @@ package conformance_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/pinfold/pinfold/internal/conformance"
@@ -23,14 +21,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755)
-	args := []string{"build", "-o", filepath.Join(dir, "pinfold")}
-	if runtime.GOARCH == "amd64" {
-		args = append(args, "-ldflags=-E pinfold_entry")
-	}
-	build := exec.Command("go", append(args, "github.com/pinfold/pinfold/cmd/pinfold")...)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building pinfold: %v\n%s", err, out)
+	if _, err := nettest.BuildPinfold(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if _, err := nettest.BuildClient(dir); err != nil {

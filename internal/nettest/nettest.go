@@ -1,4 +1,5 @@
-// Package nettest holds what pinfold's network tests share: test hosts in
+// Package nettest holds what pinfold's end-to-end tests share: the
+// pinfold binary built as it ships, and for the network tests, test hosts in
 // network namespaces the test makes (joined to the host by veth pairs),
 // echo servers, a DNS server for test names, and netclient (a program the
 // tests run inside sandboxes). The tests talk only to these and to the
@@ -20,6 +21,22 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// BuildPinfold builds the pinfold binary into dir as scripts/build.sh
+// does (entered through the launch cache on amd64) and returns its path.
+func BuildPinfold(dir string) (string, error) {
+	out := filepath.Join(dir, "pinfold")
+	args := []string{"build", "-o", out}
+	if runtime.GOARCH == "amd64" {
+		args = append(args, "-ldflags=-E pinfold_entry")
+	}
+	build := exec.Command("go", append(args, "github.com/pinfold/pinfold/cmd/pinfold")...)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building pinfold: %v\n%s", err, b)
+	}
+	return out, nil
+}
 
 // BuildClient builds netclient into dir and returns its path.
 func BuildClient(dir string) (string, error) {
