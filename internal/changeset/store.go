@@ -78,6 +78,7 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return nil, fmt.Errorf("creating a changeset: %w", err)
 	}
+	spread(base)
 	var id, dir string
 	for tries := 0; ; tries++ {
 		id = fmt.Sprintf("%012x", rand.Uint64()>>16)
