@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,70 @@ func TestStore(t *testing.T) {
 	// The two bare directories have no meta.json (being created): not listed.
 	if all, _ := List(store); len(all) != 1 || all[0].Meta.ID != b.Meta.ID {
 		t.Errorf("List after Remove: %d changesets", len(all))
+	}
+}
+
+func TestEmptyTrashInTwoSteps(t *testing.T) {
+	store := t.TempDir()
+	c, err := Create(store, t.TempDir(), nil, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper := c.Roots()[0].Upper
+	deep := filepath.Join(upper, "a", "b")
+	os.MkdirAll(deep, 0o755)
+	os.WriteFile(filepath.Join(deep, "f"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(upper, "g"), []byte("y"), 0o644)
+	os.Chmod(deep, 0o500) // read-only: files in it still go
+	if err := c.Trash(); err != nil {
+		t.Fatal(err)
+	}
+	trash := filepath.Join(store, trashDir)
+	ents := func() []string {
+		var names []string
+		es, _ := os.ReadDir(trash)
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	files := func() (n int) {
+		filepath.WalkDir(trash, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	// First the files go; the directories stay to cool down.
+	if any, err := EmptyTrash(store, false); !any || err != nil {
+		t.Fatalf("first pass: %v %v", any, err)
+	}
+	names := ents()
+	if len(names) != 1 || !strings.Contains(names[0], dirsSuffix) || files() != 0 {
+		t.Fatalf("after the first pass: %v, %d files", names, files())
+	}
+	if _, err := os.Stat(filepath.Join(trash, names[0], "r0", "upper", "a", "b")); err != nil {
+		t.Fatalf("the directories went at once: %v", err)
+	}
+	EmptyTrash(store, false)
+	if len(ents()) != 1 {
+		t.Fatalf("removed before cooling down: %v", ents())
+	}
+	// Cooled down: they go.
+	name, _, _ := strings.Cut(names[0], dirsSuffix)
+	old := name + dirsSuffix + strconv.FormatInt(time.Now().Add(-coolDown-time.Second).Unix(), 10)
+	os.Rename(filepath.Join(trash, names[0]), filepath.Join(trash, old))
+	EmptyTrash(store, false)
+	if len(ents()) != 0 {
+		t.Fatalf("not removed after cooling down: %v", ents())
+	}
+	// all removes everything at once.
+	c, _ = Create(store, t.TempDir(), nil, []string{"true"})
+	os.WriteFile(filepath.Join(c.Roots()[0].Upper, "f"), []byte("x"), 0o644)
+	c.Trash()
+	if any, err := EmptyTrash(store, true); !any || err != nil || len(ents()) != 0 {
+		t.Fatalf("all: %v %v %v", any, err, ents())
 	}
 }

@@ -29,7 +29,7 @@ still running are not touched.`,
 					return fail(io, err)
 				}
 				if trashOnly {
-					if _, err := changeset.EmptyTrash(dir); err != nil {
+					if _, err := changeset.EmptyTrash(dir, false); err != nil {
 						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
 					}
 					return 0
@@ -38,7 +38,7 @@ still running are not touched.`,
 				if err := engineFor(io).Recover(ctx); err != nil {
 					return fail(io, err)
 				}
-				if any, err := changeset.EmptyTrash(dir); any {
+				if any, err := changeset.EmptyTrash(dir, true); any {
 					fmt.Fprintln(io.Stdout, "removed the files of applied and discarded changesets")
 					if err != nil {
 						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))

@@ -331,7 +331,7 @@ func (e *Engine) Drop(cs *changeset.Changeset) error {
 	exe, err := os.Executable()
 	if err != nil || filepath.Base(exe) != "pinfold" {
 		// Not the pinfold binary (a test, a renamed copy): delete here.
-		_, err := changeset.EmptyTrash(e.Store)
+		_, err := changeset.EmptyTrash(e.Store, true)
 		return err
 	}
 	cmd := exec.Command(exe, "clean", "--trash")
