@@ -73,3 +73,8 @@ func (c *dirCache) countLines(path string, buf []byte) (int, bool, error) {
 
 // spread needs Linux's chattr +T.
 func spread(string) {}
+
+// LockRoots needs Linux.
+func LockRoots(ctx context.Context, storeDir string, roots []Root) (func(), error) {
+	return nil, ErrUnsupported
+}

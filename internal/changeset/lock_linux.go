@@ -1,11 +1,16 @@
 package changeset
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,4 +51,59 @@ func (c *Changeset) Lock() (unlock func(), err error) {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// LockRoots serialises the applies to the same directories: it takes an
+// exclusive flock on <store>/locks/apply-<hash of the directory> for each
+// root's original directory, in a fixed order, waiting while another
+// process holds one, and returns what releases them. Held across the
+// conflict check, the journal and the renames, it makes concurrent applies
+// of changesets that touch the same files see each other: one writes, the
+// others find the conflict.
+func LockRoots(ctx context.Context, storeDir string, roots []Root) (unlock func(), err error) {
+	dir := filepath.Join(storeDir, "locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("locking the workspace: %w", err)
+	}
+	names := make([]string, 0, len(roots))
+	for _, r := range roots {
+		sum := sha256.Sum256([]byte(r.Lower))
+		names = append(names, "apply-"+hex.EncodeToString(sum[:12]))
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var held []*os.File
+	release := func() {
+		for _, f := range held {
+			unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			f.Close()
+		}
+	}
+	for _, n := range names {
+		f, err := os.OpenFile(filepath.Join(dir, n), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("locking the workspace: %w", err)
+		}
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err != unix.EWOULDBLOCK && err != unix.EINTR {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				f.Close()
+				release()
+				return nil, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			f.Close()
+			release()
+			return nil, fmt.Errorf("locking the workspace: %w", err)
+		}
+		held = append(held, f)
+	}
+	return release, nil
 }

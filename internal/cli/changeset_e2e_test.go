@@ -368,3 +368,50 @@ func TestKill9MidApplyRecovers(t *testing.T) {
 	}
 	_ = bytes.Contains
 }
+
+// TestConcurrentApplyProcesses applies 40 changesets that write the same
+// file from 40 pinfold processes at once: one applies, the other 39 refuse
+// with PF181, and the file holds the winner's version.
+func TestConcurrentApplyProcesses(t *testing.T) {
+	ws := changesetWorkspace(t)
+	const n = 40
+	ids := make([]string, n)
+	for i := range n {
+		_, errs, code := pf(t, ws, "run", "--", "sh", "-c", fmt.Sprintf("echo version %d > keep.txt", i))
+		if code != 0 {
+			t.Fatalf("run %d: %s", i, errs)
+		}
+		ids[i], _, _, _ = summary(t, errs)
+	}
+	type result struct {
+		i, code int
+		errs    string
+	}
+	results := make(chan result, n)
+	for i, id := range ids {
+		cmd := exec.Command(pinfold, "apply", id)
+		cmd.Dir = ws
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			cmd.Wait()
+			results <- result{i, cmd.ProcessState.ExitCode(), errb.String()}
+		}()
+	}
+	winner, wins := -1, 0
+	for range n {
+		r := <-results
+		switch {
+		case r.code == 0:
+			winner, wins = r.i, wins+1
+		case r.code != 125 || !strings.Contains(r.errs, "PF181"):
+			t.Errorf("apply %d: exit %d %q, want success or PF181", r.i, r.code, r.errs)
+		}
+	}
+	if got := read(t, filepath.Join(ws, "keep.txt")); wins != 1 || got != fmt.Sprintf("version %d\n", winner) {
+		t.Fatalf("%d applies succeeded; keep.txt holds %q (winner %d)", wins, got, winner)
+	}
+}

@@ -109,7 +109,12 @@ func (e *Engine) Recover(ctx context.Context) error {
 			unlock()
 			continue
 		}
-		err = changeset.Recover(ctx, cs.Dir, cs.Roots())
+		if unlockRoots, lerr := changeset.LockRoots(ctx, e.Store, cs.Roots()); lerr != nil {
+			err = lerr
+		} else {
+			err = changeset.Recover(ctx, cs.Dir, cs.Roots())
+			unlockRoots()
+		}
 		if err == nil {
 			e.notice("finished applying changeset %s (interrupted earlier)", cs.Meta.ID)
 			// A partial apply (PATHS) leaves the changeset open.
@@ -285,8 +290,16 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
 	}
+	// One apply at a time per workspace, from the conflict check to the
+	// last rename: the next one sees what this one wrote.
+	unlock, err := changeset.LockRoots(ctx, e.Store, roots)
+	if err != nil {
+		os.Remove(marker)
+		return changeset.ApplyResult{}, storeError("cannot lock the workspace of changeset "+cs.Meta.ID, err)
+	}
 	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
 		Owner: owner, Fingerprints: fp})
+	unlock()
 	if err != nil {
 		if errors.Is(err, changeset.ErrConflict) {
 			os.Remove(marker)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +185,60 @@ func TestAutoPicksTheFirstRuntimeThatCan(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Code != fault.Preflight || !strings.Contains(fe.Why, "native: cannot enforce the memory limit") ||
 		!strings.Contains(fe.Why, "podman: not available") {
 		t.Errorf("no runtime can: got %v", err)
+	}
+}
+
+// TestConcurrentAppliesToOneWorkspace applies 40 changesets that each
+// write the same file at once: exactly one wins, the others are refused as
+// conflicts, and the file holds the winner's version.
+func TestConcurrentAppliesToOneWorkspace(t *testing.T) {
+	e, ws := newEngine(t, "")
+	os.WriteFile(filepath.Join(ws, "shared"), []byte("original\n"), 0o644)
+	const n = 40
+	ids := make([]string, n)
+	for i := range n {
+		p := resolve(t, e, ws, plan.Flags{}, "sh", "-c", fmt.Sprintf("echo version %d > shared", i))
+		o, err := e.Run(context.Background(), p, engine.Options{})
+		if err != nil || o.Changeset == nil || o.Changeset.Empty {
+			t.Fatalf("run %d: %v %+v", i, err, o)
+		}
+		ids[i] = o.Changeset.ID
+	}
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, n)
+	start := make(chan struct{})
+	for i, id := range ids {
+		go func() {
+			<-start
+			cs, err := e.OpenChangeset(id, "")
+			if err == nil {
+				var unlock func()
+				if unlock, err = engine.Lock(cs); err == nil {
+					_, err = e.Apply(context.Background(), cs, nil, false)
+					unlock()
+				}
+			}
+			results <- result{i, err}
+		}()
+	}
+	close(start)
+	winner, wins := -1, 0
+	for range n {
+		r := <-results
+		var fe *fault.Error
+		switch {
+		case r.err == nil:
+			winner, wins = r.i, wins+1
+		case errors.As(r.err, &fe) && fe.Code == fault.Conflict:
+		default:
+			t.Errorf("apply %d: %v, want success or a conflict", r.i, r.err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "shared"))
+	if wins != 1 || string(b) != fmt.Sprintf("version %d\n", winner) {
+		t.Fatalf("%d applies succeeded, the file holds %q (winner %d)", wins, b, winner)
 	}
 }
