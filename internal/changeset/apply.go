@@ -1,5 +1,7 @@
 package changeset
 
+import "io/fs"
+
 import (
 	"path"
 	"strings"
@@ -32,7 +34,23 @@ type ApplyResult struct {
 	Applied   int        // entries written or removed
 	Skipped   int        // entries whose original already held the change, or directories left because they hold other files
 	Conflicts []Conflict // conflicts found (applied over when Force)
+	// Stripped are the entries written without the set-user-id and
+	// set-group-id bits the changeset gave them ("root-prefix/path").
+	Stripped []string
 }
+
+// setID are the mode bits Apply never writes: what a sandboxed command
+// writes must not become a set-user-id or set-group-id program on the
+// host, owned by the user who applies it (root, often). The sticky bit
+// stays: it only restricts who may delete in a directory.
+const setID = fs.ModeSetuid | fs.ModeSetgid
+
+// AppliedMode is the mode Apply (and Export) give an entry whose mode in
+// the changeset is m.
+func AppliedMode(m fs.FileMode) fs.FileMode { return m &^ setID }
+
+// Stripped reports whether Apply drops bits of mode m.
+func Stripped(m fs.FileMode) bool { return m&setID != 0 }
 
 // Journal file names in the journal directory.
 const (

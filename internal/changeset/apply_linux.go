@@ -73,11 +73,11 @@ func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry
 			return res, &ConflictError{Conflicts: res.Conflicts}
 		}
 	}
-	j, skipped, err := a.plan(roots, chosen, &o)
+	j, skipped, stripped, err := a.plan(roots, chosen, &o)
 	if err != nil {
 		return res, err
 	}
-	res.Skipped = skipped
+	res.Skipped, res.Stripped = skipped, stripped
 	if len(j.Ops) == 0 {
 		return res, nil
 	}
@@ -389,13 +389,14 @@ func specialName(m fs.FileMode) string {
 
 // plan turns the entries into the journal's operations, leaving out
 // those whose original already holds the changeset's version.
-func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal, int, error) {
+func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal, int, []string, error) {
 	j := &journal{Version: 1, Tmp: fmt.Sprintf("%s%016x-", tmpPrefix, rand.Uint64())}
 	for _, r := range roots {
 		j.Roots = append(j.Roots, journalRoot{Lower: []byte(r.Lower), Upper: []byte(r.Upper)})
 	}
 	root := os.Geteuid() == 0
 	skipped := 0
+	var stripped []string
 	// Directories replaced by a non-directory: emptied and removed first.
 	replaced := make(map[dirKey]bool)
 	for i := range entries {
@@ -421,16 +422,19 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 	firstLink := make(map[inode]string)
 	for i := range entries {
 		if err := a.ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		e := &entries[i]
 		now, err := statAt(a.lower[e.Root], e.Path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("stat %s: %w", join(roots[e.Root].Lower, e.Path), err)
+			return nil, 0, nil, fmt.Errorf("stat %s: %w", join(roots[e.Root].Lower, e.Path), err)
 		}
 		if !needsApply(roots[e.Root], e, now, o.Fingerprints) {
 			skipped++
 			continue
+		}
+		if e.New != nil && Stripped(e.New.Mode) {
+			stripped = append(stripped, rootName(roots, e.Root)+e.Path)
 		}
 		owner := o.Owner
 		if owner == nil && root && now != nil {
@@ -453,11 +457,11 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 			if now == nil || !now.Mode.IsDir() {
 				mkdirs = append(mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: o.Owner})
 			}
-			metas = append(metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(n.Mode), MTime: n.ModTime.UnixNano(), Entry: true})
+			metas = append(metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Entry: true})
 		case n.Mode&fs.ModeSymlink != 0:
 			writes = append(writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
 		default:
-			w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(n.Mode), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
+			w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
 			if n.Nlink > 1 {
 				k := inode{n.Dev, n.Ino}
 				if first, ok := firstLink[k]; ok && firstLinkRoot(first) == e.Root {
@@ -489,7 +493,16 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 			j.Total++
 		}
 	}
-	return j, skipped, nil
+	return j, skipped, stripped, nil
+}
+
+// rootName is how a root's paths are shown: nothing for the first (the
+// workspace), the directory's path for captured ones.
+func rootName(roots []Root, i int) string {
+	if i == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(roots[i].Lower, "/") + "/"
 }
 
 func firstLinkRoot(k string) int {

@@ -212,8 +212,10 @@ func (x *exporter) node(n *xnode, name string) error {
 		st = &Stat{Mode: mode | fs.ModeDir, ModTime: mtime}
 	}
 	h := &tar.Header{
-		Name:    name,
-		Mode:    tarMode(st.Mode),
+		Name: name,
+		// As Apply: no set-id bits (a container engine applying the layer
+		// as root would plant set-id programs).
+		Mode:    tarMode(AppliedMode(st.Mode)),
 		ModTime: st.ModTime.Truncate(time.Second),
 	}
 	if h.ModTime.Before(epoch()) {

@@ -106,11 +106,11 @@ func holdsNew(r Root, e *Entry, now *Stat) bool {
 	case n.Mode.Type() != now.Mode.Type():
 		return false
 	case n.Mode.IsDir():
-		return n.Mode == now.Mode
+		return AppliedMode(n.Mode) == now.Mode
 	case n.Mode&fs.ModeSymlink != 0:
 		return n.Link == now.Link
 	case n.Mode.IsRegular():
-		if n.Mode != now.Mode || n.Size != now.Size {
+		if AppliedMode(n.Mode) != now.Mode || n.Size != now.Size {
 			return false
 		}
 		eq, err := sameContent(join(r.Upper, e.Path), join(r.Lower, e.Path), make([]byte, 32<<10), make([]byte, 32<<10))

@@ -89,6 +89,9 @@ type side struct {
 	data   []byte
 	binary bool
 	loaded bool // data holds the whole content
+	// dropped is the changeset's own stat when st shows the applied mode
+	// (set-id bits dropped).
+	dropped *Stat
 }
 
 // hasContent tells whether a version has content worth diffing.
@@ -151,6 +154,12 @@ func (s *scratch) diffEntry(roots []Root, e *Entry, o *DiffOptions, patch bool) 
 	name := o.name(e)
 	oldSide := side{st: e.Old, rel: e.Path}
 	newSide := side{st: e.New, rel: e.Path}
+	if e.New != nil && Stripped(e.New.Mode) {
+		// The diff shows what apply writes: without set-id bits.
+		st := *e.New
+		st.Mode = AppliedMode(st.Mode)
+		newSide.st, newSide.dropped = &st, e.New
+	}
 	if e.Root >= 0 && e.Root < len(roots) {
 		oldSide.dir, newSide.dir = roots[e.Root].Lower, roots[e.Root].Upper
 	}
@@ -213,6 +222,10 @@ func (s *scratch) block(w *bytes.Buffer, r *fileResult, name string, a, b *side,
 		w.WriteByte(' ')
 		w.WriteString(nameB)
 		w.WriteByte('\n')
+		if b.dropped != nil {
+			// Not a git header line: git apply stops at it, as it should.
+			w.WriteString("pinfold: the set-user-id/set-group-id bits of " + gitMode(b.dropped) + " are not applied\n")
+		}
 		switch {
 		case a.st == nil:
 			w.WriteString("new file mode " + gitMode(b.st) + "\n")
@@ -658,6 +671,9 @@ type jsonEntry struct {
 	Deletions  int    `json:"deletions"`
 	Symlink    string `json:"symlink,omitempty"`
 	Opaque     bool   `json:"opaque,omitempty"`
+	// SetIDStripped: new_mode is what apply writes; the changeset's
+	// version had set-user-id or set-group-id bits, which it drops.
+	SetIDStripped bool `json:"setid_stripped,omitempty"`
 }
 
 func typeName(st *Stat) string {
@@ -715,7 +731,9 @@ func WriteJSON(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error 
 			}
 		}
 		if e.New != nil {
-			j.NewMode = gitMode(e.New)
+			st := *e.New
+			st.Mode = AppliedMode(st.Mode)
+			j.NewMode, j.SetIDStripped = gitMode(&st), Stripped(e.New.Mode)
 			if !e.New.Mode.IsDir() {
 				j.NewSize = &e.New.Size
 			}

@@ -295,6 +295,7 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 					return fail(io, err)
 				}
 				fmt.Fprintf(io.Stderr, "pinfold: applied %d changes from changeset %s\n", res.Applied, cs.Meta.ID)
+				printStripped(io, res.Stripped)
 				return 0
 			}
 		}}

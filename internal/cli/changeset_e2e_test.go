@@ -35,7 +35,11 @@ func summary(t *testing.T, stderr string) (id string, added, modified, deleted i
 // changesetWorkspace is a workspace with a private store.
 func changesetWorkspace(t *testing.T) string {
 	t.Helper()
-	t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+	store := filepath.Join(t.TempDir(), "store")
+	t.Setenv("PINFOLD_STORE", store)
+	// Before the store goes: the detached cleaners that applies and
+	// discards start finish, and pinfold clean empties what they leave.
+	t.Cleanup(func() { waitTrashCleaners(store) })
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("bye\n"), 0o644)
@@ -414,4 +418,62 @@ func TestConcurrentApplyProcesses(t *testing.T) {
 	if got := read(t, filepath.Join(ws, "keep.txt")); wins != 1 || got != fmt.Sprintf("version %d\n", winner) {
 		t.Fatalf("%d applies succeeded; keep.txt holds %q (winner %d)", wins, got, winner)
 	}
+}
+
+// TestApplyDropsSetIDBits: a sandboxed command that makes a set-id
+// program leaves, after review and apply, a plain executable.
+func TestApplyDropsSetIDBits(t *testing.T) {
+	ws := changesetWorkspace(t)
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", "cp /bin/true tool && chmod 6755 tool && mkdir shared && chmod 2775 shared")
+	if code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	id, _, _, _ := summary(t, errs)
+	out, _, _ := pf(t, ws, "diff", id, "tool")
+	if !strings.Contains(out, "new file mode 100755") || !strings.Contains(out, "bits of 106755 are not applied") {
+		t.Errorf("diff does not flag the set-id bits:\n%s", out)
+	}
+	_, errs, code = pf(t, ws, "apply", id)
+	if code != 0 || !strings.Contains(errs, "without their set-user-id/set-group-id bits") || !strings.Contains(errs, "tool") {
+		t.Fatalf("apply: %d %s", code, errs)
+	}
+	for name, want := range map[string]os.FileMode{"tool": 0o755, "shared": 0o775 | os.ModeDir} {
+		fi, err := os.Stat(filepath.Join(ws, name))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, want)
+		}
+	}
+	// run --apply says it too.
+	_, errs, code = pf(t, ws, "run", "--apply", "--", "sh", "-c", "cp /bin/true tool2 && chmod 4755 tool2")
+	if code != 0 || !strings.Contains(errs, "tool2") || !strings.Contains(errs, "set-id") {
+		t.Fatalf("run --apply: %d %s", code, errs)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "tool2")); fi == nil || fi.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("tool2 kept its set-user-id bit: %v", fi)
+	}
+}
+
+// waitTrashCleaners waits (up to 10 s) for the `pinfold clean --trash`
+// processes working on store, then removes what they left.
+func waitTrashCleaners(store string) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		busy := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil || !bytes.Contains(cmd, []byte("clean\x00--trash")) {
+				continue
+			}
+			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if bytes.Contains(env, []byte("PINFOLD_STORE="+store+"\x00")) {
+				busy = true
+			}
+		}
+		if !busy {
+			break
+		}
+	}
+	cmd := exec.Command(pinfold, "clean")
+	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
+	cmd.Run()
 }

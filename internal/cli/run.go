@@ -243,6 +243,7 @@ func printChangeset(io *IO, out *engine.Outcome, p *plan.Plan) {
 	}
 	if c.Applied {
 		fmt.Fprintf(io.Stderr, "pinfold: applied %s\n", counts)
+		printStripped(io, c.Stripped)
 		return
 	}
 	id := c.ID
@@ -337,4 +338,22 @@ func limitMessage(r *sandbox.Result, limit string) string {
 		return "limit hit: /tmp is full (limit " + units.FormatSize(r.Limits.TmpSize) + ")"
 	}
 	return "limit hit: " + limit
+}
+
+// printStripped says which files were applied without the set-id bits
+// the sandbox gave them.
+func printStripped(io *IO, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	shown := paths
+	if len(shown) > 10 {
+		shown = shown[:10]
+	}
+	more := ""
+	if len(paths) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(paths)-len(shown))
+	}
+	fmt.Fprintf(io.Stderr, "pinfold: applied without their set-user-id/set-group-id bits (a sandbox never plants set-id programs; see docs/security.md): %s%s\n",
+		strings.Join(shown, ", "), more)
 }

@@ -31,6 +31,9 @@ type ChangesetOutcome struct {
 	// DiskFull: the run hit its disk cap, so some writes failed; such a
 	// changeset is never applied by --apply.
 	DiskFull bool
+	// Stripped are the files --apply wrote without the set-user-id and
+	// set-group-id bits the command gave them.
+	Stripped []string
 }
 
 // UseAllCPUs lifts the CLI's one-P setting for work that reads many files:
@@ -237,10 +240,11 @@ func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p
 	out.Counts = n
 	out.DiskFull = slices.Contains(res.LimitsHit, LimitDisk)
 	if p.Apply && res.ExitCode == 0 && !out.DiskFull {
-		if _, err := e.Apply(ctx, cs, nil, false); err != nil {
+		res, err := e.Apply(ctx, cs, nil, false)
+		if err != nil {
 			return out, err
 		}
-		out.Applied = true
+		out.Applied, out.Stripped = true, res.Stripped
 	}
 	return out, nil
 }
