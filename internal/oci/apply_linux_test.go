@@ -497,6 +497,19 @@ func TestOwnership(t *testing.T) {
 			t.Errorf("bin/su mode %v; want setuid kept", fi.Mode())
 		}
 	})
+	t.Run("owners past the sandbox's ids", func(t *testing.T) {
+		if !isRoot() {
+			t.Skip("needs root")
+		}
+		for _, ids := range [][2]int{{65536, 0}, {0, 1 << 31}} {
+			s := newScene(t)
+			_, err := s.apply(t, ApplyOptions{Chown: true, UIDShift: 100000},
+				makeTar(t, owned(file("f", 0o644, "f"), ids[0], ids[1])))
+			if !errors.Is(err, ErrUnsafeLayer) || !strings.Contains(err.Error(), "outside the 65536 ids") {
+				t.Errorf("owner %d:%d: got %v", ids[0], ids[1], err)
+			}
+		}
+	})
 	t.Run("bad options", func(t *testing.T) {
 		for _, opt := range []ApplyOptions{{KeepSUID: true}, {KeepSUID: true, Chown: true}, {UIDShift: 5}} {
 			s := newScene(t)

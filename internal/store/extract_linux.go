@@ -379,6 +379,12 @@ func (x *extractor) owner(hdr *tar.Header) (int, int, error) {
 	if hdr.Uid < 0 || hdr.Gid < 0 || uid > maxID || gid > maxID {
 		return 0, 0, &reason{fmt.Sprintf("owner %d:%d is out of range", hdr.Uid, hdr.Gid), unsafeArchive}
 	}
+	// Shifted, the ids land in the range the sandbox maps (ShiftedIDs
+	// from the shift); an id past it would land on a host id the sandbox
+	// does not own, perhaps another user's.
+	if x.lim.shift != 0 && (hdr.Uid >= tarentry.ShiftedIDs || hdr.Gid >= tarentry.ShiftedIDs) {
+		return 0, 0, &reason{fmt.Sprintf("owner %d:%d is outside the %d ids a sandbox maps", hdr.Uid, hdr.Gid, tarentry.ShiftedIDs), unsafeArchive}
+	}
 	return int(uid), int(gid), nil
 }
 

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -389,9 +391,31 @@ func TestTarBaseHostile(t *testing.T) {
 			want: ErrUnsafeArchive,
 			msg:  "out of range",
 		},
+		{
+			name: "owner past the sandbox's ids",
+			build: func(t *testing.T, e *hostileEnv) []byte {
+				f := file("a", 0o644, "a")
+				f.Hdr.Uid = 65536
+				return makeTar(t, f)
+			},
+			opt:  ImportOptions{UIDShift: shift},
+			want: ErrUnsafeArchive,
+			msg:  "outside the 65536 ids a sandbox maps",
+		},
+		{
+			name: "group far past the sandbox's ids",
+			build: func(t *testing.T, e *hostileEnv) []byte {
+				f := dir("d/", 0o755)
+				f.Hdr.Gid = 1 << 31
+				return makeTar(t, f)
+			},
+			opt:  ImportOptions{UIDShift: shift},
+			want: ErrUnsafeArchive,
+			msg:  "outside the 65536 ids a sandbox maps",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "owner out of range" && !isRoot() {
+			if (strings.HasPrefix(tc.name, "owner") || strings.HasPrefix(tc.name, "group")) && !isRoot() {
 				t.Skip("owners are only set as root")
 			}
 			e := newHostileEnv(t)
@@ -636,4 +660,52 @@ func FuzzExtract(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTarBaseSparse: a sparse file stays sparse (a small archive cannot
+// fill the disk with zeros) and reads back as it was.
+func TestTarBaseSparse(t *testing.T) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Skip("needs GNU tar to write a sparse archive")
+	}
+	src := t.TempDir()
+	f, err := os.Create(filepath.Join(src, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("head"), 0)
+	f.WriteAt([]byte("middle"), 1<<30)
+	f.Truncate(2 << 30) // ends in a hole
+	f.Close()
+	archive := filepath.Join(t.TempDir(), "sparse.tar")
+	if out, err := exec.Command("tar", "--sparse", "-C", src, "-cf", archive, "sparse").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	if fi, _ := os.Stat(archive); fi.Size() > 64<<10 {
+		t.Fatalf("the archive is %d bytes: not sparse", fi.Size())
+	}
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.TarBase(context.Background(), archive, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	path := filepath.Join(b.Root, "sparse")
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 2<<30 || st.Blocks*512 > 1<<20 {
+		t.Fatalf("size %d, %d bytes on disk: want 2 GiB in under 1 MiB", st.Size, st.Blocks*512)
+	}
+	g, _ := os.Open(path)
+	defer g.Close()
+	for off, want := range map[int64]string{0: "head", 1 << 30: "middle", 4096: "\x00\x00\x00\x00", 2<<30 - 4: "\x00\x00\x00\x00"} {
+		got := make([]byte, len(want))
+		if _, err := g.ReadAt(got, off); err != nil || string(got) != want {
+			t.Errorf("at %d: %q %v, want %q", off, got, err, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package tarentry
 
 import (
+	"bytes"
 	"io"
 	"io/fs"
 	"time"
@@ -44,22 +45,51 @@ func Timespec(t time.Time) unix.Timespec {
 	return unix.Timespec{Sec: t.Unix(), Nsec: int64(t.Nanosecond())}
 }
 
-// Copy writes size bytes of data to fd (name is for errors) through buf.
-// Data that ends early is io.ErrUnexpectedEOF, which the caller reports
-// as a truncated archive or layer.
+// Copy writes size bytes of data to fd, through buf, leaving holes where
+// whole blocks are zero: a sparse file in an archive (GNU or PAX sparse,
+// which archive/tar expands into zeros) stays sparse on disk, so that a
+// few hundred bytes of archive cannot fill the disk with gigabytes of
+// zeros (the entry's logical size still counts against the import's
+// limits).
 func Copy(fd int, name string, data io.Reader, size int64, buf []byte) error {
-	var n int64
+	var n, hole int64
 	for n < size {
 		m, rerr := data.Read(buf[:min(int64(len(buf)), size-n)])
-		for w := buf[:m]; len(w) > 0; {
-			k, err := unix.Write(fd, w)
-			if err == unix.EINTR {
+		for b := buf[:m]; len(b) > 0; {
+			// The next run of zero blocks becomes a hole, the next run
+			// of others one write.
+			k := min(len(b), holeBlock)
+			if len(b) >= holeBlock && allZero(b[:holeBlock]) {
+				for k+holeBlock <= len(b) && allZero(b[k:k+holeBlock]) {
+					k += holeBlock
+				}
+				hole += int64(k)
+				b = b[k:]
 				continue
 			}
-			if err != nil {
-				return &fs.PathError{Op: "write", Path: name, Err: err}
+			for k+holeBlock <= len(b) && !allZero(b[k:k+holeBlock]) {
+				k += holeBlock
 			}
-			w = w[k:]
+			if k+holeBlock > len(b) {
+				k = len(b)
+			}
+			if hole > 0 {
+				if _, err := unix.Seek(fd, hole, io.SeekCurrent); err != nil {
+					return &fs.PathError{Op: "seek", Path: name, Err: err}
+				}
+				hole = 0
+			}
+			for w := b[:k]; len(w) > 0; {
+				c, err := unix.Write(fd, w)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return &fs.PathError{Op: "write", Path: name, Err: err}
+				}
+				w = w[c:]
+			}
+			b = b[k:]
 		}
 		n += int64(m)
 		if rerr == io.EOF {
@@ -72,5 +102,18 @@ func Copy(fd int, name string, data io.Reader, size int64, buf []byte) error {
 	if n != size {
 		return io.ErrUnexpectedEOF
 	}
+	if hole > 0 {
+		// A file that ends in a hole: its size, without the blocks.
+		if err := unix.Ftruncate(fd, size); err != nil {
+			return &fs.PathError{Op: "truncate", Path: name, Err: err}
+		}
+	}
 	return nil
 }
+
+// holeBlock is the unit of holes: a filesystem block.
+const holeBlock = 4096
+
+var zeroBlock [holeBlock]byte
+
+func allZero(b []byte) bool { return bytes.Equal(b, zeroBlock[:len(b)]) }

@@ -25,6 +25,11 @@ var (
 	ErrNoOpenat2     = errors.New("openat2 is not available; pinfold needs Linux 5.6 or later")
 )
 
+// ShiftedIDs is how many ids a sandbox maps when pinfold runs as root
+// (inside 0..ShiftedIDs-1 is host shift+0..): an archive's owners must
+// lie below it to be extracted with the shift.
+const ShiftedIDs = 65536
+
 // Clean turns an entry name into a clean path relative to the root:
 // leading "/" and "." components go, "a/../b" becomes "b". A ".." that
 // would climb above the root, a NUL byte or an overlong name is an error.

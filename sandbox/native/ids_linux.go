@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // When pinfold runs as root, sandbox ids 0..65535 map to this unprivileged
@@ -12,7 +13,7 @@ import (
 // systemd leaves to container managers (0x70000000).
 const (
 	hostIDBase = 1879048192
-	hostIDSize = 65536
+	hostIDSize = tarentry.ShiftedIDs // what the store extracts bases for
 )
 
 // HostIDBase is the host id that root inside maps to when pinfold runs as
