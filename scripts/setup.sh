@@ -24,5 +24,6 @@ fi
 
 . scripts/goenv.sh
 ./scripts/build.sh
+install -m 0755 bin/pinfold-net /usr/local/bin/pinfold-net
 install -m 0755 bin/pinfold /usr/local/bin/pinfold
 echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"

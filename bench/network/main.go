@@ -111,6 +111,13 @@ func main() {
 	verbose := flag.Bool("v", false, "print every transfer and run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pinfold's stack runs in it) to FILE")
 	flag.Parse()
+	// The library's network stack runs in pinfold's helper, built beside
+	// the binary (scripts/build.sh).
+	if os.Getenv("PINFOLD_NET_HELPER") == "" {
+		if abs, err := filepath.Abs(*pinfold); err == nil {
+			os.Setenv("PINFOLD_NET_HELPER", filepath.Join(filepath.Dir(abs), "pinfold-net"))
+		}
+	}
 	logEach = *verbose
 	bin, err := filepath.Abs(*pinfold)
 	check(err)

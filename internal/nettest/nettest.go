@@ -35,6 +35,24 @@ func BuildPinfold(dir string) (string, error) {
 	if b, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building pinfold: %v\n%s", err, b)
 	}
+	// Its network helper goes beside it, where pinfold looks for it.
+	if _, err := BuildHelper(dir); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// BuildHelper builds pinfold-net (the network helper) into dir, points
+// PINFOLD_NET_HELPER at it for this process (library tests have no
+// pinfold binary beside them) and returns its path.
+func BuildHelper(dir string) (string, error) {
+	out := filepath.Join(dir, "pinfold-net")
+	build := exec.Command("go", "build", "-o", out, "github.com/pinfold/pinfold/cmd/pinfold-net")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building pinfold-net: %v\n%s", err, b)
+	}
+	os.Setenv("PINFOLD_NET_HELPER", out)
 	return out, nil
 }
 
@@ -240,7 +258,10 @@ type Env struct {
 }
 
 // NewEnv makes an Env, torn down when the test ends.
-func NewEnv(t *testing.T) *Env {
+func NewEnv(t *testing.T) *Env { return NewEnvWith(t, nil) }
+
+// NewEnvWith is NewEnv whose DNS servers also answer the names of extra.
+func NewEnvWith(t *testing.T, extra map[string][]string) *Env {
 	h := NewHost(t)
 	records := map[string][]string{
 		"allowed.test":    {h.Addr, h.Addr6},
@@ -250,6 +271,9 @@ func NewEnv(t *testing.T) *Env {
 		"other.test":      {h.Addr},
 		"meta.test":       {"169.254.169.254"},
 		"v6.test":         {h.Addr6},
+	}
+	for n, a := range extra {
+		records[n] = a
 	}
 	h.Inside(t, func() {
 		for _, a := range []string{h.Addr, "[" + h.Addr6 + "]"} {

@@ -39,6 +39,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if _, err := nettest.BuildHelper(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	attackerDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)

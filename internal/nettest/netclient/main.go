@@ -9,6 +9,7 @@
 //	netclient dns SERVER:PORT NAME    ask SERVER for NAME's A record directly
 //	netclient serve PORT              accept one connection, answer each line with "echo LINE"
 //	netclient sink HOST:PORT MB       send MB MiB, print the MiB/s
+//	netclient raw HOST:PORT DATA      send DATA (a Go-quoted string), print what comes back until the server closes
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -113,6 +115,22 @@ func run(args []string) (string, error) {
 			n++
 		}
 		return strconv.Itoa(n), nil
+	case "raw":
+		data, err := strconv.Unquote(args[2])
+		if err != nil {
+			return "", err
+		}
+		c, err := d.Dial("tcp", args[1])
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(data)); err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(c)
+		return string(b), err
 	case "sink":
 		mb, _ := strconv.Atoi(args[2])
 		c, err := d.Dial("tcp", args[1])

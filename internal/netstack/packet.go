@@ -1,25 +1,14 @@
-package netpolicy
+package netstack
 
 import (
 	"encoding/binary"
 	"net/netip"
 )
 
-// IP protocol numbers the stack handles.
+// IP protocol numbers of pings.
 const (
 	protoICMP   = 1
-	protoTCP    = 6
-	protoUDP    = 17
 	protoICMPv6 = 58
-)
-
-// TCP flags.
-const (
-	flagFIN = 0x01
-	flagSYN = 0x02
-	flagRST = 0x04
-	flagPSH = 0x08
-	flagACK = 0x10
 )
 
 var be = binary.BigEndian
@@ -152,61 +141,8 @@ func fold(s uint64) uint16 {
 // checksum field must be zero).
 func l4Checksum(src, dst netip.Addr, proto uint8, l4 []byte) uint16 {
 	c := ^fold(sum(l4, pseudo(src, dst, proto, len(l4))))
-	if c == 0 && proto == protoUDP {
+	if c == 0 && proto == 17 { // UDP
 		c = 0xffff
 	}
 	return c
 }
-
-// tcpSeg is a parsed TCP segment.
-type tcpSeg struct {
-	srcPort, dstPort uint16
-	seq, ack         uint32
-	flags            uint8
-	win              uint16
-	mss              uint16 // from the SYN options; 0 if absent
-	wscale           int8   // -1 if absent
-	payload          []byte
-}
-
-func parseTCP(b []byte) (s tcpSeg, ok bool) {
-	if len(b) < 20 {
-		return s, false
-	}
-	off := int(b[12]>>4) * 4
-	if off < 20 || off > len(b) {
-		return s, false
-	}
-	s.srcPort, s.dstPort = be.Uint16(b), be.Uint16(b[2:])
-	s.seq, s.ack = be.Uint32(b[4:]), be.Uint32(b[8:])
-	s.flags, s.win = b[13], be.Uint16(b[14:])
-	s.wscale = -1
-	s.payload = b[off:]
-	if s.flags&flagSYN != 0 {
-		opts := b[20:off]
-		for len(opts) > 0 {
-			kind := opts[0]
-			if kind == 0 {
-				break
-			}
-			if kind == 1 {
-				opts = opts[1:]
-				continue
-			}
-			if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
-				break
-			}
-			switch {
-			case kind == 2 && opts[1] == 4:
-				s.mss = be.Uint16(opts[2:])
-			case kind == 3 && opts[1] == 3:
-				s.wscale = int8(min(opts[2], 14))
-			}
-			opts = opts[opts[1]:]
-		}
-	}
-	return s, true
-}
-
-// udpHeader is the size of a UDP header.
-const udpHeader = 8

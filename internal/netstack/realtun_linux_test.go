@@ -1,9 +1,8 @@
-package netpolicy
+package netstack
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,25 +10,30 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
 // These tests run the stack against a real kernel: a network namespace
-// whose eth0 is a TUN device the stack serves, as a sandbox's is.
+// whose eth0 is a TUN device the stack serves, as a sandbox's is. The TCP
+// behaviour they check (answering keepalive and zero-window probes) is
+// gVisor's now; they stay as the sandbox sees it.
 
 var realSeq atomic.Int32
 
 type realSandbox struct {
 	ns string
-	s  *Stack
+	s  *Server
 }
 
-func newRealSandbox(t *testing.T, cfg Config) *realSandbox {
+func newRealSandbox(t *testing.T, cfg netpolicy.Config) *realSandbox {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace with a TUN device needs root")
@@ -48,7 +52,7 @@ func newRealSandbox(t *testing.T, cfg Config) *realSandbox {
 		if err != nil {
 			return err
 		}
-		ifr, _ := unix.NewIfreq(Device)
+		ifr, _ := unix.NewIfreq(netpolicy.Device)
 		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
 		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 			unix.Close(fd)
@@ -58,8 +62,9 @@ func newRealSandbox(t *testing.T, cfg Config) *realSandbox {
 		return nil
 	})
 	for _, c := range [][]string{
-		{"link", "set", Device, "mtu", fmt.Sprint(MTU), "up"},
-		{"addr", "add", fmt.Sprintf("%s/%d", SandboxAddr, Prefix4), "dev", Device},
+		{"link", "set", netpolicy.Device, "mtu", fmt.Sprint(netpolicy.MTU), "up"},
+		{"addr", "add", fmt.Sprintf("%s/%d", netpolicy.SandboxAddr, netpolicy.Prefix4), "dev", netpolicy.Device},
+		{"route", "add", "default", "dev", netpolicy.Device},
 		{"link", "set", "lo", "up"},
 	} {
 		if out, err := exec.Command("ip", append([]string{"-n", rs.ns}, c...)...).CombinedOutput(); err != nil {
@@ -67,7 +72,12 @@ func newRealSandbox(t *testing.T, cfg Config) *realSandbox {
 			t.Fatalf("ip %s: %v: %s", strings.Join(c, " "), err, out)
 		}
 	}
-	s, err := Start(context.Background(), cfg, tun)
+	fd, err := unix.Dup(int(tun.Fd()))
+	tun.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Serve(netpolicy.NewPolicy(cfg), fd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +111,7 @@ func (rs *realSandbox) inside(t *testing.T, f func() error) {
 // timed out every idle connection whose program enables keepalive (Go
 // does by default: 15s idle, 9 probes 15s apart).
 func TestRealKernelKeepaliveKeepsIdleConnection(t *testing.T) {
-	rs := newRealSandbox(t, Config{Mode: Outbound, HostLoopback: true})
+	rs := newRealSandbox(t, netpolicy.Config{Mode: netpolicy.Outbound, HostLoopback: true})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +140,7 @@ func TestRealKernelKeepaliveKeepsIdleConnection(t *testing.T) {
 	rs.inside(t, func() (err error) {
 		d := net.Dialer{Timeout: 3 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
 			Enable: true, Idle: time.Second, Interval: 500 * time.Millisecond, Count: 2}}
-		c, err = d.Dial("tcp", netip.AddrPortFrom(HostAddr, uint16(l.Addr().(*net.TCPAddr).Port)).String())
+		c, err = d.Dial("tcp", netip.AddrPortFrom(netpolicy.HostAddr, uint16(l.Addr().(*net.TCPAddr).Port)).String())
 		return err
 	})
 	defer c.Close()
@@ -152,7 +162,7 @@ func TestRealKernelKeepaliveKeepsIdleConnection(t *testing.T) {
 // to keep the test short) the sandbox's kernel aborted the connection and
 // the data it still held was lost.
 func TestRealKernelSlowHostSideKeepsConnection(t *testing.T) {
-	rs := newRealSandbox(t, Config{Mode: Outbound, HostLoopback: true})
+	rs := newRealSandbox(t, netpolicy.Config{Mode: netpolicy.Outbound, HostLoopback: true})
 	if out, err := exec.Command("ip", "netns", "exec", rs.ns, "sysctl", "-qw", "net.ipv4.tcp_retries2=3").CombinedOutput(); err != nil {
 		t.Skipf("sysctl: %v: %s", err, out)
 	}
@@ -179,7 +189,7 @@ func TestRealKernelSlowHostSideKeepsConnection(t *testing.T) {
 	}()
 	var c net.Conn
 	rs.inside(t, func() (err error) {
-		c, err = net.DialTimeout("tcp", netip.AddrPortFrom(HostAddr, uint16(l.Addr().(*net.TCPAddr).Port)).String(), 3*time.Second)
+		c, err = net.DialTimeout("tcp", netip.AddrPortFrom(netpolicy.HostAddr, uint16(l.Addr().(*net.TCPAddr).Port)).String(), 3*time.Second)
 		return err
 	})
 	defer c.Close()
@@ -190,5 +200,90 @@ func TestRealKernelSlowHostSideKeepsConnection(t *testing.T) {
 	c.(*net.TCPConn).CloseWrite()
 	if b := <-got; !bytes.Equal(b, data) {
 		t.Errorf("the host side got %d bytes, want the %d sent", len(b), len(data))
+	}
+}
+
+// Close waited for pending host-side connects (up to dialTimeout, 15s) and
+// upstream DNS queries (3s per resolver), and the sandbox's result waits
+// for Close.
+func TestCloseDoesNotWaitForDialsOrUpstreams(t *testing.T) {
+	// A listener whose accept queue is full drops SYNs: connects to it
+	// hang.
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Listen(fd, 0)
+	sa, _ := unix.Getsockname(fd)
+	port := sa.(*unix.SockaddrInet4).Port
+	filler, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0") // never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rs := newRealSandbox(t, netpolicy.Config{Mode: netpolicy.Outbound, HostLoopback: true,
+		DNS: []netip.AddrPort{netip.MustParseAddrPort(pc.LocalAddr().String())}})
+	rs.inside(t, func() error {
+		go net.DialTimeout("tcp", netip.AddrPortFrom(netpolicy.HostAddr, uint16(port)).String(), 20*time.Second)
+		c, err := net.Dial("udp", netpolicy.DNSAddr.String()+":53")
+		if err != nil {
+			return err
+		}
+		c.Write(query("example.org"))
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	rs.s.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v", d.Round(100*time.Millisecond))
+	}
+}
+
+// query is a DNS query for name's A record.
+func query(name string) []byte {
+	q := []byte{0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0}
+	for _, l := range bytes.Split([]byte(name), []byte(".")) {
+		q = append(append(q, byte(len(l))), l...)
+	}
+	return append(q, 0, 0, 1, 0, 1)
+}
+
+// Every UDP query to pinfold's DNS server got a goroutine and a host
+// socket for as long as the upstream took, without bound: a sandbox could
+// exhaust the helper's descriptors.
+func TestDNSQueriesInFlightAreBounded(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0") // never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rs := newRealSandbox(t, netpolicy.Config{Mode: netpolicy.Outbound,
+		DNS: []netip.AddrPort{netip.MustParseAddrPort(pc.LocalAddr().String())}})
+	before := runtime.NumGoroutine()
+	const n = 3000
+	rs.inside(t, func() error {
+		c, err := net.Dial("udp", netpolicy.DNSAddr.String()+":53")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i := range n {
+			c.Write(query(fmt.Sprintf("n%d.example.org", i)))
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if g := runtime.NumGoroutine() - before; g > 2*maxDNSInFlight {
+		t.Errorf("%d goroutines for %d unanswered queries", g, n)
 	}
 }

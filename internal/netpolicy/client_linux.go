@@ -1,0 +1,188 @@
+package netpolicy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stack is a sandbox's network, served by the helper process.
+type Stack struct {
+	cfg  Config
+	cmd  *exec.Cmd
+	ctl  *os.File
+	done chan struct{} // the reader has stopped
+
+	mu     sync.Mutex
+	viol   []Violation
+	vindex map[string]int
+	logMu  sync.Mutex
+	closed bool
+}
+
+// ErrNoHelper is wrapped by Start's error when the helper is missing.
+var ErrNoHelper = errors.New("pinfold's network helper " + HelperName + " is missing")
+
+// HelperPath finds the helper: $PINFOLD_NET_HELPER, else pinfold-net next
+// to the running binary, else on PATH.
+func HelperPath() (string, error) {
+	if p := os.Getenv("PINFOLD_NET_HELPER"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		p := filepath.Join(filepath.Dir(exe), HelperName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(HelperName); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: the network modes outbound and allow, and published ports, need it next to the pinfold binary (scripts/build.sh builds both; or set PINFOLD_NET_HELPER)", ErrNoHelper)
+}
+
+// Start serves the sandbox whose TUN device is tun (Start owns it) with
+// pinfold's network stack, in a helper process, until Close. It returns
+// once the helper is ready (its published ports listen).
+func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
+	defer tun.Close()
+	path, err := HelperPath()
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	ctl, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl")
+	cmd := &exec.Cmd{Path: path, Args: []string{HelperName}, Env: []string{},
+		ExtraFiles: []*os.File{child, tun},
+		// Its own process group: the terminal's Ctrl-C is the command's,
+		// not the network's. It dies with the supervisor, by the signal
+		// and, surely, when its end of ctl reads end of file.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	if err := cmd.Start(); err != nil {
+		ctl.Close()
+		child.Close()
+		return nil, fmt.Errorf("network: starting %s: %w", path, err)
+	}
+	child.Close()
+	s := &Stack{cfg: cfg, cmd: cmd, ctl: ctl, done: make(chan struct{}), vindex: map[string]int{}}
+	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("network: configuring the helper: %w", err)
+	}
+	ready := make(chan error, 1)
+	go s.read(ready)
+	select {
+	case err = <-ready:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-time.After(10 * time.Second):
+		err = errors.New("the network helper did not start within 10 s")
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	return s, nil
+}
+
+// read handles the helper's messages until it goes.
+func (s *Stack) read(ready chan<- error) {
+	defer close(s.done)
+	buf := make([]byte, 64<<10)
+	answered := false
+	answer := func(err error) {
+		if !answered {
+			answered = true
+			ready <- err
+		}
+	}
+	defer answer(errors.New("the network helper exited"))
+	for {
+		n, err := s.ctl.Read(buf)
+		if err != nil || n == 0 {
+			return
+		}
+		var m Message
+		if json.Unmarshal(buf[:n], &m) != nil {
+			continue
+		}
+		switch {
+		case m.Ready:
+			answer(nil)
+		case m.Error != "":
+			answer(errors.New(m.Error))
+		case m.Violation != nil:
+			s.record(*m.Violation)
+		}
+	}
+}
+
+// record keeps a violation the helper reported (it counts repeats).
+func (s *Stack) record(v Violation) {
+	key := v.Kind + "\x00" + v.Name + "\x00" + v.Addr
+	s.mu.Lock()
+	if i, ok := s.vindex[key]; ok {
+		s.viol[i] = v
+	} else if len(s.viol) < maxViolations {
+		s.vindex[key] = len(s.viol)
+		s.viol = append(s.viol, v)
+	}
+	w := s.cfg.Log
+	s.mu.Unlock()
+	if w != nil {
+		writeViolation(&s.logMu, w, v)
+	}
+}
+
+// Violations returns what was blocked so far, first occurrence first.
+func (s *Stack) Violations() []Violation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Violation(nil), s.viol...)
+}
+
+// Close stops the helper. The violations it reported stay readable.
+func (s *Stack) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	// The helper reports everything before it reads end of file; wait a
+	// little for the last reports, then for it to go.
+	unix.Shutdown(int(s.ctl.Fd()), unix.SHUT_WR)
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Second):
+	}
+	s.ctl.Close()
+	exited := make(chan struct{})
+	go func() {
+		s.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+		s.cmd.Process.Kill()
+		<-exited
+	}
+	return nil
+}

@@ -1,0 +1,553 @@
+package netpolicy
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// A Guard checks the names a connection from the sandbox asks a server
+// for, in the bytes the client sends, before any of them reaches the
+// server. It is used on connections to addresses that an allowed name
+// resolved to: a server there may host other names too (a CDN, a shared
+// host), and the TLS server name or HTTP Host picks among them.
+//
+// It fails closed: what it cannot parse within its bounds is refused.
+//
+//   - TLS: the ClientHello (joined across records, at most HeadMax bytes)
+//     must carry a server name, allowed, and no Encrypted Client Hello;
+//     the rest of the stream is the server's business (encrypted).
+//   - HTTP/1: every request on the connection is checked, kept-alive and
+//     pipelined ones included: one Host header (none, two, a folded or
+//     malformed one is refused), the same host as an absolute request
+//     target, a head of at most HeadMax bytes, a body framed by
+//     Content-Length or chunked encoding but not both. CONNECT, HTTP/2
+//     (prior knowledge or an h2c upgrade) are refused. A WebSocket
+//     upgrade, once checked, turns the connection opaque when the server
+//     answers 101 (Switching).
+//   - Anything else is a protocol that names no server (SSH, a database):
+//     it passes, the address check alone applies. Bytes that start like
+//     either of the above but break off or go wrong are refused.
+type Guard struct {
+	// Allowed reports whether the connection may ask for host (a name,
+	// lower case, or an address literal).
+	Allowed func(host string) bool
+
+	state   guardState
+	buf     []byte // bytes seen but not yet passed
+	body    int64  // bytes of the current body left to pass
+	chunked bool
+	chunk   chunkState
+	upgrade bool // the last request asked for a WebSocket upgrade
+}
+
+// HeadMax bounds what the guard holds to parse one ClientHello or one
+// HTTP request head.
+const HeadMax = 64 << 10
+
+type guardState int
+
+const (
+	gStart    guardState = iota // nothing seen yet
+	gHead                       // reading an HTTP request head
+	gBody                       // passing a body of known length
+	gChunked                    // passing a chunked body
+	gWaitResp                   // an upgrade request went out: nothing passes until the server answers
+	gOpaque                     // no more checks: TLS after its hello, a non-HTTP protocol, a WebSocket
+	gRefused
+)
+
+// GuardError is why a guard refused a connection.
+type GuardError struct {
+	Name   string // the name the client asked for, when known
+	Reason string
+}
+
+func (e *GuardError) Error() string {
+	if e.Name != "" {
+		return e.Reason + " (" + e.Name + ")"
+	}
+	return e.Reason
+}
+
+// errMore is Feed's "not enough bytes yet".
+var errMore = errors.New("more")
+
+// Feed takes the next bytes the client sent and returns how many of the
+// bytes fed so far may go to the server now (those are dropped from the
+// guard), or the refusal. Bytes it holds back are passed by later calls,
+// once what follows them is known.
+func (g *Guard) Feed(b []byte) (pass []byte, err error) {
+	if g.state == gRefused {
+		return nil, &GuardError{Reason: "refused earlier"}
+	}
+	if g.state == gOpaque && len(g.buf) == 0 {
+		return b, nil
+	}
+	g.buf = append(g.buf, b...)
+	var out []byte
+	for len(g.buf) > 0 {
+		n, err := g.step()
+		if err == errMore {
+			if len(g.buf) > HeadMax && (g.state == gStart || g.state == gHead) {
+				g.state = gRefused
+				return out, &GuardError{Reason: "the request head is larger than " + strconv.Itoa(HeadMax>>10) + " KiB: too large to check"}
+			}
+			break
+		}
+		if err != nil {
+			g.state = gRefused
+			return out, err
+		}
+		if n == 0 {
+			break // waiting (for the server's answer to an upgrade)
+		}
+		out = append(out, g.buf[:n]...)
+		g.buf = g.buf[n:]
+	}
+	if len(g.buf) == 0 {
+		g.buf = nil
+	}
+	return out, nil
+}
+
+// Waiting reports whether the guard holds the client's bytes until the
+// server answers (an upgrade request); the proxy then calls Response with
+// the server's first bytes.
+func (g *Guard) Waiting() bool { return g.state == gWaitResp }
+
+// Response tells the guard the server's answer to an upgrade request: its
+// status line. 101 makes the connection opaque; any other status goes back
+// to checking requests.
+func (g *Guard) Response(statusLine []byte) {
+	if g.state != gWaitResp {
+		return
+	}
+	f := strings.Fields(string(statusLine))
+	if len(f) >= 2 && strings.HasPrefix(f[0], "HTTP/1.") && f[1] == "101" {
+		g.state = gOpaque
+		return
+	}
+	g.state = gHead
+}
+
+// step handles the start of g.buf and returns how many bytes may pass.
+func (g *Guard) step() (int, error) {
+	switch g.state {
+	case gOpaque:
+		return len(g.buf), nil
+	case gWaitResp:
+		return 0, nil
+	case gBody:
+		n := int(min(int64(len(g.buf)), g.body))
+		g.body -= int64(n)
+		if g.body == 0 {
+			g.state = gHead
+		}
+		return n, nil
+	case gChunked:
+		return g.chunked0()
+	case gStart:
+		return g.start()
+	}
+	return g.head()
+}
+
+// start tells TLS, HTTP and other protocols apart by the first bytes.
+func (g *Guard) start() (int, error) {
+	b := g.buf
+	if b[0] == 0x16 {
+		name, ech, more := tlsHello(b)
+		switch {
+		case more:
+			if len(b) > HeadMax {
+				return 0, &GuardError{Reason: "the TLS ClientHello is larger than " + strconv.Itoa(HeadMax>>10) + " KiB: too large to check"}
+			}
+			return 0, errMore
+		case ech:
+			return 0, &GuardError{Reason: "the TLS ClientHello hides its server name (Encrypted Client Hello)"}
+		case name == "":
+			return 0, &GuardError{Reason: "a TLS connection without a server name (SNI), or a malformed ClientHello: the name cannot be checked"}
+		case !g.Allowed(name):
+			return 0, &GuardError{Name: name, Reason: "the TLS server name is not in the allow list"}
+		}
+		g.state = gOpaque
+		return len(b), nil
+	}
+	switch httpLike(b) {
+	case likeMore:
+		return 0, errMore
+	case likeHTTP:
+		g.state = gHead
+		return g.head()
+	}
+	g.state = gOpaque // names no server: the address check applied
+	return len(b), nil
+}
+
+type likeness int
+
+const (
+	likeNo likeness = iota
+	likeHTTP
+	likeMore
+)
+
+// httpLike reports whether b starts like an HTTP request: its first line
+// is "TOKEN SP ... SP HTTP/x.y", or starts with a method HTTP has (an
+// HTTP/0.9 request, which carries no Host: the parser refuses it), or it
+// starts with the empty lines servers skip before a request. Bytes that
+// cannot start a request line (binary, a protocol's banner) are not.
+func httpLike(b []byte) likeness {
+	if b[0] == '\r' || b[0] == '\n' {
+		return likeHTTP
+	}
+	sp := -1
+	for i, c := range b {
+		if c == ' ' {
+			if i == 0 {
+				return likeNo
+			}
+			sp = i
+			break
+		}
+		if !isTokenChar(c) || i >= 32 {
+			return likeNo // no method looks like that
+		}
+	}
+	if sp < 0 {
+		return likeMore
+	}
+	end := bytes.IndexByte(b, '\n')
+	if end < 0 {
+		return likeMore
+	}
+	line := strings.TrimSuffix(string(b[:end]), "\r")
+	if i := strings.LastIndexByte(line, ' '); i > sp && strings.HasPrefix(line[i+1:], "HTTP/") {
+		return likeHTTP
+	}
+	switch string(b[:sp]) {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI":
+		return likeHTTP
+	}
+	return likeNo
+}
+
+// head parses one request head at the start of g.buf.
+func (g *Guard) head() (int, error) {
+	b := g.buf
+	// Empty lines before a request line are skipped by servers.
+	skip := 0
+	for skip < len(b) && (b[skip] == '\r' || b[skip] == '\n') {
+		skip++
+	}
+	if skip > 0 {
+		return skip, nil // they pass, then the request is read
+	}
+	// The request line is checked as soon as it is whole: an HTTP/0.9
+	// request (no version, no Host) waits for no header.
+	if l := bytes.IndexByte(b[skip:], '\n'); l >= 0 {
+		line := strings.TrimSuffix(string(b[skip:skip+l]), "\r")
+		if _, _, _, ok := splitRequestLine(line); !ok {
+			return 0, &GuardError{Reason: "a malformed HTTP request line (or HTTP/0.9, which names no host)"}
+		}
+	}
+	end := bytes.Index(b[skip:], []byte("\r\n\r\n"))
+	if end > HeadMax {
+		return 0, &GuardError{Reason: "the request head is larger than " + strconv.Itoa(HeadMax>>10) + " KiB: too large to check"}
+	}
+	if end < 0 {
+		if bytes.Contains(b[skip:], []byte("\n\n")) {
+			return 0, &GuardError{Reason: "an HTTP request with bare line feeds: ambiguous, refused"}
+		}
+		return 0, errMore
+	}
+	head := b[skip : skip+end]
+	n := skip + end + 4
+	// Any CR or LF left once the CRLFs are gone is a bare one, which
+	// servers read differently: refused.
+	if bytes.ContainsAny(bytes.ReplaceAll(head, []byte("\r\n"), nil), "\r\n") {
+		return 0, &GuardError{Reason: "an HTTP request with bare line feeds: ambiguous, refused"}
+	}
+	req, err := parseHead(head)
+	if err != nil {
+		return 0, err
+	}
+	if !g.Allowed(req.host) {
+		return 0, &GuardError{Name: req.host, Reason: "the HTTP Host is not in the allow list"}
+	}
+	switch {
+	case req.chunked:
+		g.state, g.chunk = gChunked, chunkState{}
+	case req.length > 0:
+		g.state, g.body = gBody, req.length
+	case req.upgrade:
+		g.state = gWaitResp
+	default:
+		g.state = gHead
+	}
+	g.upgrade = req.upgrade
+	if req.upgrade && g.state != gWaitResp {
+		return 0, &GuardError{Name: req.host, Reason: "an upgrade request with a body: refused"}
+	}
+	return n, nil
+}
+
+// request is what the guard needs of one HTTP request head.
+type request struct {
+	host    string
+	length  int64
+	chunked bool
+	upgrade bool
+}
+
+// parseHead checks a request head (without its final CRLF CRLF).
+func parseHead(head []byte) (*request, error) {
+	lines := strings.Split(string(head), "\r\n")
+	method, target, version, ok := splitRequestLine(lines[0])
+	if !ok {
+		return nil, &GuardError{Reason: "a malformed HTTP request line"}
+	}
+	switch {
+	case method == "CONNECT":
+		return nil, &GuardError{Reason: "HTTP CONNECT (a tunnel to another host) is refused"}
+	case method == "PRI" || version == "HTTP/2.0":
+		return nil, &GuardError{Reason: "HTTP/2 without TLS cannot be checked"}
+	case version != "HTTP/1.1" && version != "HTTP/1.0":
+		return nil, &GuardError{Reason: "HTTP version " + strconv.Quote(version) + " cannot be checked"}
+	}
+	r := &request{length: -1}
+	hosts := 0
+	var hostValue, te, connection, upgrade string
+	lengths := map[string]bool{}
+	for _, l := range lines[1:] {
+		if l == "" {
+			continue
+		}
+		if l[0] == ' ' || l[0] == '\t' {
+			return nil, &GuardError{Reason: "a folded HTTP header line (obsolete, ambiguous)"}
+		}
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || name == "" || !isToken(name) {
+			return nil, &GuardError{Reason: "a malformed HTTP header line"}
+		}
+		if strings.ContainsAny(value, "\x00\r\n") {
+			return nil, &GuardError{Reason: "a malformed HTTP header value"}
+		}
+		value = strings.Trim(value, " \t")
+		switch strings.ToLower(name) {
+		case "host":
+			hosts++
+			hostValue = value
+		case "content-length":
+			lengths[value] = true
+		case "transfer-encoding":
+			if te != "" {
+				te += ", "
+			}
+			te += value
+		case "connection":
+			connection += "," + strings.ToLower(value)
+		case "upgrade":
+			upgrade += "," + strings.ToLower(value)
+		}
+	}
+	if hosts != 1 {
+		if hosts == 0 {
+			return nil, &GuardError{Reason: "an HTTP request without a Host header"}
+		}
+		return nil, &GuardError{Reason: "an HTTP request with " + strconv.Itoa(hosts) + " Host headers: ambiguous, refused"}
+	}
+	host, err := parseHost(hostValue)
+	if err != nil {
+		return nil, &GuardError{Reason: "HTTP Host " + strconv.Quote(hostValue) + ": " + err.Error()}
+	}
+	r.host = host
+	if !strings.HasPrefix(target, "/") && target != "*" {
+		// absolute-form: its authority must be the Host.
+		u, ok := strings.CutPrefix(strings.ToLower(target), "http://")
+		if !ok {
+			u, ok = strings.CutPrefix(strings.ToLower(target), "https://")
+		}
+		if !ok {
+			return nil, &GuardError{Name: host, Reason: "an HTTP request target that is neither a path nor an http URL"}
+		}
+		authority, _, _ := strings.Cut(u, "/")
+		authority, _, _ = strings.Cut(authority, "?")
+		th, err := parseHost(authority)
+		if err != nil || th != host {
+			return nil, &GuardError{Name: host, Reason: "the HTTP request's URL names " + strconv.Quote(authority) + " but its Host is " + strconv.Quote(hostValue) + ": ambiguous, refused"}
+		}
+	}
+	switch {
+	case te != "" && len(lengths) > 0:
+		return nil, &GuardError{Name: host, Reason: "an HTTP request with both Content-Length and Transfer-Encoding: ambiguous, refused"}
+	case te != "":
+		codings := strings.Split(strings.ToLower(te), ",")
+		if strings.TrimSpace(codings[len(codings)-1]) != "chunked" {
+			return nil, &GuardError{Name: host, Reason: "an HTTP request body whose length cannot be told (Transfer-Encoding " + strconv.Quote(te) + ")"}
+		}
+		for _, c := range codings[:len(codings)-1] {
+			if strings.TrimSpace(c) == "chunked" {
+				return nil, &GuardError{Name: host, Reason: "Transfer-Encoding chunked twice: ambiguous, refused"}
+			}
+		}
+		r.chunked = true
+	case len(lengths) > 1:
+		return nil, &GuardError{Name: host, Reason: "an HTTP request with different Content-Length headers: ambiguous, refused"}
+	case len(lengths) == 1:
+		for v := range lengths {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || strings.TrimLeft(v, "0123456789") != "" {
+				return nil, &GuardError{Name: host, Reason: "an HTTP Content-Length that is not a number: " + strconv.Quote(v)}
+			}
+			r.length = n
+		}
+	}
+	if strings.Contains(connection, "upgrade") || upgrade != "" {
+		for _, u := range strings.Split(upgrade, ",") {
+			u = strings.TrimSpace(u)
+			if u != "" && u != "websocket" {
+				return nil, &GuardError{Name: host, Reason: "an HTTP upgrade to " + strconv.Quote(u) + " cannot be checked (only WebSocket upgrades are let through)"}
+			}
+		}
+		r.upgrade = strings.Contains(upgrade, "websocket")
+	}
+	return r, nil
+}
+
+// splitRequestLine splits "METHOD SP target SP version" (one space each).
+func splitRequestLine(l string) (method, target, version string, ok bool) {
+	f := strings.Split(l, " ")
+	if len(f) != 3 || f[0] == "" || f[1] == "" || !isToken(f[0]) || strings.ContainsAny(f[1], "\t\x00") {
+		return "", "", "", false
+	}
+	return f[0], f[1], f[2], true
+}
+
+// parseHost checks host[:port] (a DNS name or an address literal) and
+// returns the host, lower case.
+func parseHost(v string) (string, error) {
+	if v == "" {
+		return "", errors.New("empty")
+	}
+	if strings.ContainsAny(v, "@ \t,/\\") {
+		return "", errors.New("not a host name")
+	}
+	h := v
+	if strings.HasPrefix(v, "[") {
+		i := strings.IndexByte(v, ']')
+		if i < 0 {
+			return "", errors.New("unterminated IPv6 literal")
+		}
+		h = v[1:i]
+		if a, err := netip.ParseAddr(h); err != nil || !a.Is6() {
+			return "", errors.New("a malformed IPv6 literal")
+		}
+		if rest := v[i+1:]; rest != "" && !validPort(strings.TrimPrefix(rest, ":"), strings.HasPrefix(rest, ":")) {
+			return "", errors.New("a malformed port")
+		}
+		return strings.ToLower(h), nil
+	}
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		if !validPort(v[i+1:], true) {
+			return "", errors.New("a malformed port")
+		}
+		h = v[:i]
+	}
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	if h == "" {
+		return "", errors.New("empty")
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return "", errors.New("not a host name")
+		}
+	}
+	return h, nil
+}
+
+func validPort(p string, colon bool) bool {
+	if !colon || p == "" || len(p) > 5 {
+		return false
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536 && strings.TrimLeft(p, "0123456789") == ""
+}
+
+func isTokenChar(c byte) bool {
+	return c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c))
+}
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTokenChar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// chunkState follows a chunked body: chunk sizes, data, and the trailer.
+type chunkState struct {
+	left    int64 // bytes of chunk data left
+	crlf    bool  // the CRLF after a chunk's data is next
+	trailer bool  // in the trailer after the last chunk
+}
+
+// chunked0 passes what it can of a chunked body.
+func (g *Guard) chunked0() (int, error) {
+	b := g.buf
+	c := &g.chunk
+	if c.left > 0 {
+		n := int(min(int64(len(b)), c.left))
+		c.left -= int64(n)
+		c.crlf = c.left == 0
+		return n, nil
+	}
+	if c.crlf {
+		if len(b) < 2 {
+			return 0, errMore
+		}
+		if b[0] != '\r' || b[1] != '\n' {
+			return 0, &GuardError{Reason: "a malformed chunked body (no CRLF after a chunk)"}
+		}
+		c.crlf = false
+		return 2, nil
+	}
+	i := bytes.Index(b, []byte("\r\n"))
+	if i < 0 {
+		if len(b) > 4096 || bytes.IndexByte(b, '\n') >= 0 {
+			return 0, &GuardError{Reason: "a malformed chunked body (a chunk line without its CRLF)"}
+		}
+		return 0, errMore
+	}
+	line := string(b[:i])
+	if strings.ContainsAny(line, "\r\n") {
+		return 0, &GuardError{Reason: "a malformed chunked body"}
+	}
+	if c.trailer {
+		if line == "" {
+			g.state = gHead // the request is over
+			c.trailer = false
+		} else if name, _, ok := strings.Cut(line, ":"); !ok || !isToken(name) {
+			return 0, &GuardError{Reason: "a malformed chunked body trailer"}
+		}
+		return i + 2, nil
+	}
+	size, _, _ := strings.Cut(line, ";")
+	size = strings.TrimRight(size, " \t")
+	if size == "" || len(size) > 15 || strings.TrimLeft(size, "0123456789abcdefABCDEF") != "" {
+		return 0, &GuardError{Reason: "a malformed chunk size " + strconv.Quote(size)}
+	}
+	n, _ := strconv.ParseInt(size, 16, 64)
+	if n == 0 {
+		c.trailer = true
+	} else {
+		c.left = n
+	}
+	return i + 2, nil
+}

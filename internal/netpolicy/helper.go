@@ -1,0 +1,100 @@
+package netpolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+)
+
+// The network stack (gVisor's netstack, in internal/netstack) runs in a
+// helper process, pinfold-net, so that the pinfold binary does not link
+// it: its packages' initialisation would cost every pinfold start, most of
+// which need no network. The supervisor starts the helper with the
+// sandbox's TUN device and one end of a SOCK_SEQPACKET socket pair, and
+// they exchange one JSON Message per packet on it:
+//
+//	supervisor -> helper   {"config": {...}}
+//	helper -> supervisor   {"ready": true} or {"error": "..."}, then
+//	                       {"violation": {...}} as they happen
+//
+// The helper stops when the supervisor's end closes (at the end of the run,
+// or when the supervisor dies).
+
+// HelperName is the helper's file name, looked up next to the pinfold
+// binary (or PINFOLD_NET_HELPER).
+const HelperName = "pinfold-net"
+
+// Message is one message between the supervisor and the helper.
+type Message struct {
+	Config    *WireConfig `json:"config,omitempty"`
+	Ready     bool        `json:"ready,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	Violation *Violation  `json:"violation,omitempty"`
+}
+
+// WireConfig is a Config as the helper receives it (Log stays with the
+// supervisor, which writes the violations the helper reports).
+type WireConfig struct {
+	Mode         Mode          `json:"mode"`
+	Allow        []string      `json:"allow,omitempty"`
+	Deny         []string      `json:"deny,omitempty"`
+	HostLoopback bool          `json:"host_loopback,omitempty"`
+	Publish      []wirePublish `json:"publish,omitempty"`
+	DNS          []string      `json:"dns,omitempty"`
+}
+
+type wirePublish struct {
+	Host string `json:"host"`
+	Port uint16 `json:"port"`
+}
+
+// Wire returns c as the helper receives it.
+func (c *Config) Wire() *WireConfig {
+	w := &WireConfig{Mode: c.Mode, HostLoopback: c.HostLoopback}
+	for _, r := range c.Rules.Allow {
+		w.Allow = append(w.Allow, r.Text)
+	}
+	for _, r := range c.Rules.Deny {
+		w.Deny = append(w.Deny, r.Text)
+	}
+	for _, p := range c.Publish {
+		w.Publish = append(w.Publish, wirePublish{Host: p.Host.String(), Port: p.Port})
+	}
+	for _, d := range c.DNS {
+		w.DNS = append(w.DNS, d.String())
+	}
+	return w
+}
+
+// Config turns a received WireConfig back into a Config.
+func (w *WireConfig) Config() (Config, error) {
+	c := Config{Mode: w.Mode, HostLoopback: w.HostLoopback}
+	if _, err := ParseMode(string(w.Mode)); err != nil {
+		return c, err
+	}
+	var err error
+	if c.Rules, err = ParseRules(w.Allow, w.Deny); err != nil {
+		return c, err
+	}
+	for _, p := range w.Publish {
+		h, err := netip.ParseAddrPort(p.Host)
+		if err != nil {
+			return c, fmt.Errorf("publish %q: %w", p.Host, err)
+		}
+		c.Publish = append(c.Publish, Publish{Host: h, Port: p.Port})
+	}
+	for _, d := range w.DNS {
+		ap, err := netip.ParseAddrPort(d)
+		if err != nil {
+			return c, fmt.Errorf("dns %q: %w", d, err)
+		}
+		c.DNS = append(c.DNS, ap)
+	}
+	return c, nil
+}
+
+// Marshal encodes m for the socket.
+func (m *Message) Marshal() []byte {
+	b, _ := json.Marshal(m)
+	return b
+}

@@ -1,0 +1,162 @@
+// Package netstack serves a sandbox's TUN device with gVisor's userspace
+// TCP/IP stack: every TCP connection, UDP flow and ping the sandbox starts
+// ends here, and goes on from the host's own sockets only when the
+// netpolicy.Policy allows it. TCP connections to addresses an allowed name
+// resolved to pass through a netpolicy.Guard, which checks the TLS server
+// name or the Host of every HTTP request before the upstream connection is
+// opened and before a byte reaches it. DNS for the sandbox is pinfold's own
+// server (netpolicy.Policy.Resolve), and published ports are dialled into
+// the sandbox through the stack.
+//
+// It runs in the pinfold-net helper process (cmd/pinfold-net, see Main),
+// never in pinfold itself: gVisor's packages cost every process that links
+// them their initialisation.
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/pinfold/pinfold/internal/netpolicy"
+)
+
+const nicID = 1
+
+// Server is a running stack.
+type Server struct {
+	pol      *netpolicy.Policy
+	st       *stack.Stack
+	tunFD    int
+	upstream []netip.AddrPort
+	hosts    *hostAddrs
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closers   []func()
+	closed    bool
+	dnsSlots  chan struct{}
+	echoFlows map[echoKey]*echoFlow
+}
+
+// Serve starts serving the sandbox whose TUN device is tunFD (Serve owns
+// it) under pol, until Close.
+func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
+	cfg := pol.Config()
+	s := &Server{pol: pol, tunFD: tunFD, dnsSlots: make(chan struct{}, maxDNSInFlight), echoFlows: map[echoKey]*echoFlow{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.hosts = newHostAddrs()
+	pol.HostAddr = s.hosts.has
+	s.upstream = cfg.DNS
+	if len(s.upstream) == 0 {
+		s.upstream = hostResolvers("/etc/resolv.conf")
+	}
+	s.st = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	sack := tcpip.TCPSACKEnabled(true)
+	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	// Large buffers: the link is a local kernel, fast and lossless.
+	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
+	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
+	link, err := fdbased.New(&fdbased.Options{FDs: []int{tunFD}, MTU: netpolicy.MTU, EthernetHeader: false,
+		RXChecksumOffload: true, TXChecksumOffload: false})
+	if err != nil {
+		return nil, fmt.Errorf("the TUN device: %v", err)
+	}
+	tap := &echoTap{s: s}
+	tap.Endpoint.Init(link, tap)
+	if e := s.st.CreateNIC(nicID, tap); e != nil {
+		return nil, fmt.Errorf("the stack's interface: %v", e)
+	}
+	// The stack answers for every address: it is the whole network the
+	// sandbox sees (promiscuous), and replies from any of them (spoofing).
+	s.st.SetPromiscuousMode(nicID, true)
+	s.st.SetSpoofing(nicID, true)
+	s.st.SetRouteTable([]tcpip.Route{
+		{Destination: header.IPv4EmptySubnet, NIC: nicID},
+		{Destination: header.IPv6EmptySubnet, NIC: nicID},
+	})
+	fwd := tcp.NewForwarder(s.st, 0, maxConnecting, s.tcpRequest)
+	s.st.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	ufwd := udp.NewForwarder(s.st, s.udpRequest)
+	s.st.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
+	for _, p := range cfg.Publish {
+		if err := s.publish(p); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("publishing %s: %w", p.Host, err)
+		}
+	}
+	return s, nil
+}
+
+// Close stops the stack and drops every connection.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	closers := s.closers
+	s.mu.Unlock()
+	s.cancel()
+	for _, c := range closers {
+		c()
+	}
+	s.st.Close()
+	s.wg.Wait()
+	return nil
+}
+
+// onClose registers what Close ends; false when already closed.
+func (s *Server) onClose(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.closers = append(s.closers, f)
+	return true
+}
+
+// Limits.
+const (
+	maxConnecting  = 1024 // connections being set up at once
+	maxDNSInFlight = 256  // DNS queries upstream at once; beyond, dropped (clients retry)
+)
+
+var errClosed = errors.New("closed")
+
+func addrOf(a tcpip.Address) netip.Addr {
+	if a.Len() == 4 {
+		return netip.AddrFrom4(a.As4())
+	}
+	return netip.AddrFrom16(a.As16()).Unmap()
+}
+
+func fullAddr(ap netip.AddrPort) tcpip.FullAddress {
+	return tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(ap.Addr().Unmap().AsSlice()), Port: ap.Port()}
+}
+
+func proto(a netip.Addr) tcpip.NetworkProtocolNumber {
+	if a.Unmap().Is4() {
+		return ipv4.ProtocolNumber
+	}
+	return ipv6.ProtocolNumber
+}
