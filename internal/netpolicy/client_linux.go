@@ -17,16 +17,19 @@ import (
 
 // Stack is a sandbox's network, served by the helper process.
 type Stack struct {
-	cfg  Config
-	cmd  *exec.Cmd
-	ctl  *os.File
-	done chan struct{} // the reader has stopped
+	cfg   Config
+	cmd   *exec.Cmd
+	ctl   *os.File
+	done  chan struct{} // the reader has stopped
+	bye   chan struct{} // the helper said its last
+	ready chan struct{} // the helper answered the device (startErr says how)
 
-	mu     sync.Mutex
-	viol   []Violation
-	vindex map[string]int
-	logMu  sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	startErr error
+	viol     []Violation
+	vindex   map[string]int
+	logMu    sync.Mutex
+	closed   bool
 }
 
 // ErrNoHelper is wrapped by Start's error when the helper is missing.
@@ -57,7 +60,24 @@ func HelperPath() (string, error) {
 // pinfold's network stack, in a helper process, until Close. It returns
 // once the helper is ready (its published ports listen).
 func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
-	defer tun.Close()
+	s, err := Launch(cfg)
+	if err != nil {
+		tun.Close()
+		return nil, err
+	}
+	if err := s.Attach(tun); err != nil {
+		return nil, err
+	}
+	if err := s.Ready(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Launch starts the helper for cfg before the sandbox's TUN device
+// exists, so that its start overlaps the sandbox's; Attach hands it the
+// device.
+func Launch(cfg Config) (*Stack, error) {
 	path, err := HelperPath()
 	if err != nil {
 		return nil, err
@@ -68,7 +88,7 @@ func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
 	}
 	ctl, child := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl")
 	cmd := &exec.Cmd{Path: path, Args: []string{HelperName}, Env: []string{},
-		ExtraFiles: []*os.File{child, tun},
+		ExtraFiles: []*os.File{child},
 		// Its own process group: the terminal's Ctrl-C is the command's,
 		// not the network's. It dies with the supervisor, by the signal
 		// and, surely, when its end of ctl reads end of file.
@@ -79,15 +99,35 @@ func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
 		return nil, fmt.Errorf("network: starting %s: %w", path, err)
 	}
 	child.Close()
-	s := &Stack{cfg: cfg, cmd: cmd, ctl: ctl, done: make(chan struct{}), vindex: map[string]int{}}
+	s := &Stack{cfg: cfg, cmd: cmd, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{}}
+	go s.read()
 	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("network: configuring the helper: %w", err)
 	}
-	ready := make(chan error, 1)
-	go s.read(ready)
+	return s, nil
+}
+
+// Attach hands the helper the sandbox's TUN device (Attach owns it).
+// It does not wait for the helper to serve it: until then the kernel
+// queues what the sandbox sends. Ready waits.
+func (s *Stack) Attach(tun *os.File) error {
+	err := unix.Sendmsg(int(s.ctl.Fd()), (&Message{TUN: true}).Marshal(), unix.UnixRights(int(tun.Fd())), nil, 0)
+	tun.Close()
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("network: handing over the device: %w", err)
+	}
+	return nil
+}
+
+// Ready waits until the helper serves the device (and its published ports
+// listen).
+func (s *Stack) Ready(ctx context.Context) error {
+	var err error
 	select {
-	case err = <-ready:
+	case <-s.ready:
+		err = s.Err()
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-time.After(10 * time.Second):
@@ -95,20 +135,31 @@ func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("network: %w", err)
+		return fmt.Errorf("network: %w", err)
 	}
-	return s, nil
+	return nil
+}
+
+// Err reports why the helper could not serve the device, once it said so
+// (nil while it starts or serves).
+func (s *Stack) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startErr
 }
 
 // read handles the helper's messages until it goes.
-func (s *Stack) read(ready chan<- error) {
+func (s *Stack) read() {
 	defer close(s.done)
 	buf := make([]byte, 64<<10)
 	answered := false
 	answer := func(err error) {
 		if !answered {
 			answered = true
-			ready <- err
+			s.mu.Lock()
+			s.startErr = err
+			s.mu.Unlock()
+			close(s.ready)
 		}
 	}
 	defer answer(errors.New("the network helper exited"))
@@ -128,6 +179,9 @@ func (s *Stack) read(ready chan<- error) {
 			answer(errors.New(m.Error))
 		case m.Violation != nil:
 			s.record(*m.Violation)
+		case m.Bye:
+			close(s.bye)
+			return
 		}
 	}
 }
@@ -156,7 +210,9 @@ func (s *Stack) Violations() []Violation {
 	return append([]Violation(nil), s.viol...)
 }
 
-// Close stops the helper. The violations it reported stay readable.
+// Close stops the helper. The violations it reported stay readable. It
+// does not wait for the helper to exit: the helper drops its copy of the
+// sandbox's TUN device as it goes, which takes milliseconds.
 func (s *Stack) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -165,24 +221,19 @@ func (s *Stack) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	// The helper reports everything before it reads end of file; wait a
-	// little for the last reports, then for it to go.
+	// The helper has sent every violation it saw once it answers the
+	// shutdown with its last message.
 	unix.Shutdown(int(s.ctl.Fd()), unix.SHUT_WR)
 	select {
+	case <-s.bye:
 	case <-s.done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(time.Second):
 	}
 	s.ctl.Close()
-	exited := make(chan struct{})
 	go func() {
+		timer := time.AfterFunc(5*time.Second, func() { s.cmd.Process.Kill() })
 		s.cmd.Wait()
-		close(exited)
+		timer.Stop()
 	}()
-	select {
-	case <-exited:
-	case <-time.After(2 * time.Second):
-		s.cmd.Process.Kill()
-		<-exited
-	}
 	return nil
 }

@@ -9,16 +9,20 @@ import (
 // The network stack (gVisor's netstack, in internal/netstack) runs in a
 // helper process, pinfold-net, so that the pinfold binary does not link
 // it: its packages' initialisation would cost every pinfold start, most of
-// which need no network. The supervisor starts the helper with the
-// sandbox's TUN device and one end of a SOCK_SEQPACKET socket pair, and
-// they exchange one JSON Message per packet on it:
+// which need no network. The supervisor starts the helper with one end of
+// a SOCK_SEQPACKET socket pair (as soon as it knows the sandbox needs one,
+// so that its start overlaps the sandbox's), and they exchange one JSON
+// Message per packet on it:
 //
-//	supervisor -> helper   {"config": {...}}
+//	supervisor -> helper   {"config": {...}}, then {"tun": true} carrying
+//	                       the device (SCM_RIGHTS)
 //	helper -> supervisor   {"ready": true} or {"error": "..."}, then
-//	                       {"violation": {...}} as they happen
+//	                       {"violation": {...}} as they happen, then
+//	                       {"bye": true} once the supervisor's end shut
 //
-// The helper stops when the supervisor's end closes (at the end of the run,
-// or when the supervisor dies).
+// The helper stops when the supervisor's end shuts (at the end of the run,
+// or when the supervisor dies); the supervisor does not wait for it to
+// exit (dropping a sandbox's TUN device takes milliseconds).
 
 // HelperName is the helper's file name, looked up next to the pinfold
 // binary (or PINFOLD_NET_HELPER).
@@ -30,6 +34,8 @@ type Message struct {
 	Ready     bool        `json:"ready,omitempty"`
 	Error     string      `json:"error,omitempty"`
 	Violation *Violation  `json:"violation,omitempty"`
+	Bye       bool        `json:"bye,omitempty"`
+	TUN       bool        `json:"tun,omitempty"`
 }
 
 // WireConfig is a Config as the helper receives it (Log stays with the

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
@@ -56,8 +57,19 @@ type Server struct {
 // Serve starts serving the sandbox whose TUN device is tunFD (Serve owns
 // it) under pol, until Close.
 func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
+	s := New(pol)
+	if err := s.Attach(tunFD); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New builds the stack for pol, before the sandbox's device exists (the
+// helper does this while the sandbox is set up); Attach serves the device.
+func New(pol *netpolicy.Policy) *Server {
 	cfg := pol.Config()
-	s := &Server{pol: pol, tunFD: tunFD, dnsSlots: make(chan struct{}, maxDNSInFlight), echoFlows: map[echoKey]*echoFlow{}}
+	s := &Server{pol: pol, tunFD: -1, dnsSlots: make(chan struct{}, maxDNSInFlight), echoFlows: map[echoKey]*echoFlow{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hosts = newHostAddrs()
 	pol.HostAddr = s.hosts.has
@@ -74,15 +86,24 @@ func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
 	// Large buffers: the link is a local kernel, fast and lossless.
 	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
 	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
+	return s
+}
+
+// Attach serves the sandbox whose TUN device is tunFD (Attach owns it),
+// until Close.
+func (s *Server) Attach(tunFD int) error {
+	cfg := s.pol.Config()
+	s.tunFD = tunFD
 	link, err := fdbased.New(&fdbased.Options{FDs: []int{tunFD}, MTU: netpolicy.MTU, EthernetHeader: false,
 		RXChecksumOffload: true, TXChecksumOffload: false})
 	if err != nil {
-		return nil, fmt.Errorf("the TUN device: %v", err)
+		unix.Close(tunFD)
+		return fmt.Errorf("the TUN device: %v", err)
 	}
 	tap := &echoTap{s: s}
 	tap.Endpoint.Init(link, tap)
 	if e := s.st.CreateNIC(nicID, tap); e != nil {
-		return nil, fmt.Errorf("the stack's interface: %v", e)
+		return fmt.Errorf("the stack's interface: %v", e)
 	}
 	// The stack answers for every address: it is the whole network the
 	// sandbox sees (promiscuous), and replies from any of them (spoofing).
@@ -99,10 +120,10 @@ func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
 	for _, p := range cfg.Publish {
 		if err := s.publish(p); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("publishing %s: %w", p.Host, err)
+			return fmt.Errorf("publishing %s: %w", p.Host, err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Close stops the stack and drops every connection.

@@ -67,6 +67,35 @@ type instance struct {
 type spawned struct {
 	init *initp.Init
 	err  error
+	net  <-chan launched // its network helper, launched alongside
+}
+
+type launched struct {
+	st  *netpolicy.Stack
+	err error
+}
+
+// launchNet starts a network helper for c, in the background: starting a
+// process blocks the thread that does it until the exec is done.
+func launchNet(c *netpolicy.Config) <-chan launched {
+	if c == nil {
+		return nil
+	}
+	ch := make(chan launched, 1)
+	go func() {
+		st, err := netpolicy.Launch(*c)
+		ch <- launched{st, err}
+	}()
+	return ch
+}
+
+// closeNet stops a helper launchNet started, once it has.
+func closeNet(ch <-chan launched) {
+	if ch != nil {
+		if l := <-ch; l.st != nil {
+			l.st.Close()
+		}
+	}
 }
 
 // New checks spec, prepares its base (importing a tarball into the store
@@ -93,13 +122,18 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	// config. (Spawn returns once the init is executing, so this costs
 	// the caller little; a goroutine would often not be scheduled until
 	// configure had finished.)
+	// The network helper, when one is needed, starts first: it is the
+	// slower of the two to get going.
 	s.pre = make(chan spawned, 1)
+	st := launchNet(s.net)
 	in, err := initp.Spawn(&s.tmpl.SpawnConfig)
-	s.pre <- spawned{in, err}
+	s.pre <- spawned{in, err, st}
 	if err := s.configure(ctx); err != nil {
-		if sp := <-s.pre; sp.init != nil {
+		sp := <-s.pre
+		if sp.init != nil {
 			sp.init.Close()
 		}
+		closeNet(sp.net)
 		return nil, err
 	}
 	if o.pool > 0 {
@@ -486,11 +520,13 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		cfg.Cgroups = g.ProcsFiles()
 	}
 	var in *initp.Init
+	var netc <-chan launched
 	var err error
 	if s.preUsed.CompareAndSwap(false, true) {
 		sp := <-s.pre
-		in, err = sp.init, sp.err
+		in, err, netc = sp.init, sp.err, sp.net
 	} else {
+		netc = launchNet(s.net)
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
@@ -498,28 +534,53 @@ func (s *Sandbox) newInstance() (*instance, error) {
 			in.Close()
 		}
 	}
+	var tun *os.File
+	var st *netpolicy.Stack
+	if err == nil && netc != nil {
+		l := <-netc
+		netc = nil
+		if st, err = l.st, l.err; err != nil {
+			in.Close()
+		}
+	}
+	if err == nil && st != nil {
+		// The device comes before the root is ready (M_TUN before
+		// M_READY): the helper serves it while the init builds the root.
+		if tun, err = in.TUN(); err != nil {
+			in.Close()
+		}
+	}
 	if err != nil {
+		if st != nil {
+			st.Close()
+		}
+		closeNet(netc)
 		if inst.cg != nil {
 			inst.cg.Remove()
 		}
 		return nil, explainSetup(err)
 	}
 	inst.init = in
+	if st != nil {
+		if err := st.Attach(tun); err != nil {
+			s.discard(inst)
+			return nil, explainSetup(err)
+		}
+		inst.net = st
+	}
 	return inst, nil
 }
 
-// startNet serves the instance's network with pinfold's stack.
+// startNet makes sure the instance's network helper serves it before the
+// command starts, where that matters: published ports must listen when
+// Run returns. Otherwise the kernel queues the command's first packets
+// until the helper reads them, and a helper that fails leaves the
+// sandbox without a network (Wait reports it).
 func (inst *instance) startNet(ctx context.Context, c *netpolicy.Config) error {
-	tun, err := inst.init.TUN()
-	if err != nil {
-		return err
+	if len(c.Publish) == 0 {
+		return nil
 	}
-	st, err := netpolicy.Start(ctx, *c, tun)
-	if err != nil {
-		return err
-	}
-	inst.net = st
-	return nil
+	return inst.net.Ready(ctx)
 }
 
 // discard tears an instance down in the background.
@@ -674,9 +735,11 @@ func (s *Sandbox) Close() error {
 	close(s.closing)
 	s.mu.Unlock()
 	if s.preUsed.CompareAndSwap(false, true) {
-		if sp := <-s.pre; sp.init != nil {
+		sp := <-s.pre
+		if sp.init != nil {
 			s.discard(&instance{init: sp.init})
 		}
+		closeNet(sp.net)
 	}
 	if s.pool != nil {
 	drain:
@@ -813,8 +876,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	ioErr := p.io.wait()
 	var violations []sandbox.Violation
 	if p.inst.net != nil {
-		violations = p.inst.net.Violations()
+		// Close first: the helper's last reports may still be in flight.
 		p.inst.net.Close()
+		violations = p.inst.net.Violations()
+		if err := p.inst.net.Err(); err != nil {
+			violations = append(violations, sandbox.Violation{Kind: "network", Reason: "the sandbox had no network: " + err.Error()})
+		}
 	}
 	var stats cgroup.Stats
 	if p.inst.cg != nil {
