@@ -517,8 +517,10 @@ func command(name string, args ...string) func() error {
 }
 
 // startup times the CLI's cold start with --network allow against
-// --network none, both with --access ro (no changeset). If this pinfold
-// has no --network allow, it times the library instead.
+// --network none, both with --access ro (no changeset), and against
+// bubblewrap with the same namespaces (which has no network to serve: the
+// target is allow within 1.5x of it). If this pinfold has no --network
+// allow, it times the library instead.
 func startup(bin string, rounds int) {
 	ws, err := os.MkdirTemp("", "pinfold-netbench-ws-")
 	check(err)
@@ -534,7 +536,12 @@ func startup(bin string, rounds int) {
 		allow = &runner{name: "sandbox.Run NetworkAllow", run: library(ws, sandbox.NetworkAllow)}
 		none = &runner{name: "sandbox.Run NetworkNone", run: library(ws, sandbox.NetworkNone)}
 	}
+	bwrap := &runner{name: "bwrap (same isolation)", run: command("bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+		"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true")}
 	rs := []*runner{allow, none}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		rs = append(rs, bwrap)
+	}
 	measure(rs, rounds)
 	fmt.Printf("\n%s (%d rounds)\n", title, rounds)
 	fmt.Printf("  %-36s %10s %10s %10s\n", "command", "median", "p10", "p90")
@@ -548,6 +555,16 @@ func startup(bin string, rounds int) {
 	d := median(diffs)
 	fmt.Printf("  added by allow: median of per-round differences %.2fms (p25 %.2fms, p75 %.2fms; difference of medians %.2fms); target <= 10 ms: %s\n",
 		ms(d), ms(percentile(diffs, 0.25)), ms(percentile(diffs, 0.75)), ms(median(allow.d)-median(none.d)), met(d <= 10*time.Millisecond))
+	if len(rs) == 3 {
+		ratios := make([]float64, rounds)
+		for i := range ratios {
+			ratios[i] = float64(allow.d[i]) / float64(bwrap.d[i])
+		}
+		sort.Float64s(ratios)
+		r := ratios[len(ratios)/2]
+		fmt.Printf("  allow / bwrap: median of per-round ratios %.3f (p25 %.3f, p75 %.3f); target <= 1.5: %s\n",
+			r, ratios[len(ratios)/4], ratios[len(ratios)*3/4], met(r <= 1.5))
+	}
 }
 
 // library runs /bin/true with sandbox.Run, as the CLI would: a new

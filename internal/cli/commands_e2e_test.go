@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,5 +85,20 @@ func TestUsageErrors(t *testing.T) {
 		if code != 125 || !strings.Contains(errs, "PF101") || !strings.Contains(errs, want) {
 			t.Errorf("%s: %d %q, want PF101 and %q", args, code, errs, want)
 		}
+	}
+}
+
+// TestNetworkHelperMissing checks that a run whose network helper cannot
+// start fails before the command runs, with PF140 and a fix.
+func TestNetworkHelperMissing(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(pinfold, "run", "--access", "ro", "--network", "allow", "--allow", "example.test", "--", "sh", "-c", "echo ran")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "PINFOLD_NET_HELPER="+filepath.Join(ws, "no-such-helper"))
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), "PF140") ||
+		!strings.Contains(string(out), "PINFOLD_NET_HELPER") || strings.Contains(string(out), "ran") {
+		t.Errorf("run with a missing helper: %v %q, want PF140 with a fix and no command run", err, out)
 	}
 }

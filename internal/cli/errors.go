@@ -7,6 +7,7 @@ import (
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -92,6 +93,14 @@ func classify(err error, p *plan.Plan) error {
 	if errors.Is(err, native.ErrIDMap) {
 		return fault.New(fault.IDMap, "cannot show the workspace with its owner's ids",
 			err.Error(), "run pinfold as the workspace's owner instead of root", err)
+	}
+	if errors.Is(err, netpolicy.ErrNoHelper) {
+		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
+			"install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path", err)
+	}
+	if errors.Is(err, netpolicy.ErrHelper) {
+		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
+			"check that the pinfold-net beside pinfold (or PINFOLD_NET_HELPER) is the one built with this pinfold (scripts/build.sh builds both)", err)
 	}
 	var setup *initp.SetupError
 	if errors.As(err, &setup) {

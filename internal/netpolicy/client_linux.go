@@ -35,6 +35,10 @@ type Stack struct {
 // ErrNoHelper is wrapped by Start's error when the helper is missing.
 var ErrNoHelper = errors.New("pinfold's network helper " + HelperName + " is missing")
 
+// ErrHelper is wrapped by the errors of a helper that would not start or
+// serve.
+var ErrHelper = errors.New("pinfold's network helper failed")
+
 // HelperPath finds the helper: $PINFOLD_NET_HELPER, else pinfold-net next
 // to the running binary, else on PATH.
 func HelperPath() (string, error) {
@@ -96,14 +100,14 @@ func Launch(cfg Config) (*Stack, error) {
 	if err := cmd.Start(); err != nil {
 		ctl.Close()
 		child.Close()
-		return nil, fmt.Errorf("network: starting %s: %w", path, err)
+		return nil, fmt.Errorf("%w: starting %s: %w", ErrHelper, path, err)
 	}
 	child.Close()
 	s := &Stack{cfg: cfg, cmd: cmd, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{}}
 	go s.read()
 	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("network: configuring the helper: %w", err)
+		return nil, fmt.Errorf("%w: configuring it: %w", ErrHelper, err)
 	}
 	return s, nil
 }
@@ -116,7 +120,7 @@ func (s *Stack) Attach(tun *os.File) error {
 	tun.Close()
 	if err != nil {
 		s.Close()
-		return fmt.Errorf("network: handing over the device: %w", err)
+		return fmt.Errorf("%w: handing over the device: %w", ErrHelper, err)
 	}
 	return nil
 }
@@ -135,7 +139,7 @@ func (s *Stack) Ready(ctx context.Context) error {
 	}
 	if err != nil {
 		s.Close()
-		return fmt.Errorf("network: %w", err)
+		return fmt.Errorf("%w: %w", ErrHelper, err)
 	}
 	return nil
 }
