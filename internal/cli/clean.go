@@ -8,13 +8,14 @@ import (
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func cleanCommand() command {
 	return command{name: "clean", summary: "remove what killed runs left behind", use: "clean", interspersed: false,
-		long: `Removes cgroups and temporary directories that runs killed before they
-could clean up left behind, finishes their interrupted applies and
+		long: `Removes cgroups, temporary directories and podman or docker containers
+that runs killed before they could clean up left behind, finishes their interrupted applies and
 disks (--disk), and forgets recorded launches (see docs/cli.md). Sandboxes
 still running are not touched.`,
 		setup: func(fs *flagSet) runner {
@@ -53,6 +54,16 @@ still running are not touched.`,
 				}
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "run pinfold clean as the user (or root) that ran the sandboxes", err))
+				}
+				// Containers of killed runs, in the engines that are here.
+				for _, rt := range []*container.Runtime{container.Podman(), container.Docker()} {
+					names, err := rt.Clean(ctx)
+					for _, n := range names {
+						fmt.Fprintf(io.Stdout, "removed %s container %s\n", rt.Name(), n)
+					}
+					if err != nil {
+						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that `"+rt.Name()+" ps` works", err))
+					}
 				}
 				return 0
 			}

@@ -14,6 +14,9 @@ import (
 // tools holds pinfold and netclient, built once.
 var tools string
 
+// dockerErr says why the docker target has no daemon.
+var dockerErr error
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "pinfold-conformance-")
 	if err != nil {
@@ -30,7 +33,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	tools = dir
+	stopDockerd := func() {}
+	if os.Geteuid() == 0 {
+		dd, _ := os.MkdirTemp("", "pinfold-dockerd-")
+		if stop, err := startDockerd(dd); err != nil {
+			dockerErr = err
+		} else {
+			stopDockerd = func() { stop(); os.RemoveAll(dd) }
+		}
+	}
 	code := m.Run()
+	stopDockerd()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

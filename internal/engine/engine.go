@@ -30,6 +30,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/host"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
@@ -98,14 +99,21 @@ func (s *stepper) step(line string) {
 }
 
 // Runtimes returns the built-in runtime of a backend name.
+// The container runtimes remember their engine's probe for the process.
+var podman, docker = container.Podman(), container.Docker()
+
 func Runtimes(name string) (sandbox.Runtime, error) {
 	switch name {
 	case native.Name:
 		return native.NewRuntime(), nil
 	case host.Name:
 		return host.Runtime{}, nil
+	case container.PodmanName:
+		return podman, nil
+	case container.DockerName:
+		return docker, nil
 	}
-	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, host or auto", nil)
+	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, podman, docker, host or auto", nil)
 }
 
 func (e *Engine) runtime(name string) (sandbox.Runtime, error) {

@@ -355,10 +355,10 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	switch backend {
 	case "", "native":
 		p.Backend = "native"
-	case "host", "auto":
+	case "host", "auto", "podman", "docker":
 		p.Backend = backend
 	default:
-		return badValue("backend", backend, "native, host or auto")
+		return badValue("backend", backend, "native, podman, docker, host or auto")
 	}
 	if p.Backend == "host" {
 		p.Mode = "host"

@@ -1,0 +1,57 @@
+package container
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// Leftovers lists this engine's containers that pinfold made and whose
+// pinfold process is gone (killed before it could remove them).
+func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
+	if r.Check(ctx, nil) != nil {
+		return nil, nil // no engine, nothing of ours in it
+	}
+	out, err := exec.CommandContext(ctx, r.bin, "ps", "-a", "--filter", "label="+Label,
+		"--format", "{{.Names}} {{.Label \""+Label+"\"}}").Output()
+	if err != nil {
+		return nil, &engineError{engine: r.engine, detail: "listing containers: " + err.Error()}
+	}
+	var left []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, owner, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || ownerAlive(owner) {
+			continue
+		}
+		left = append(left, name)
+	}
+	return left, nil
+}
+
+// Clean removes the containers Leftovers lists and returns their names.
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
+	left, err := r.Leftovers(ctx)
+	if err != nil || len(left) == 0 {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, r.bin, append([]string{"rm", "-f"}, left...)...).CombinedOutput()
+	if err != nil {
+		return nil, &engineError{engine: r.engine, detail: "removing " + strings.Join(left, ", ") + ": " + firstLine(string(out))}
+	}
+	return left, nil
+}
+
+// ownerAlive reports whether the pinfold process a label names runs.
+func ownerAlive(owner string) bool {
+	pid, start, ok := strings.Cut(owner, "-")
+	if !ok {
+		return false
+	}
+	p, err := strconv.Atoi(pid)
+	if err != nil {
+		return false
+	}
+	st := startTime(p)
+	return st != 0 && strconv.FormatUint(st, 10) == start
+}

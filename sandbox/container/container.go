@@ -1,0 +1,218 @@
+// Package container is the runtime of backends podman and docker: it runs
+// a Spec's command in a container of one of those engines, driven through
+// the engine's own command-line client (docs/backends.md says why the CLI
+// and not the API).
+//
+// Every container gets the same shape as a native sandbox where the engine
+// can give it: the base's system directories read-only (for the host base,
+// a skeleton image of the host's top level with its system directories
+// bound read-only), a read-only root, a size-limited /tmp, no capabilities
+// and no_new_privs, the workspace read-write, read-only or as an overlay
+// whose upper directory is pinfold's changeset, and tini (Debian's
+// tini-static) as PID 1 so that signals and exit statuses behave as on
+// the host. Each container carries a label naming the pinfold process that
+// made it; Clean removes those whose process is gone.
+//
+// The network modes outbound and allow need pinfold's network stack in
+// the container's network namespace; this runtime does not provide it yet,
+// and its Features say so (a plan asking for them is refused, never run
+// without the policy).
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// Backend names.
+const (
+	PodmanName = "podman"
+	DockerName = "docker"
+)
+
+// Label marks pinfold's containers: its value is "PID-STARTTIME" of the
+// pinfold process that made the container.
+const Label = "pinfold.run"
+
+// Tini is where the container's init comes from on the host.
+var Tini = "/usr/bin/tini-static"
+
+// Runtime runs sandboxes as containers of one engine.
+type Runtime struct {
+	engine string
+
+	once   sync.Once
+	bin    string
+	extra  []string // flags every run of this engine needs on this host
+	check  error
+	images sync.Map // skeleton image name -> struct{} once imported
+}
+
+// Podman is the podman runtime.
+func Podman() *Runtime { return &Runtime{engine: PodmanName} }
+
+// Docker is the docker runtime.
+func Docker() *Runtime { return &Runtime{engine: DockerName} }
+
+// Name returns "podman" or "docker".
+func (r *Runtime) Name() string { return r.engine }
+
+// Features says what a container gets.
+func (r *Runtime) Features() sandbox.Features {
+	return sandbox.Features{
+		Isolated:     true,
+		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseOCI},
+		Access:       []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
+		Networks:     []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
+		Memory:       true,
+		Pids:         true,
+		CPUs:         true,
+		Capabilities: true,
+		Root:         true,
+		Mounts:       true,
+		Hostname:     true,
+		TTY:          true,
+		Timeout:      true,
+	}
+}
+
+// Check finds the engine's client, makes sure it answers (for docker: the
+// daemon runs), and finds tini.
+func (r *Runtime) Check(ctx context.Context, spec *sandbox.Spec) error {
+	r.once.Do(func() { r.check = r.probe(ctx) })
+	return r.check
+}
+
+func (r *Runtime) probe(ctx context.Context) error {
+	fail := func(what, fix string, err error) error {
+		return &sandbox.CheckError{Runtime: r.engine, What: what, Fix: fix, Err: err}
+	}
+	bin, err := exec.LookPath(r.engine)
+	if err != nil {
+		pkg := "podman"
+		if r.engine == DockerName {
+			pkg = "docker.io"
+		}
+		return fail(r.engine+" is not installed", "apt install "+pkg, err)
+	}
+	r.bin = bin
+	if _, err := os.Stat(Tini); err != nil {
+		return fail("tini, the containers' init, is missing ("+Tini+")", "apt install tini", err)
+	}
+	format := "{{.Server.Version}}"
+	if r.engine == PodmanName {
+		format = "{{.Version}}"
+	}
+	out, err := exec.CommandContext(ctx, bin, "version", "--format", format).CombinedOutput()
+	if err != nil {
+		fix := "check that `" + r.engine + " version` works"
+		if r.engine == DockerName {
+			fix = "start the docker daemon (systemctl start docker, or dockerd)"
+		}
+		return fail(r.engine+" does not answer: "+firstLine(string(out)), fix, err)
+	}
+	// The engine's default limits may exceed what this process may set
+	// (runc then refuses to start anything): pass our own.
+	var nofile, nproc unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile)
+	unix.Getrlimit(unix.RLIMIT_NPROC, &nproc)
+	np := nproc.Max
+	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+		var pm uint64
+		if _, err := fmt.Sscan(string(b), &pm); err == nil && pm < np {
+			np = pm
+		}
+	}
+	r.extra = []string{"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max),
+		"--ulimit", fmt.Sprintf("nproc=%d:%d", np, np)}
+	if r.engine == PodmanName && hybridCgroups() {
+		// crun refuses hybrid cgroup hierarchies; runc runs on them.
+		runc, err := exec.LookPath("runc")
+		if err != nil {
+			return fail("this host's cgroups are hybrid (v1 controllers and a v2 tree), which podman's default runtime crun refuses, and runc is not installed", "apt install runc", err)
+		}
+		r.extra = append(r.extra, "--runtime", runc)
+	}
+	return nil
+}
+
+// hybridCgroups reports v1 controllers mounted beside a v2 tree.
+func hybridCgroups() bool {
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return true
+	}
+	return false
+}
+
+// New prepares a sandbox: the base's image is made or found now, so that
+// Run only starts containers.
+func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := spec.Normalize(); err != nil {
+		return nil, err
+	}
+	f := r.Features()
+	if err := f.Supports(r.engine, &spec, nil); err != nil {
+		return nil, err
+	}
+	if spec.Base.Kind == sandbox.BaseOCI && (spec.Base.Path != "" || spec.Base.Ref == "") {
+		return nil, &sandbox.UnsupportedError{Runtime: r.engine, Feature: "base", Asked: "an OCI layout or archive file (give an image reference, oci:REF, which the engine pulls)"}
+	}
+	if err := r.Check(ctx, &spec); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{rt: r, spec: spec}
+	if err := s.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Sandbox is a prepared container configuration.
+type Sandbox struct {
+	rt    *Runtime
+	spec  sandbox.Spec
+	image string
+	args  []string // run flags from the spec
+	stty  bool     // the base has /bin/sh and stty
+}
+
+// Close releases nothing: containers go with their commands.
+func (s *Sandbox) Close() error { return nil }
+
+// engineError is a failure of the engine itself (its exit status 125).
+type engineError struct {
+	engine string
+	detail string
+}
+
+func (e *engineError) Error() string {
+	msg := e.engine + " could not run the container"
+	if e.detail != "" {
+		msg += ": " + e.detail
+	}
+	return msg
+}
+
+// ErrEngine is wrapped by errors that come from the engine rather than
+// the command.
+var ErrEngine = errors.New("container engine failed")
+
+func (e *engineError) Unwrap() error { return ErrEngine }
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

@@ -1,0 +1,204 @@
+package container
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// prepare finds or imports the base's image and turns the spec into run
+// flags.
+func (s *Sandbox) prepare(ctx context.Context) error {
+	sp := &s.spec
+	var a []string
+	add := func(args ...string) { a = append(a, args...) }
+	for _, p := range pathsOf(sp) {
+		if err := mountable(p); err != nil {
+			return &sandbox.SpecError{Field: "mount", Err: err}
+		}
+	}
+	switch sp.Base.Kind {
+	case sandbox.BaseOCI:
+		s.image = sp.Base.Ref
+	default:
+		root, names := "/", sandbox.HostSystemDirs()
+		if sp.Base.Kind == sandbox.BaseDir {
+			root = sp.Base.Path
+			ents, err := os.ReadDir(root)
+			if err != nil {
+				return &sandbox.SpecError{Field: "base", Err: err}
+			}
+			names = names[:0]
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+		}
+		img, binds, err := s.rt.skeleton(ctx, root, names)
+		if err != nil {
+			return err
+		}
+		s.stty = exists(filepath.Join(root, "bin/sh")) && exists(filepath.Join(root, "usr/bin/stty"))
+		s.image = img
+		for _, b := range binds {
+			add("-v", b+":"+strings.TrimPrefix(b, strings.TrimSuffix(root, "/"))+":ro")
+		}
+	}
+	add("--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+	for _, c := range sp.Capabilities {
+		add("--cap-add", c)
+	}
+	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,size=%d,mode=1777", sp.Limits.TmpSize))
+	switch sp.Network {
+	case sandbox.NetworkHost:
+		add("--network", "host")
+	default:
+		add("--network", "none", "--hostname", sp.Hostname)
+	}
+	user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	if sp.Workspace != "" {
+		// Files written in the workspace belong to its owner, as natively.
+		if fi, err := os.Stat(sp.Workspace); err == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			user = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+		}
+	}
+	if sp.Root {
+		user = "0:0"
+	}
+	add("--user", user)
+	switch sp.Access {
+	case sandbox.AccessReadWrite:
+		add("-v", sp.Workspace+":"+sp.Workspace)
+	case sandbox.AccessReadOnly:
+		add("-v", sp.Workspace+":"+sp.Workspace+":ro")
+	case sandbox.AccessChangeset:
+		c := sp.Changeset
+		if s.rt.engine == PodmanName {
+			add("-v", sp.Workspace+":"+sp.Workspace+":O,upperdir="+c.Upper+",workdir="+c.Work)
+		} else {
+			// An anonymous volume of the local driver mounting the overlay;
+			// it goes with the container.
+			add("--mount", `type=volume,dst=`+sp.Workspace+`,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=`+
+				sp.Workspace+`,upperdir=`+c.Upper+`,workdir=`+c.Work+`"`)
+		}
+	}
+	for _, m := range sp.Mounts {
+		v := m.Source + ":" + m.Target
+		if m.ReadOnly {
+			v += ":ro"
+		}
+		add("-v", v)
+	}
+	// Limits are pinfold's own cgroup, the container's parent (see Run):
+	// its counters say which limit a command hit.
+	add("-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini")
+	s.args = a
+	return nil
+}
+
+// pathsOf lists the host paths a spec hands the engine's mount syntax.
+func pathsOf(sp *sandbox.Spec) []string {
+	var ps []string
+	if sp.Workspace != "" {
+		ps = append(ps, sp.Workspace)
+	}
+	if sp.Changeset != nil {
+		ps = append(ps, sp.Changeset.Upper, sp.Changeset.Work)
+	}
+	for _, m := range sp.Mounts {
+		ps = append(ps, m.Source, m.Target)
+	}
+	if sp.Base.Kind == sandbox.BaseDir {
+		ps = append(ps, sp.Base.Path)
+	}
+	return ps
+}
+
+// mountable refuses paths the engines' -v and --mount syntax cannot carry.
+func mountable(p string) error {
+	if strings.ContainsAny(p, ":,\"\\\n") {
+		return fmt.Errorf("%q: the container engines' mount syntax cannot carry ':', ',', '\"', '\\' or a newline in a path", p)
+	}
+	return nil
+}
+
+// skeleton returns an image holding the top level of root (its
+// directories empty, its symbolic links as they are) and the binds that
+// fill it: every directory and file of names under root, read-only. The
+// image is imported into the engine once, named by its content.
+func (r *Runtime) skeleton(ctx context.Context, root string, names []string) (string, []string, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	var binds []string
+	hdr := func(h *tar.Header) {
+		h.ModTime = time.Unix(0, 0)
+		tw.WriteHeader(h)
+	}
+	for _, d := range []string{"tmp", "proc", "dev", "sys", ".pinfold"} {
+		mode := int64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		hdr(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode})
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if slices.Contains([]string{"tmp", "proc", "dev", "sys", ".pinfold"}, n) {
+			continue
+		}
+		p := filepath.Join(root, n)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue // this host has no such directory
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return "", nil, err
+			}
+			hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: n, Linkname: target, Mode: 0o777})
+		case fi.IsDir():
+			hdr(&tar.Header{Typeflag: tar.TypeDir, Name: n + "/", Mode: int64(fi.Mode().Perm())})
+			binds = append(binds, p)
+		case fi.Mode().IsRegular():
+			hdr(&tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: int64(fi.Mode().Perm())})
+			binds = append(binds, p)
+		}
+		if err := mountable(p); err != nil {
+			return "", nil, &sandbox.SpecError{Field: "base", Err: err}
+		}
+	}
+	tw.Close()
+	sum := sha256.Sum256(buf.Bytes())
+	name := "localhost/pinfold-skeleton:" + hex.EncodeToString(sum[:])[:16]
+	if _, ok := r.images.Load(name); ok {
+		return name, binds, nil
+	}
+	if exec.CommandContext(ctx, r.bin, "image", "inspect", "--format", "{{.Id}}", name).Run() != nil {
+		imp := exec.CommandContext(ctx, r.bin, "import", "--change", "LABEL "+Label+"-skeleton=1", "-", name)
+		imp.Stdin = &buf
+		if out, err := imp.CombinedOutput(); err != nil {
+			return "", nil, &engineError{engine: r.engine, detail: "importing the base's skeleton image: " + firstLine(string(out))}
+		}
+	}
+	r.images.Store(name, struct{}{})
+	return name, binds, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
