@@ -10,6 +10,7 @@ import (
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -93,6 +94,10 @@ func classify(err error, p *plan.Plan) error {
 	if errors.Is(err, native.ErrIDMap) {
 		return fault.New(fault.IDMap, "cannot show the workspace with its owner's ids",
 			err.Error(), "run pinfold as the workspace's owner instead of root", err)
+	}
+	if errors.Is(err, container.ErrEngine) {
+		return fault.New(fault.Setup, err.Error(), "the container engine refused or failed; its own message is above",
+			"check that the engine runs containers (podman run / docker run), or use --backend native", err)
 	}
 	if errors.Is(err, netpolicy.ErrNoHelper) {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",

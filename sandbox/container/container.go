@@ -23,10 +23,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -85,8 +87,8 @@ func (r *Runtime) Features() sandbox.Features {
 	}
 }
 
-// Check finds the engine's client, makes sure it answers (for docker: the
-// daemon runs), and finds tini.
+// Check finds the engine's client, tini and (where crun cannot run) runc,
+// and for docker that its daemon answers.
 func (r *Runtime) Check(ctx context.Context, spec *sandbox.Spec) error {
 	r.once.Do(func() { r.check = r.probe(ctx) })
 	return r.check
@@ -108,17 +110,12 @@ func (r *Runtime) probe(ctx context.Context) error {
 	if _, err := os.Stat(Tini); err != nil {
 		return fail("tini, the containers' init, is missing ("+Tini+")", "apt install tini", err)
 	}
-	format := "{{.Server.Version}}"
-	if r.engine == PodmanName {
-		format = "{{.Version}}"
-	}
-	out, err := exec.CommandContext(ctx, bin, "version", "--format", format).CombinedOutput()
-	if err != nil {
-		fix := "check that `" + r.engine + " version` works"
-		if r.engine == DockerName {
-			fix = "start the docker daemon (systemctl start docker, or dockerd)"
+	if r.engine == DockerName {
+		// The daemon must answer; connecting to its socket tells without
+		// the client's round trip (tens of milliseconds on every run).
+		if err := dialDaemon(); err != nil {
+			return fail("the docker daemon does not answer: "+err.Error(), "start the docker daemon (systemctl start docker, or dockerd)", err)
 		}
-		return fail(r.engine+" does not answer: "+firstLine(string(out)), fix, err)
 	}
 	// The engine's default limits may exceed what this process may set
 	// (runc then refuses to start anything): pass our own.
@@ -143,6 +140,26 @@ func (r *Runtime) probe(ctx context.Context) error {
 		r.extra = append(r.extra, "--runtime", runc)
 	}
 	return nil
+}
+
+// dialDaemon connects to the docker daemon's socket: DOCKER_HOST when it
+// names a unix socket, else the default one. A daemon elsewhere (tcp://,
+// ssh://) cannot be checked this way, nor used: the binds name this
+// machine's paths.
+func dialDaemon() error {
+	addr := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		p, ok := strings.CutPrefix(h, "unix://")
+		if !ok {
+			return fmt.Errorf("DOCKER_HOST %s is not a local unix socket: pinfold binds this machine's paths into containers", h)
+		}
+		addr = p
+	}
+	c, err := net.DialTimeout("unix", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // hybridCgroups reports v1 controllers mounted beside a v2 tree.

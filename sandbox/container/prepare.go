@@ -45,7 +45,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 				names = append(names, e.Name())
 			}
 		}
-		img, binds, err := s.rt.skeleton(ctx, root, names)
+		img, binds, err := s.rt.skeleton(ctx, root, names, sp.Store)
 		if err != nil {
 			return err
 		}
@@ -138,7 +138,11 @@ func mountable(p string) error {
 // directories empty, its symbolic links as they are) and the binds that
 // fill it: every directory and file of names under root, read-only. The
 // image is imported into the engine once, named by its content.
-func (r *Runtime) skeleton(ctx context.Context, root string, names []string) (string, []string, error) {
+//
+// Whether the engine has it is remembered in the store (asking the engine
+// costs a client process, tens of milliseconds, on every run); a run that
+// finds it gone forgets that (see Process.Wait).
+func (r *Runtime) skeleton(ctx context.Context, root string, names []string, store string) (string, []string, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	var binds []string
@@ -187,6 +191,11 @@ func (r *Runtime) skeleton(ctx context.Context, root string, names []string) (st
 	if _, ok := r.images.Load(name); ok {
 		return name, binds, nil
 	}
+	mark := imageMark(store, r.engine, name)
+	if mark != "" && exists(mark) {
+		r.images.Store(name, struct{}{})
+		return name, binds, nil
+	}
 	if exec.CommandContext(ctx, r.bin, "image", "inspect", "--format", "{{.Id}}", name).Run() != nil {
 		imp := exec.CommandContext(ctx, r.bin, "import", "--change", "LABEL "+Label+"-skeleton=1", "-", name)
 		imp.Stdin = &buf
@@ -195,7 +204,18 @@ func (r *Runtime) skeleton(ctx context.Context, root string, names []string) (st
 		}
 	}
 	r.images.Store(name, struct{}{})
+	if mark != "" && os.MkdirAll(filepath.Dir(mark), 0o700) == nil {
+		os.WriteFile(mark, nil, 0o600)
+	}
 	return name, binds, nil
+}
+
+// imageMark is the store's record that the engine holds image name.
+func imageMark(store, engine, name string) string {
+	if store == "" {
+		return ""
+	}
+	return filepath.Join(store, "containers", engine+"-"+strings.NewReplacer("/", "_", ":", "_").Replace(name))
 }
 
 func exists(p string) bool {

@@ -77,6 +77,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if cmd.TTY {
 		args = append(args, "-t")
 	}
+	if strings.Contains(s.image, "pinfold-skeleton:") {
+		args = append(args, "--pull=never") // it is imported, never pulled
+	}
 	args = append(args, s.image, "-s", "-g", "--")
 	if cmd.TTY && s.rt.engine == DockerName && s.stty && cmd.Rows > 0 && cmd.Cols > 0 {
 		// docker 20.10's client sizes the terminal only once the command
@@ -87,7 +90,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 
 	c := exec.Command(s.rt.bin, args...)
 	c.Env = clientEnv
-	p := &Process{rt: s.rt, name: name, envFile: envFile, cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	p := &Process{rt: s.rt, name: name, envFile: envFile, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
 		if rows == 0 || cols == 0 {
@@ -146,6 +149,7 @@ type Process struct {
 	rt       *Runtime
 	name     string
 	envFile  string
+	mark     string // the store's record of the skeleton image
 	cg       *cgroup.Group // the container's parent, when limited
 	cmd      *exec.Cmd
 	pty      *os.File
@@ -253,6 +257,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	case (code == 126 || code == 127) && p.stderr != nil && p.stderr.execErr != nil:
 		return nil, &sandbox.ExecError{Name: p.stderr.execName, Err: p.stderr.execErr}
 	case code == 125 && p.stderr != nil && p.stderr.engineFailed():
+		if p.mark != "" && strings.Contains(p.stderr.first, "pinfold-skeleton") {
+			// The skeleton image was removed behind pinfold's back: the
+			// next run imports it again.
+			os.Remove(p.mark)
+			return nil, &engineError{engine: p.rt.engine, detail: p.stderr.first + " (the next run imports the image again)"}
+		}
 		return nil, &engineError{engine: p.rt.engine, detail: p.stderr.first}
 	case code > 128 && code < 128+65:
 		r.ExitCode, r.Reason, r.Signal = code, sandbox.ReasonSignaled, syscall.Signal(code-128)

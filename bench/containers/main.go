@@ -1,0 +1,160 @@
+// Command containers measures what pinfold adds to a container engine's
+// start: `pinfold run --backend podman|docker --access ro -- true` against
+// a plain `podman|docker run --rm` of the same image with the same binds,
+// in paired rounds (who goes first alternates), and prints the median of
+// the per-round ratios. The goal is an overhead of at most 1.1x.
+//
+//	./scripts/build.sh && go run ./bench/containers -pinfold bin/pinfold
+//
+// docker needs a running daemon (start dockerd first).
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+func main() {
+	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure")
+	rounds := flag.Int("rounds", 50, "paired rounds per engine")
+	engines := flag.String("engines", "podman,docker", "engines to measure")
+	flag.Parse()
+	bin, err := filepath.Abs(*pinfold)
+	check(err)
+	ws, err := os.MkdirTemp("", "pinfold-bench-containers-")
+	check(err)
+	defer os.RemoveAll(ws)
+	check(os.Chdir(ws))
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average at the start: %s", load)
+	for _, eng := range strings.Split(*engines, ",") {
+		if _, err := exec.LookPath(eng); err != nil {
+			fmt.Printf("\n%s: skipped (%v)\n", eng, err)
+			continue
+		}
+		pf := []string{bin, "run", "--backend", eng, "--access", "ro", "--", "true"}
+		// The first run imports the skeleton image the plain run uses too.
+		if out, err := exec.Command(pf[0], pf[1:]...).CombinedOutput(); err != nil {
+			fmt.Printf("\n%s: skipped (pinfold run: %v: %s)\n", eng, err, out)
+			continue
+		}
+		plain, err := plainRun(eng)
+		check(err)
+		cs := []string{bin, "run", "--backend", eng, "--", "true"}
+		a, b, c := make([]time.Duration, *rounds), make([]time.Duration, *rounds), make([]time.Duration, *rounds)
+		for i := 0; i < *rounds; i++ {
+			order := []int{0, 1, 2}
+			if i%2 == 1 {
+				order = []int{2, 1, 0}
+			}
+			for _, j := range order {
+				switch j {
+				case 0:
+					a[i] = timed(pf)
+				case 1:
+					b[i] = timed(plain)
+				case 2:
+					c[i] = timed(cs)
+				}
+			}
+		}
+		fmt.Printf("\n%s, %d paired rounds\n", eng, *rounds)
+		fmt.Printf("  %-58s %10s\n", "command", "median")
+		fmt.Printf("  %-58s %8.1fms\n", "pinfold run --backend "+eng+" --access ro -- true", ms(median(a)))
+		fmt.Printf("  %-58s %8.1fms\n", eng+" run --rm (same image, binds and limits) true", ms(median(b)))
+		fmt.Printf("  %-58s %8.1fms\n", "pinfold run --backend "+eng+" -- true (changeset)", ms(median(c)))
+		fmt.Printf("  pinfold --access ro / plain: median of per-round ratios %.3f; goal <= 1.1: %s\n", ratio(a, b), met(ratio(a, b) <= 1.1))
+		fmt.Printf("  pinfold changeset / plain: %.3f\n", ratio(c, b))
+	}
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nload average at the end: %s", load)
+}
+
+// plainRun is the engine's own run of pinfold's skeleton image with the
+// binds, limits and isolation pinfold gives it.
+func plainRun(eng string) ([]string, error) {
+	out, err := exec.Command(eng, "images", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	if err != nil {
+		return nil, err
+	}
+	img := ""
+	for _, l := range strings.Fields(string(out)) {
+		if strings.Contains(l, "pinfold-skeleton:") {
+			img = l
+			break
+		}
+	}
+	if img == "" {
+		return nil, fmt.Errorf("no pinfold skeleton image in %s", eng)
+	}
+	var nofile unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile)
+	args := []string{eng, "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--tmpfs", "/tmp:rw,size=1073741824,mode=1777",
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile.Max, nofile.Max), "--ulimit", "nproc=32768:32768"}
+	if eng == "podman" {
+		if runc, err := exec.LookPath("runc"); err == nil {
+			args = append(args, "--runtime", runc)
+		}
+	}
+	for _, d := range sandbox.HostSystemDirs() {
+		if fi, err := os.Lstat("/" + d); err == nil && fi.IsDir() {
+			args = append(args, "-v", "/"+d+":/"+d+":ro")
+		}
+	}
+	return append(args, img, "true"), nil
+}
+
+func timed(args []string) time.Duration {
+	cmd := exec.Command(args[0], args[1:]...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v: %v: %s\n", args, err, out.String())
+		os.Exit(1)
+	}
+	return time.Since(start)
+}
+
+func ratio(a, b []time.Duration) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	sort.Float64s(r)
+	return r[len(r)/2]
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
