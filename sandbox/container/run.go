@@ -149,7 +149,7 @@ type Process struct {
 	rt       *Runtime
 	name     string
 	envFile  string
-	mark     string // the store's record of the skeleton image
+	mark     string        // the store's record of the skeleton image
 	cg       *cgroup.Group // the container's parent, when limited
 	cmd      *exec.Cmd
 	pty      *os.File
