@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -462,21 +463,5 @@ func Owner() string {
 	return fmt.Sprintf("%d-%d", os.Getpid(), startTime(os.Getpid()))
 }
 
-// startTime reads a process's start time (clock ticks since boot), 0
-// when it is gone.
-func startTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
-}
+// startTime reads a process's start time, 0 when it is gone.
+func startTime(pid int) uint64 { return procstat.StartTime(pid) }

@@ -16,6 +16,7 @@ import (
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
@@ -488,23 +489,8 @@ func instancePrefix() string {
 	return strconv.Itoa(pid) + "-" + strconv.FormatUint(processStart(pid), 10)
 }
 
-// processStart returns field 22 of /proc/<pid>/stat, or 0.
-func processStart(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
-}
+// processStart returns a process's start time, or 0.
+func processStart(pid int) uint64 { return procstat.StartTime(pid) }
 
 // newInstance builds one sandbox.
 func (s *Sandbox) newInstance() (*instance, error) {

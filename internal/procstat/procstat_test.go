@@ -1,0 +1,26 @@
+package procstat
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+func TestStartTime(t *testing.T) {
+	self := StartTime(os.Getpid())
+	if self == 0 {
+		t.Fatal("no start time for this process")
+	}
+	cmd := exec.Command("sleep", "0.01")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child := StartTime(cmd.Process.Pid)
+	cmd.Wait()
+	if child < self {
+		t.Errorf("a child started at %d, before its parent (%d)", child, self)
+	}
+	if got := StartTime(cmd.Process.Pid); got != 0 {
+		t.Errorf("a reaped process still has a start time: %d", got)
+	}
+}
