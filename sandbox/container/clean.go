@@ -13,8 +13,12 @@ func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
 	if r.Check(ctx, nil) != nil {
 		return nil, nil // no engine, nothing of ours in it
 	}
-	out, err := exec.CommandContext(ctx, r.bin, "ps", "-a", "--filter", "label="+Label,
-		"--format", "{{.Names}} {{.Label \""+Label+"\"}}").Output()
+	// podman's Labels is a map, docker's a string with a Label method.
+	label := `{{.Label "` + Label + `"}}`
+	if r.engine == PodmanName {
+		label = `{{index .Labels "` + Label + `"}}`
+	}
+	out, err := exec.CommandContext(ctx, r.bin, "ps", "-a", "--filter", "label="+Label, "--format", "{{.Names}} "+label).Output()
 	if err != nil {
 		return nil, &engineError{engine: r.engine, detail: "listing containers: " + err.Error()}
 	}
