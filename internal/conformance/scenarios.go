@@ -1,12 +1,14 @@
 package conformance
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +48,7 @@ func Scenarios() []Scenario {
 		{Name: "workspace-read-only", Needs: hasAccess(sandbox.AccessReadOnly), Run: workspaceReadOnly},
 		{Name: "network-none", Needs: hasNetwork(sandbox.NetworkNone), Run: networkNone},
 		{Name: "network-allow", Needs: hasNetwork(sandbox.NetworkAllow), Run: networkAllow},
+		{Name: "publish", Needs: func(f *sandbox.Features) bool { return f.Publish }, Run: publish},
 		{Name: "changeset-capture-apply", Needs: hasAccess(sandbox.AccessChangeset), Run: changesetCaptureApply},
 		{Name: "cleanup-after-kill", Run: cleanupAfterKill},
 	}
@@ -355,6 +358,40 @@ func networkNone(e *Env) {
 	}
 	if a.Err == "" {
 		e.T.Errorf("network none reached the test host: %q", a.Out)
+	}
+}
+
+// publish serves a port inside and reaches it from the host through a
+// published one.
+func publish(e *Env) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := e.Plan(plan.Flags{Access: "rw", Publish: []string{fmt.Sprintf("%d:8000", port)}}, "/pinfold-test/netclient", "serve", "8000")
+	r := e.Start(p, engine.Options{Stdout: io.Discard, Stderr: io.Discard})
+	if r == nil {
+		return
+	}
+	defer func() {
+		r.Process.Signal(os.Kill)
+		r.Wait()
+	}()
+	var got string
+	for deadline := time.Now().Add(20 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, "hello\n")
+		got, _ = bufio.NewReader(c).ReadString('\n')
+		c.Close()
+	}
+	if got != "echo hello\n" {
+		e.T.Errorf("through the published port: got %q, want the server's echo", got)
 	}
 }
 

@@ -13,10 +13,10 @@
 // the host. Each container carries a label naming the pinfold process that
 // made it; Clean removes those whose process is gone.
 //
-// The network modes outbound and allow need pinfold's network stack in
-// the container's network namespace; this runtime does not provide it yet,
-// and its Features say so (a plan asking for them is refused, never run
-// without the policy).
+// The network modes outbound and allow, and published ports, are served
+// by pinfold's own network stack (the pinfold-net helper, as for a native
+// sandbox) in a network namespace the container joins; the engine's
+// networks are not used.
 package container
 
 import (
@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -74,7 +75,8 @@ func (r *Runtime) Features() sandbox.Features {
 		Isolated:     true,
 		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseOCI},
 		Access:       []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks:     []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost},
+		Networks:     []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
+		Publish:      true,
 		Memory:       true,
 		Pids:         true,
 		CPUs:         true,
@@ -201,6 +203,7 @@ type Sandbox struct {
 	image string
 	args  []string // run flags from the spec
 	stty  bool     // the base has /bin/sh and stty
+	net   *netpolicy.Config
 }
 
 // Close releases nothing: containers go with their commands.

@@ -60,12 +60,18 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--cap-add", c)
 	}
 	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,size=%d,mode=1777", sp.Limits.TmpSize))
-	switch sp.Network {
-	case sandbox.NetworkHost:
+	cfg, err := sp.NetConfig()
+	if err != nil {
+		return err
+	}
+	s.net = cfg
+	switch {
+	case sp.Network == sandbox.NetworkHost:
 		add("--network", "host")
-	default:
+	case cfg == nil:
 		add("--network", "none", "--hostname", sp.Hostname)
 	}
+	// Otherwise Run joins the command to a network holder of its own.
 	user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	if sp.Workspace != "" {
 		// Files written in the workspace belong to its owner, as natively.

@@ -53,6 +53,17 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		args = append(args, "--cgroup-parent", "/pinfold/"+cg.Name())
 	}
 	args = append(args, s.args...)
+	var nw *network
+	if s.net != nil {
+		var err error
+		if nw, err = s.startNetwork(ctx, s.net); err != nil {
+			if cg != nil {
+				(&Process{cg: cg}).release()
+			}
+			return nil, err
+		}
+		args = append(args, nw.args()...)
+	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = s.spec.Workspace
@@ -67,8 +78,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	}
 	// Values go to the client in its environment or a private file, not
 	// on its command line, where every user's ps would show them.
-	envFile, clientEnv, envArgs, err := envFor(env)
+	envFile, clientEnv, envArgs, err := envFor(env, s.spec.Store)
 	if err != nil {
+		(&Process{cg: cg, net: nw}).release()
 		return nil, err
 	}
 	args = append(args, envArgs...)
@@ -91,7 +103,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 
 	c := exec.Command(s.rt.bin, args...)
 	c.Env = clientEnv
-	p := &Process{rt: s.rt, name: name, envFile: envFile, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	p := &Process{rt: s.rt, name: name, envFile: envFile, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
 		if rows == 0 || cols == 0 {
@@ -150,7 +162,8 @@ type Process struct {
 	rt       *Runtime
 	name     string
 	envFile  string
-	mark     string        // the store's record of the skeleton image
+	mark     string // the store's record of the skeleton image
+	net      *network
 	cg       *cgroup.Group // the container's parent, when limited
 	cmd      *exec.Cmd
 	pty      *os.File
@@ -234,11 +247,20 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		stats, _ = p.cg.Stats()
 		v1Hits(p.cg.Name(), p.limits, &stats)
 	}
+	var violations []sandbox.Violation
+	if p.net != nil && p.net.stack != nil {
+		// Close first: the helper's last reports may still be in flight.
+		p.net.close()
+		violations = p.net.stack.Violations()
+		if err := p.net.stack.Err(); err != nil {
+			violations = append(violations, sandbox.Violation{Kind: "network", Reason: "the container had no network: " + err.Error()})
+		}
+	}
 	p.release()
 	if p.stderr != nil {
 		p.stderr.flush()
 	}
-	r := &sandbox.Result{Duration: time.Since(p.start), Limits: p.limits, Timeout: p.timeout}
+	r := &sandbox.Result{Duration: time.Since(p.start), Limits: p.limits, Timeout: p.timeout, Violations: violations}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
@@ -302,6 +324,10 @@ func v1Hits(name string, l sandbox.Limits, st *cgroup.Stats) {
 // under it in the hierarchies pinfold did not.
 func (p *Process) release() {
 	removeEnvFile(p.envFile)
+	if p.net != nil {
+		p.net.close()
+		p.net = nil
+	}
 	if p.cg == nil {
 		return
 	}
@@ -415,7 +441,7 @@ func parseTiniFatal(line string) (string, error, bool) {
 // envFor splits a command's environment between a private env-file (the
 // values without a newline) and the client's own environment (those with
 // one, passed as -e NAME), and returns the flags.
-func envFor(env []string) (file string, clientEnv, args []string, err error) {
+func envFor(env []string, store string) (file string, clientEnv, args []string, err error) {
 	clientEnv = os.Environ()
 	var lines []string
 	for _, kv := range env {
@@ -433,7 +459,7 @@ func envFor(env []string) (file string, clientEnv, args []string, err error) {
 	if len(lines) == 0 {
 		return "", clientEnv, args, nil
 	}
-	dir, err := os.MkdirTemp("", "pinfold-env-")
+	dir, err := workDir(store)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -443,6 +469,21 @@ func envFor(env []string) (file string, clientEnv, args []string, err error) {
 		return "", nil, nil, err
 	}
 	return file, clientEnv, append(args, "--env-file", file), nil
+}
+
+// workDir makes a private directory for a run's files: in the store's
+// tmp/, named after this process as the store's own work directories are,
+// so that pinfold clean removes it after a kill -9; else in $TMPDIR.
+func workDir(store string) (string, error) {
+	if store != "" {
+		if err := os.MkdirAll(filepath.Join(store, "tmp"), 0o700); err == nil {
+			dir := filepath.Join(store, "tmp", Owner()+"-"+randomID())
+			if err := os.Mkdir(dir, 0o700); err == nil {
+				return dir, nil
+			}
+		}
+	}
+	return os.MkdirTemp("", "pinfold-")
 }
 
 func removeEnvFile(file string) {

@@ -184,45 +184,7 @@ func (s *Sandbox) planSpawn() error {
 	return nil
 }
 
-// netConfig turns the spec's network into what pinfold's userspace stack
-// enforces, or nil when the sandbox needs no stack (none without published
-// ports, or host).
-func netConfig(sp *sandbox.Spec) (*netpolicy.Config, error) {
-	n := &sp.Net
-	if sp.Network == sandbox.NetworkHost {
-		if len(n.Publish) > 0 {
-			return nil, &sandbox.SpecError{Field: "network", Err: errors.New("--publish has no effect with the host's network: the command's ports are the host's already")}
-		}
-		return nil, nil
-	}
-	if sp.Network == sandbox.NetworkNone && len(n.Publish) == 0 {
-		return nil, nil // the rest of NetPolicy has nothing to act on
-	}
-	allow := n.Allow
-	if sp.Network != sandbox.NetworkAllow {
-		allow = nil
-	}
-	rules, err := netpolicy.ParseRules(allow, n.Deny)
-	if err != nil {
-		return nil, &sandbox.SpecError{Field: "network", Err: err}
-	}
-	c := &netpolicy.Config{Mode: netpolicy.Mode(sp.Network), Rules: rules, HostLoopback: n.HostLoopback, Log: n.Log}
-	for _, p := range n.Publish {
-		pp, err := netpolicy.ParsePublish(p)
-		if err != nil {
-			return nil, &sandbox.SpecError{Field: "network", Err: err}
-		}
-		c.Publish = append(c.Publish, pp)
-	}
-	for _, d := range n.DNS {
-		ap, err := netpolicy.ParseDNS(d)
-		if err != nil {
-			return nil, &sandbox.SpecError{Field: "network", Err: err}
-		}
-		c.DNS = append(c.DNS, ap)
-	}
-	return c, nil
-}
+func netConfig(sp *sandbox.Spec) (*netpolicy.Config, error) { return sp.NetConfig() }
 
 // configure builds the rest of the template config shared by every
 // instance.
