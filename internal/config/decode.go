@@ -329,6 +329,22 @@ func (d *decoder) setting(s *Settings, k, v *node, w where) (ok bool, err error)
 		if b, err = d.boolean(v, name); err == nil {
 			s.HostLoopback = &b
 		}
+	case "require_pinned_image", "verify_signature":
+		var b bool
+		if b, err = d.boolean(v, name); err == nil {
+			if name == "verify_signature" {
+				s.VerifySignature = &b
+			} else {
+				s.RequirePinnedImage = &b
+			}
+		}
+	case "trusted_keys":
+		s.TrustedKeys, err = d.strings(v, name, func(k string) string {
+			if k == "" {
+				return "an empty path"
+			}
+			return ""
+		})
 	case "ports":
 		s.Ports, err = d.strings(v, name, checkPublish)
 	case "dns":

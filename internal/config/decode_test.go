@@ -322,7 +322,7 @@ func TestErrorRendering(t *testing.T) {
 	want := `pinfold.yaml:5:5: unknown key "netwrok" in profile "install" (did you mean "network"?)
     5 |     netwrok: host
       |     ^
-allowed keys: access, allow, auto, backend, base, caches, cap_add, capabilities, capture, deny, dns, env, host, host_loopback, hostname, limits, lockfile_files, mounts, network, ports, pre_run, require_lockfile, role, secrets, user, workdir`
+allowed keys: access, allow, auto, backend, base, caches, cap_add, capabilities, capture, deny, dns, env, host, host_loopback, hostname, limits, lockfile_files, mounts, network, ports, pre_run, require_lockfile, require_pinned_image, role, secrets, trusted_keys, user, verify_signature, workdir`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}

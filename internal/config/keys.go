@@ -8,13 +8,14 @@ package config
 var topKeys = [...]string{
 	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny",
 	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports",
-	"pre_run", "profiles", "require_lockfile", "role", "secrets", "user", "version", "workdir", "workspace",
+	"pre_run", "profiles", "require_lockfile", "require_pinned_image", "role", "secrets", "trusted_keys", "user",
+	"verify_signature", "version", "workdir", "workspace",
 }
 
 var profileKeys = [...]string{
 	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny", "dns", "env", "host",
 	"host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports", "pre_run",
-	"require_lockfile", "role", "secrets", "user", "workdir",
+	"require_lockfile", "require_pinned_image", "role", "secrets", "trusted_keys", "user", "verify_signature", "workdir",
 }
 
 var envKeys = [...]string{"deny", "pass", "set"}

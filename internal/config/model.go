@@ -75,6 +75,13 @@ type Settings struct {
 	HostLoopback *bool
 	Ports, DNS   []string
 
+	// Image trust: refuse registry images named by tag; check a cosign
+	// signature of the image against TrustedKeys (PEM public keys, paths
+	// relative to the file).
+	RequirePinnedImage *bool
+	VerifySignature    *bool
+	TrustedKeys        []string
+
 	Mounts []Mount
 	// Capture lists host directories besides the workspace whose writes are
 	// kept in the changeset instead of reaching them.

@@ -244,6 +244,13 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	if err != nil {
 		return nil, err
 	}
+	if p.Image.Verify {
+		// What runs is the manifest whose signature checked out, by
+		// digest, whatever the tag names by the time it is pulled.
+		if base.Ref, err = e.verifyImage(ctx, p, base.Ref); err != nil {
+			return nil, err
+		}
+	}
 	spec := p.Sandbox
 	spec.Base = base
 	spec.Store = e.Store

@@ -57,6 +57,8 @@ type Plan struct {
 	HostAllow   []string
 	HostBlocked []string
 	Audit       Audit
+	// Image is what the base image must satisfy before it is used.
+	Image ImagePolicy
 	// Dispatched says the config has dispatch rules: another command
 	// could get another plan.
 	Dispatched bool
@@ -144,6 +146,26 @@ type Secret struct {
 	From   string `json:"from"`
 }
 
+// ImagePolicy is what a registry image (oci:REF) must satisfy.
+type ImagePolicy struct {
+	// RequirePinned refuses a reference by tag (require_pinned_image).
+	RequirePinned bool `json:"require_pinned"`
+	// Verify checks a cosign signature of the image against Keys before
+	// it is used (verify_signature); the run then uses the verified
+	// digest.
+	Verify bool     `json:"verify_signature"`
+	Keys   []string `json:"trusted_keys,omitempty"` // absolute paths
+}
+
+// Trust levels of a base (Audit.TrustLevel).
+const (
+	TrustHost     = "host"              // the host's own system directories
+	TrustLocal    = "local-build"       // built or unpacked by pinfold from local input (debian-12, dir, tar, an image file)
+	TrustPinned   = "pinned-digest"     // a registry image named by its manifest digest
+	TrustMutable  = "mutable-reference" // a registry image named by a tag, which may name other content later
+	TrustVerified = "verified-signature"
+)
+
 // Audit is what a reviewer of the run wants to know.
 type Audit struct {
 	Config   string `json:"config"`   // the pinfold.yaml used, or ""
@@ -152,6 +174,9 @@ type Audit struct {
 	Role     string `json:"role"`     // install, run or build
 	Lockfile string `json:"lockfile"` // what the lockfile check found
 	Trust    string `json:"trust"`    // what was verified about the base
+	// TrustLevel is one of the Trust* constants; verified-signature is
+	// set by the engine once a signature checked out.
+	TrustLevel string `json:"trust_level"`
 }
 
 // Environ returns the environment as NAME=value strings.
@@ -171,6 +196,9 @@ type Flags struct {
 	Mounts, Env, CapAdd, Capture                                       []string
 	Allow, Deny, Publish, DNS                                          []string
 	TTY, Interactive, Apply, HostLoopback                              bool
+	// RequirePinnedImage and VerifyKeys (each implies verify_signature).
+	RequirePinnedImage bool
+	VerifyKeys         []string
 }
 
 // Request is everything Resolve looks at.
@@ -316,6 +344,13 @@ func flagSettings(f *Flags) (*config.Settings, error) {
 	if f.HostLoopback {
 		s.HostLoopback = &f.HostLoopback
 	}
+	if f.RequirePinnedImage {
+		s.RequirePinnedImage = &f.RequirePinnedImage
+	}
+	if len(f.VerifyKeys) > 0 {
+		t := true
+		s.VerifySignature, s.TrustedKeys = &t, f.VerifyKeys
+	}
 	if f.Memory != "" || f.Pids != "" || f.CPUs != "" || f.Timeout != "" || f.TmpSize != "" || f.Disk != "" {
 		l := &config.Limits{Memory: str(f.Memory), Timeout: str(f.Timeout), TmpSize: str(f.TmpSize), Disk: str(f.Disk)}
 		if f.Pids != "" {
@@ -370,6 +405,10 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 		return err
 	}
 	p.Audit.Trust = trustOf(sp.Base)
+	p.Audit.TrustLevel = trustLevel(sp.Base)
+	if err := resolveImagePolicy(r, ls, p); err != nil {
+		return err
+	}
 
 	ws, wl := pick("workspace", func(s *config.Settings) *string { return s.Workspace })
 	switch {
@@ -950,6 +989,71 @@ func parseBase(s, dir, home string) (sandbox.Base, error) {
 		return sandbox.Base{Kind: sandbox.BaseOCI, Path: hostPath(path, dir, home), Ref: ref}, nil
 	}
 	return sandbox.Base{}, badValue("base", s, "host, debian-12, dir:PATH, tar:PATH or oci:PATH[:REF]")
+}
+
+func trustLevel(b sandbox.Base) string {
+	switch {
+	case b.Kind == sandbox.BaseHost:
+		return TrustHost
+	case b.Kind == sandbox.BaseOCI && b.Path == "" && store.Pinned(b.Ref):
+		return TrustPinned
+	case b.Kind == sandbox.BaseOCI && b.Path == "":
+		return TrustMutable
+	}
+	return TrustLocal
+}
+
+// resolveImagePolicy merges require_pinned_image, verify_signature and
+// trusted_keys, and refuses what they rule out.
+func resolveImagePolicy(r *Request, ls []layer, p *Plan) error {
+	ip := &p.Image
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.RequirePinnedImage; v != nil {
+			ip.RequirePinned = *v
+			p.Sources["require_pinned_image"] = ls[i].label("require_pinned_image")
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.VerifySignature; v != nil {
+			ip.Verify = *v
+			p.Sources["verify_signature"] = ls[i].label("verify_signature")
+			break
+		}
+	}
+	for i := len(ls) - 1; i >= 0; i-- {
+		if v := ls[i].s.TrustedKeys; v != nil {
+			for _, k := range v {
+				ip.Keys = append(ip.Keys, hostPath(k, layerDir(ls, i, r.Cwd), r.Home))
+			}
+			p.Sources["trusted_keys"] = ls[i].label("trusted_keys")
+			break
+		}
+	}
+	b := p.Sandbox.Base
+	registry := b.Kind == sandbox.BaseOCI && b.Path == ""
+	if ip.RequirePinned && registry && !store.Pinned(b.Ref) {
+		return fault.New(fault.Unpinned, "the image "+b.Ref+" is named by a tag, and require_pinned_image is set (from "+p.Sources["require_pinned_image"]+")",
+			"a tag may name other content tomorrow; a digest names one manifest",
+			"name it by digest: oci:"+repoOf(b.Ref)+"@sha256:... (skopeo inspect docker://"+b.Ref+" shows it)", nil)
+	}
+	if ip.Verify {
+		if !registry {
+			return fault.New(fault.Unverified, "verify_signature is set (from "+p.Sources["verify_signature"]+"), but the base "+string(b.Kind)+" is no registry image",
+				"signatures are checked for registry images (oci:HOST/REPO...); pinfold never runs a plan with less checking than it asks for",
+				"use a registry image, or set verify_signature: false for this base", nil)
+		}
+		if len(ip.Keys) == 0 {
+			return fault.New(fault.Unverified, "verify_signature is set, but no trusted key is given", "",
+				"list PEM public keys in trusted_keys, or give --verify-key FILE", nil)
+		}
+	}
+	return nil
+}
+
+func repoOf(ref string) string {
+	r, _ := store.SplitReference(ref)
+	return r
 }
 
 func trustOf(b sandbox.Base) string {

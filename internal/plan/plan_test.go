@@ -3,9 +3,11 @@ package plan
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/config"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -110,5 +112,59 @@ func TestAccessNoneStartsAtRoot(t *testing.T) {
 	p, err := Resolve(&Request{Args: []string{"true"}, Cwd: "/w", Flags: Flags{Access: "none"}})
 	if err != nil || p.Command.Dir != "/" {
 		t.Errorf("%v %q", err, p.Command.Dir)
+	}
+}
+
+func TestImagePolicy(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	resolve := func(f Flags, cfg *config.File) (*Plan, error) {
+		return Resolve(&Request{Args: []string{"true"}, Cwd: "/w", Home: "/home/u", Flags: f, Config: cfg})
+	}
+	for base, level := range map[string]string{
+		"":                                   TrustHost,
+		"debian-12":                          TrustLocal,
+		"dir:/srv/root":                      TrustLocal,
+		"oci:img.tar":                        TrustLocal,
+		"oci:reg.example/team/app:1.4":       TrustMutable,
+		"oci:reg.example/team/app@" + digest: TrustPinned,
+	} {
+		p, err := resolve(Flags{Base: base}, nil)
+		if err != nil || p.Audit.TrustLevel != level {
+			t.Errorf("%q: level %q %v, want %s", base, p.Audit.TrustLevel, err, level)
+		}
+	}
+	// require_pinned_image refuses a tag, from a flag or a profile.
+	_, err := resolve(Flags{Base: "oci:reg.example/team/app:1.4", RequirePinnedImage: true}, nil)
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != fault.Unpinned || !strings.Contains(fe.Fix, "reg.example/team/app@sha256:") {
+		t.Errorf("a tag with require_pinned_image: %v", err)
+	}
+	if _, err := resolve(Flags{Base: "oci:reg.example/team/app@" + digest, RequirePinnedImage: true}, nil); err != nil {
+		t.Errorf("a digest with require_pinned_image: %v", err)
+	}
+	cfg := &config.File{Path: "/w/pinfold.yaml", Settings: config.Settings{
+		RequirePinnedImage: ptr(true), VerifySignature: ptr(true), TrustedKeys: []string{"keys/team.pub", "~/cosign.pub"},
+		Base: ptr("oci:reg.example/team/app@" + digest)}}
+	p, err := resolve(Flags{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Image.RequirePinned || !p.Image.Verify || strings.Join(p.Image.Keys, " ") != "/w/keys/team.pub /home/u/cosign.pub" {
+		t.Errorf("image policy %+v", p.Image)
+	}
+	// verify_signature with a base that is no registry image, or without
+	// keys, is refused rather than run unchecked.
+	cfg.Settings.Base = ptr("dir:/srv/root")
+	if _, err := resolve(Flags{}, cfg); !errors.As(err, &fe) || fe.Code != fault.Unverified {
+		t.Errorf("verify with a dir base: %v", err)
+	}
+	cfg.Settings.Base, cfg.Settings.TrustedKeys = ptr("oci:reg.example/team/app@"+digest), nil
+	if _, err := resolve(Flags{}, cfg); !errors.As(err, &fe) || fe.Code != fault.Unverified {
+		t.Errorf("verify without keys: %v", err)
+	}
+	// --verify-key turns verification on.
+	p, err = resolve(Flags{Base: "oci:reg.example/team/app:1.4", VerifyKeys: []string{"k.pub"}}, nil)
+	if err != nil || !p.Image.Verify || p.Image.Keys[0] != "/w/k.pub" {
+		t.Errorf("--verify-key: %+v %v", p.Image, err)
 	}
 }

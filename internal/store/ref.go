@@ -13,3 +13,31 @@ func IsReference(s string) bool {
 	}
 	return strings.ContainsAny(host, ".:") || host == "localhost"
 }
+
+// SplitReference splits HOST/REPO:TAG or HOST/REPO@DIGEST into the
+// repository and the tag or digest ("" when neither is given).
+func SplitReference(ref string) (repo, tagOrDigest string) {
+	ref = strings.TrimPrefix(ref, "docker://")
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		return ref[:i], ref[i+1:]
+	}
+	slash := strings.LastIndexByte(ref, '/')
+	if i := strings.LastIndexByte(ref, ':'); i > slash {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, ""
+}
+
+// Pinned reports whether ref names its manifest by a sha256 digest.
+func Pinned(ref string) bool {
+	_, d := SplitReference(ref)
+	if !strings.HasPrefix(d, "sha256:") || len(d) != len("sha256:")+64 {
+		return false
+	}
+	for _, c := range d[len("sha256:"):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
