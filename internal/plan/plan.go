@@ -313,6 +313,10 @@ func flagName(key string) string {
 		return "disk"
 	case "ports":
 		return "publish"
+	case "require_pinned_image":
+		return "require-pinned-image"
+	case "verify_signature", "trusted_keys":
+		return "verify-key"
 	}
 	if strings.HasPrefix(key, "limits.") {
 		return key[len("limits."):]

@@ -154,7 +154,17 @@ func (p *Plan) Text(w io.Writer) {
 	fmt.Fprintf(w, "  role:     %s%s\n", a.Role, src("role"))
 	fmt.Fprintf(w, "  lockfile: %s\n", a.Lockfile)
 	if p.Mode != "host" {
-		fmt.Fprintf(w, "  trust:    %s\n", a.Trust)
+		fmt.Fprintf(w, "  trust:    %s: %s\n", a.TrustLevel, a.Trust)
+		if ip := p.Image; ip.RequirePinned || ip.Verify {
+			var what []string
+			if ip.RequirePinned {
+				what = append(what, "pinned digest required"+src("require_pinned_image"))
+			}
+			if ip.Verify {
+				what = append(what, "cosign signature checked before use with "+strings.Join(ip.Keys, ", ")+src("verify_signature"))
+			}
+			fmt.Fprintf(w, "  image:    %s\n", strings.Join(what, "; "))
+		}
 	}
 }
 
@@ -223,6 +233,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		System    *System           `json:"system,omitempty"`
 		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
+		Image     *ImagePolicy      `json:"image_policy,omitempty"`
 		Sources   map[string]string `json:"sources"`
 	}{
 		Command: p.Command.Args, Mode: p.Mode, Backend: p.Backend, Reason: p.BackendReason,
@@ -230,6 +241,9 @@ func (p *Plan) JSON(w io.Writer) error {
 		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
 		Audit: p.Audit, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
 		Mounts: []mount{}, Env: []env{}, System: p.System, Roots: p.ChangesetRoots(),
+	}
+	if p.Image.RequirePinned || p.Image.Verify {
+		out.Image = &p.Image
 	}
 	if out.Roots == nil {
 		out.Roots = []string{}

@@ -22,6 +22,8 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -239,4 +241,28 @@ func skopeo(ctx context.Context, stdout *bytes.Buffer, args ...string) error {
 		return fmt.Errorf("skopeo %s: %s", args[0], msg)
 	}
 	return nil
+}
+
+// SelfTest signs a payload with a fresh key and verifies it the way
+// Verify does: whether this build can verify signatures at all.
+func SelfTest() error {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	digest := "sha256:" + strings.Repeat("0", 64)
+	payload := []byte(`{"critical":{"identity":{"docker-reference":"self.test/x"},"image":{"docker-manifest-digest":"` + digest + `"},"type":"cosign container image signature"},"optional":null}`)
+	h := sha256.Sum256(payload)
+	sig, err := ecdsa.SignASN1(rand.Reader, priv, h[:])
+	if err != nil {
+		return err
+	}
+	k := Key{pub: &priv.PublicKey}
+	if !k.verify(payload, sig) {
+		return errors.New("a signature made here does not verify")
+	}
+	if k.verify(append(payload, ' '), sig) {
+		return errors.New("a signature verifies over altered bytes")
+	}
+	return checkPayload(payload, digest)
 }
