@@ -58,7 +58,14 @@ func doctorCommand() command {
 					}
 				}
 				opt := doctor.Options{Slow: !quick, Workspace: workspace}
-				r := doctor.Run(ctx, opt)
+				run := func() *doctor.Report {
+					r := doctor.Run(ctx, opt)
+					if !quick {
+						r.Checks = append(r.Checks, backendChecks(ctx, io)...)
+					}
+					return r
+				}
+				r := run()
 				var fixes []doctorFix
 				if fix {
 					for _, c := range r.Checks {
@@ -86,7 +93,7 @@ func doctorCommand() command {
 						fmt.Fprintln(io.Stdout)
 					}
 					if len(fixes) > 0 {
-						r = doctor.Run(ctx, opt)
+						r = run()
 					}
 				}
 				if asJSON {
@@ -107,6 +114,21 @@ func doctorCommand() command {
 }
 
 // printReport writes the table of checks, then the fixes.
+// backendChecks are the probes backend auto makes (engine.Probe), one
+// check per backend in the order auto tries them.
+func backendChecks(ctx context.Context, io *IO) []doctor.Check {
+	var cs []doctor.Check
+	for _, pr := range engineFor(io).Probe(ctx, nil) {
+		c := doctor.Check{ID: "backend." + pr.Backend, Title: "backend " + pr.Backend, Status: doctor.Pass,
+			Detail: "can run a plain sandbox; backend auto tries it in this order"}
+		if !pr.Usable {
+			c.Status, c.Detail, c.Fix = doctor.Warn, pr.Problem, pr.Fix
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 func printReport(w io.Writer, r *doctor.Report, fixed bool) {
 	who := "root"
 	if r.UID != 0 {
