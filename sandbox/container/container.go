@@ -73,7 +73,8 @@ func (r *Runtime) Name() string { return r.engine }
 func (r *Runtime) Features() sandbox.Features {
 	return sandbox.Features{
 		Isolated:     true,
-		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseOCI},
+		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
+		Captures:     true,
 		Access:       []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
 		Networks:     []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
 		Publish:      true,
@@ -183,14 +184,12 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 	if err := f.Supports(r.engine, &spec, nil); err != nil {
 		return nil, err
 	}
-	if spec.Base.Kind == sandbox.BaseOCI && (spec.Base.Path != "" || spec.Base.Ref == "") {
-		return nil, &sandbox.UnsupportedError{Runtime: r.engine, Feature: "base", Asked: "an OCI layout or archive file (give an image reference, oci:REF, which the engine pulls)"}
-	}
 	if err := r.Check(ctx, &spec); err != nil {
 		return nil, err
 	}
 	s := &Sandbox{rt: r, spec: spec}
 	if err := s.prepare(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -204,10 +203,18 @@ type Sandbox struct {
 	args  []string // run flags from the spec
 	stty  bool     // the base has /bin/sh and stty
 	net   *netpolicy.Config
+	// release lets the store's garbage collector have the base again.
+	release func()
 }
 
-// Close releases nothing: containers go with their commands.
-func (s *Sandbox) Close() error { return nil }
+// Close releases the base; containers go with their commands.
+func (s *Sandbox) Close() error {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+	return nil
+}
 
 // engineError is a failure of the engine itself (its exit status 125).
 type engineError struct {

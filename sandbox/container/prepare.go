@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -29,13 +30,21 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 			return &sandbox.SpecError{Field: "mount", Err: err}
 		}
 	}
-	switch sp.Base.Kind {
-	case sandbox.BaseOCI:
+	switch {
+	case sp.Base.Kind == sandbox.BaseOCI && sp.Base.Path == "":
 		s.image = sp.Base.Ref
 	default:
 		root, names := "/", sandbox.HostSystemDirs()
-		if sp.Base.Kind == sandbox.BaseDir {
+		if sp.Base.Kind != sandbox.BaseHost {
 			root = sp.Base.Path
+			if sp.Base.Kind != sandbox.BaseDir {
+				// tar, debian-12 and image files: the root pinfold's
+				// store unpacked, shared with native runs.
+				var err error
+				if root, err = s.storeBase(ctx); err != nil {
+					return err
+				}
+			}
 			ents, err := os.ReadDir(root)
 			if err != nil {
 				return &sandbox.SpecError{Field: "base", Err: err}
@@ -90,15 +99,10 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 	case sandbox.AccessReadOnly:
 		add("-v", sp.Workspace+":"+sp.Workspace+":ro")
 	case sandbox.AccessChangeset:
-		c := sp.Changeset
-		if s.rt.engine == PodmanName {
-			add("-v", sp.Workspace+":"+sp.Workspace+":O,upperdir="+c.Upper+",workdir="+c.Work)
-		} else {
-			// An anonymous volume of the local driver mounting the overlay;
-			// it goes with the container.
-			add("--mount", `type=volume,dst=`+sp.Workspace+`,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=`+
-				sp.Workspace+`,upperdir=`+c.Upper+`,workdir=`+c.Work+`"`)
-		}
+		a = append(a, s.overlay(sp.Workspace, sp.Changeset)...)
+	}
+	for i := range sp.Captures {
+		a = append(a, s.overlay(sp.Captures[i].Path, &sp.Captures[i])...)
 	}
 	for _, m := range sp.Mounts {
 		v := m.Source + ":" + m.Target
@@ -125,6 +129,9 @@ func pathsOf(sp *sandbox.Spec) []string {
 	}
 	for _, m := range sp.Mounts {
 		ps = append(ps, m.Source, m.Target)
+	}
+	for _, c := range sp.Captures {
+		ps = append(ps, c.Path, c.Upper, c.Work)
 	}
 	if sp.Base.Kind == sandbox.BaseDir {
 		ps = append(ps, sp.Base.Path)
@@ -180,6 +187,39 @@ func (r *Runtime) skeleton(ctx context.Context, root string, names []string, sto
 				return "", nil, err
 			}
 			hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: n, Linkname: target, Mode: 0o777})
+		case fi.IsDir() && n == "etc" && !(exists(p+"/hosts") && exists(p+"/hostname") && exists(p+"/resolv.conf")):
+			// The engines bind their own hosts, hostname and resolv.conf
+			// onto files in /etc, which a read-only bind of a base's /etc
+			// without them cannot take: its entries are shown one by one
+			// in an /etc of the image's.
+			hdr(&tar.Header{Typeflag: tar.TypeDir, Name: n + "/", Mode: int64(fi.Mode().Perm())})
+			ents, err := os.ReadDir(p)
+			if err != nil {
+				return "", nil, err
+			}
+			for _, e := range ents {
+				ep := filepath.Join(p, e.Name())
+				efi, err := os.Lstat(ep)
+				if err != nil {
+					continue
+				}
+				switch {
+				case efi.Mode()&os.ModeSymlink != 0:
+					target, _ := os.Readlink(ep)
+					hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: n + "/" + e.Name(), Linkname: target, Mode: 0o777})
+				case efi.IsDir():
+					hdr(&tar.Header{Typeflag: tar.TypeDir, Name: n + "/" + e.Name() + "/", Mode: int64(efi.Mode().Perm())})
+					binds = append(binds, ep)
+				case efi.Mode().IsRegular():
+					hdr(&tar.Header{Typeflag: tar.TypeReg, Name: n + "/" + e.Name(), Mode: int64(efi.Mode().Perm())})
+					binds = append(binds, ep)
+				}
+			}
+			for _, f := range []string{"hosts", "hostname", "resolv.conf"} {
+				if !exists(p + "/" + f) {
+					hdr(&tar.Header{Typeflag: tar.TypeReg, Name: n + "/" + f, Mode: 0o644})
+				}
+			}
 		case fi.IsDir():
 			hdr(&tar.Header{Typeflag: tar.TypeDir, Name: n + "/", Mode: int64(fi.Mode().Perm())})
 			binds = append(binds, p)
@@ -227,4 +267,48 @@ func imageMark(store, engine, name string) string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// overlay shows dir with its writes going to c's upper directory (the
+// changeset's, in pinfold's store).
+func (s *Sandbox) overlay(dir string, c *sandbox.Capture) []string {
+	if s.rt.engine == PodmanName {
+		return []string{"-v", dir + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}
+	}
+	// An anonymous volume of the local driver mounting the overlay; it
+	// goes with the container.
+	return []string{"--mount", `type=volume,dst=` + dir + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
+		dir + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}
+}
+
+// sandboxIDBase is where a native sandbox run as root maps its ids on the
+// host, and so the owners of what the store unpacks for it: the
+// container runtimes share those roots.
+const sandboxIDBase = 1879048192
+
+// storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
+// base in pinfold's store and returns its root.
+func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
+	st, err := store.Open(s.spec.Store)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "store", Err: err}
+	}
+	var opt store.ImportOptions
+	if os.Geteuid() == 0 {
+		opt.UIDShift = sandboxIDBase
+	}
+	var b store.Base
+	switch s.spec.Base.Kind {
+	case sandbox.BaseTar:
+		b, err = st.TarBase(ctx, s.spec.Base.Path, opt)
+	case sandbox.BaseOCI:
+		b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, opt)
+	case sandbox.BaseDebian12:
+		b, err = st.CuratedBase(string(s.spec.Base.Kind))
+	}
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "base", Err: err}
+	}
+	s.release = store.UseBase(b.Root)
+	return b.Root, nil
 }
