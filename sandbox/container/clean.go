@@ -33,13 +33,42 @@ func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
 	return left, nil
 }
 
-// Clean removes the containers Leftovers lists and returns their names.
+// volumes lists the unused volumes pinfold made (docker's overlays of
+// changesets) whose pinfold process is gone.
+func (r *Runtime) volumes(ctx context.Context) []string {
+	out, err := exec.CommandContext(ctx, r.bin, "volume", "ls", "--filter", "label="+Label, "--filter", "dangling=true",
+		"--format", "{{.Name}} {{.Label \""+Label+"\"}}").Output()
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, owner, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && !ownerAlive(owner) {
+			left = append(left, name)
+		}
+	}
+	return left
+}
+
+// Clean removes the containers Leftovers lists, and their volumes, and
+// returns what it removed.
 func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
 	left, err := r.Leftovers(ctx)
-	if err != nil || len(left) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, r.bin, append([]string{"rm", "-f"}, left...)...).CombinedOutput()
+	if r.engine == DockerName {
+		defer func() {
+			if vs := r.volumes(ctx); len(vs) > 0 {
+				exec.CommandContext(ctx, r.bin, append([]string{"volume", "rm", "-f"}, vs...)...).Run()
+			}
+		}()
+	}
+	if len(left) == 0 {
+		return nil, nil
+	}
+	out, err := exec.CommandContext(ctx, r.bin, append([]string{"rm", "-f", "-v"}, left...)...).CombinedOutput()
 	if err != nil {
 		return nil, &engineError{engine: r.engine, detail: "removing " + strings.Join(left, ", ") + ": " + firstLine(string(out))}
 	}

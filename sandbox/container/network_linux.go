@@ -100,7 +100,7 @@ func (n *network) close() {
 	if n.stack != nil {
 		n.stack.Close()
 	}
-	exec.Command(n.rt.bin, "rm", "-f", n.holder).Run()
+	exec.Command(n.rt.bin, "rm", "-f", "-v", n.holder).Run()
 	if n.dir != "" {
 		os.RemoveAll(n.dir)
 	}

@@ -277,7 +277,7 @@ func (s *Sandbox) overlay(dir string, c *sandbox.Capture) []string {
 	}
 	// An anonymous volume of the local driver mounting the overlay; it
 	// goes with the container.
-	return []string{"--mount", `type=volume,dst=` + dir + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
+	return []string{"--mount", `type=volume,dst=` + dir + `,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
 		dir + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}
 }
 
