@@ -468,6 +468,9 @@ func cleanupAfterKill(e *Env) {
 	cmd := exec.Command(e.Target.Pinfold, args...)
 	cmd.Dir = e.Workspace
 	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+e.Engine.Store, "PINFOLD_NO_LAUNCH_CACHE=1")
+	// What pinfold started may hold its output open after the kill; the
+	// check below looks for it.
+	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -7,9 +7,24 @@ import (
 	"strings"
 )
 
-// Leftovers lists this engine's containers that pinfold made and whose
-// pinfold process is gone (killed before it could remove them).
+// Leftovers lists this engine's containers (and docker's volumes, as
+// "volume NAME") that pinfold made and whose pinfold process is gone
+// (killed before it could remove them).
 func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
+	left, err := r.containers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.engine == DockerName && r.Check(ctx, nil) == nil {
+		for _, v := range r.volumes(ctx) {
+			left = append(left, "volume "+v)
+		}
+	}
+	return left, nil
+}
+
+// containers lists the containers of Leftovers.
+func (r *Runtime) containers(ctx context.Context) ([]string, error) {
 	if r.Check(ctx, nil) != nil {
 		return nil, nil // no engine, nothing of ours in it
 	}
@@ -54,11 +69,11 @@ func (r *Runtime) volumes(ctx context.Context) []string {
 // Clean removes the containers Leftovers lists, and their volumes, and
 // returns what it removed.
 func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
-	left, err := r.Leftovers(ctx)
+	left, err := r.containers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if r.engine == DockerName {
+	if r.engine == DockerName && r.Check(ctx, nil) == nil {
 		defer func() {
 			if vs := r.volumes(ctx); len(vs) > 0 {
 				exec.CommandContext(ctx, r.bin, append([]string{"volume", "rm", "-f"}, vs...)...).Run()

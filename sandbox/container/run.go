@@ -103,6 +103,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 
 	c := exec.Command(s.rt.bin, args...)
 	c.Env = clientEnv
+	// The client goes with pinfold (the container then runs on until its
+	// command ends, or pinfold clean removes it).
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &Process{rt: s.rt, name: name, envFile: envFile, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
@@ -133,7 +136,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		c.Stderr = p.stderr
 		// Its own process group: the terminal's Ctrl-C goes to pinfold,
 		// which forwards it to the container, not to the client.
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c.SysProcAttr.Setpgid = true
 		if err := c.Start(); err != nil {
 			p.release()
 			return nil, err
