@@ -47,21 +47,9 @@ func TestSignedImages(t *testing.T) {
 	reg.Sign(t, "team/app", byOther, trusttest.Payload(repo, byOther), other)
 
 	ws := t.TempDir()
-	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", t.TempDir())
 	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(pinfold, append([]string{"run", "--access", "none"}, args...)...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errb.String(), code
+		return pf(t, ws, append([]string{"run", "--access", "none"}, args...)...)
 	}
 	out, errs, code := run("--base", "oci:"+repo+":signed", "--verify-key", good.PubPEM, "--", "/bin/probe", "hello")
 	if code != 0 || !strings.Contains(out, `"err"`) || !strings.Contains(errs, "verified the signature of "+repo+":signed ("+signed+")") {
