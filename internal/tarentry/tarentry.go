@@ -1,7 +1,13 @@
-// Package tarentry holds what extracting an archive or applying an image
-// layer safely share: cleaning entry names, opening paths below a root
-// without following symbolic links, copying an entry's data, quoting
-// hostile names for messages, and keeping a decompressor's error output. Its errors are plain; internal/store and
+// Package tarentry is the one place pinfold writes tar entries to disk:
+// extracting a tarball base (internal/store) and applying image layers
+// (internal/oci) both go through its Tree, which cleans entry names, opens
+// every path below the root without following a symbolic link, makes
+// directories, files, symbolic and hard links with bounded sizes and
+// counts, shifts owners, drops set-id bits, and gives directories their
+// modes last. What differs between the two is a setting (Layers: an entry
+// replaces a lower layer's whole tree, hard links may reach lower layers)
+// or stays with the caller (OCI whiteouts through the Placed hook and
+// RemoveAll; device nodes). Its errors are plain; internal/store and
 // internal/oci give them their own classes (unsafe archive, unsafe layer).
 package tarentry
 
