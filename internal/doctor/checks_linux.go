@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/trust"
 	"golang.org/x/sys/unix"
@@ -33,7 +34,7 @@ func Run(ctx context.Context, opt Options) *Report {
 			return append(cs, landlockCheck())
 		},
 		func() []Check { return append(h.storeChecks(opt.StoreDir), h.basesCheck(opt.StoreDir)) },
-		func() []Check { return []Check{signaturesCheck()} },
+		func() []Check { return []Check{signaturesCheck(), netHelperCheck()} },
 	}
 	if opt.Workspace != "" {
 		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })
@@ -697,5 +698,25 @@ func signaturesCheck() Check {
 		return c
 	}
 	c.Status, c.Detail = Pass, "cosign signatures checked offline against trusted keys; registries read with "+tool
+	return c
+}
+
+// netHelperCheck finds pinfold-net, which serves the network modes
+// outbound and allow and published ports, and checks that it starts.
+func netHelperCheck() Check {
+	c := Check{ID: "network.helper", Title: "network helper (pinfold-net)"}
+	path, err := netpolicy.HelperPath()
+	if err != nil {
+		c.Status, c.Detail = Warn, "not found: --network outbound and allow, and published ports, cannot run"
+		c.Fix = "install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path"
+		return c
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		c.Status, c.Detail = Warn, path+" is not an executable file"
+		c.Fix = "install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path"
+		return c
+	}
+	c.Status, c.Detail = Pass, path
 	return c
 }
