@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -234,4 +236,40 @@ func TestNetworkIPv6(t *testing.T) {
 	wantOK(t, r, "echo ping", "udp over IPv6 to an allowed name")
 	r, res = netRun(t, allowSpec(e, "allowed.test"), "udp", "["+e.Host.Addr6+"]:7001")
 	wantBlocked(t, r, res, "udp", "udp to a raw IPv6 address")
+}
+
+// TestNetworkHelperDiesClosed runs with a network helper that exits at
+// once. Either the run fails because the helper is gone before it gets
+// the device, or the command starts (it does not wait for the helper),
+// reaches nothing, and the result says the sandbox had no network.
+func TestNetworkHelperDiesClosed(t *testing.T) {
+	e := nettest.NewEnv(t)
+	t.Setenv("PINFOLD_NET_HELPER", "/bin/false")
+	spec := allowSpec(e, "allowed.test")
+	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: attackerDir, Target: "/pinfold-test", ReadOnly: true})
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		out.Reset()
+		res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: []string{"/pinfold-test/netclient", "tcp", e.Host.Addr + ":7000"}, Stdout: &out})
+		if err != nil {
+			if !errors.Is(err, netpolicy.ErrHelper) {
+				t.Fatalf("a failed helper: %v, want an error wrapping netpolicy.ErrHelper", err)
+			}
+			continue
+		}
+		var r nettest.Answer
+		json.Unmarshal(out.Bytes(), &r)
+		if r.Err == "" {
+			t.Errorf("a sandbox without its network helper reached the test host: %q", r.Out)
+		}
+		found := false
+		for _, v := range res.Violations {
+			found = found || v.Kind == "network" && strings.Contains(v.Reason, "no network")
+		}
+		if !found {
+			t.Errorf("violations %+v, want one saying the sandbox had no network", res.Violations)
+		}
+	}
 }
