@@ -2,6 +2,8 @@ package netpolicy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +66,7 @@ func HelperPath() (string, error) {
 // pinfold's network stack, in a helper process, until Close. It returns
 // once the helper is ready (its published ports listen).
 func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
-	s, err := Launch(cfg)
+	s, err := Launch(cfg, "")
 	if err != nil {
 		tun.Close()
 		return nil, err
@@ -80,11 +82,15 @@ func Start(ctx context.Context, cfg Config, tun *os.File) (*Stack, error) {
 
 // Launch starts the helper for cfg before the sandbox's TUN device
 // exists, so that its start overlaps the sandbox's; Attach hands it the
-// device.
-func Launch(cfg Config) (*Stack, error) {
+// device. With a store directory, the shared helper there serves it when
+// one runs (see helper.go).
+func Launch(cfg Config, store string) (*Stack, error) {
 	path, err := HelperPath()
 	if err != nil {
 		return nil, err
+	}
+	if s := launchShared(cfg, path, store); s != nil {
+		return s, nil
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -234,10 +240,83 @@ func (s *Stack) Close() error {
 	case <-time.After(time.Second):
 	}
 	s.ctl.Close()
-	go func() {
-		timer := time.AfterFunc(5*time.Second, func() { s.cmd.Process.Kill() })
-		s.cmd.Wait()
-		timer.Stop()
-	}()
+	if s.cmd != nil {
+		go func() {
+			timer := time.AfterFunc(5*time.Second, func() { s.cmd.Process.Kill() })
+			s.cmd.Wait()
+			timer.Stop()
+		}()
+	}
 	return nil
+}
+
+// sharedSocket names the shared helper's socket for the helper binary at
+// path in store: a rebuilt helper gets a socket of its own. "" when the
+// path would be too long for a socket address.
+func sharedSocket(path, store string) string {
+	var st unix.Stat_t
+	if store == "" || unix.Stat(path, &st) != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s %d %d %d %d", path, st.Dev, st.Ino, st.Size, st.Mtim.Nano())))
+	sock := filepath.Join(store, "net-"+hex.EncodeToString(sum[:8])+".sock")
+	if len(sock) >= 108 {
+		return ""
+	}
+	return sock
+}
+
+// launchShared connects to the shared helper, or starts one for the runs
+// that follow and returns nil.
+func launchShared(cfg Config, path, store string) *Stack {
+	if os.Getenv("PINFOLD_NET_SHARED") == "0" {
+		return nil
+	}
+	sock := sharedSocket(path, store)
+	if sock == "" {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		unix.Close(fd)
+		startShared(path, sock)
+		return nil
+	}
+	// The greeting says the helper took the connection (one about to
+	// exit for idleness closes it instead).
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	buf := make([]byte, 256)
+	if n, err := unix.Poll(pfd, 1000); err != nil || n != 1 {
+		unix.Close(fd)
+		return nil
+	}
+	n, err := unix.Read(fd, buf)
+	var m Message
+	if err != nil || n <= 0 || json.Unmarshal(buf[:n], &m) != nil || !m.Hello {
+		unix.Close(fd)
+		return nil
+	}
+	ctl := os.NewFile(uintptr(fd), "ctl")
+	s := &Stack{cfg: cfg, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{}}
+	go s.read()
+	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
+		s.Close()
+		return nil
+	}
+	return s
+}
+
+// startShared starts a shared helper on sock, in the background, in a
+// session of its own: it outlives this process and exits when idle.
+func startShared(path, sock string) {
+	os.MkdirAll(filepath.Dir(sock), 0o700)
+	cmd := &exec.Cmd{Path: path, Args: []string{HelperName, "serve", sock}, Env: []string{},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if cmd.Start() == nil {
+		// Reaped when it exits, if this process is still there.
+		go cmd.Wait()
+	}
 }

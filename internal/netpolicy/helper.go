@@ -23,6 +23,15 @@ import (
 // The helper stops when the supervisor's end shuts (at the end of the run,
 // or when the supervisor dies); the supervisor does not wait for it to
 // exit (dropping a sandbox's TUN device takes milliseconds).
+//
+// Starting a helper costs a process and a Go runtime on every run; so a
+// helper also runs shared ("pinfold-net serve SOCKET", the socket in
+// pinfold's store, named after the helper binary so that another build
+// gets its own): a supervisor connects, is greeted with {"hello": true},
+// and the protocol above follows on that connection. A supervisor that
+// finds no shared helper starts one in the background for the runs after
+// it and starts its own for this one; the shared helper exits after 30 s
+// without a sandbox. PINFOLD_NET_SHARED=0 turns it off.
 
 // HelperName is the helper's file name, looked up next to the pinfold
 // binary (or PINFOLD_NET_HELPER).
@@ -35,6 +44,7 @@ type Message struct {
 	Error     string      `json:"error,omitempty"`
 	Violation *Violation  `json:"violation,omitempty"`
 	Bye       bool        `json:"bye,omitempty"`
+	Hello     bool        `json:"hello,omitempty"` // a shared helper took the connection
 	TUN       bool        `json:"tun,omitempty"`
 }
 

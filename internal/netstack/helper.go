@@ -2,21 +2,37 @@ package netstack
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
-// Main is the pinfold-net helper: the supervisor hands it the control
-// socket as fd 3, the configuration on it, then the sandbox's TUN device
-// (see netpolicy's helper.go for the protocol). It serves until the
-// control socket closes and returns the exit status.
+// Main is the pinfold-net helper. Run by pinfold for one sandbox, it
+// gets the control socket as fd 3; run as "pinfold-net serve SOCKET" it
+// is a shared helper that serves every sandbox whose supervisor connects
+// to SOCKET, each on its own connection, and exits once none has been
+// connected for IdleExit. The protocol on a control socket is in
+// netpolicy's helper.go. It returns the exit status.
 func Main() int {
-	ctl := os.NewFile(3, "ctl")
+	if len(os.Args) == 3 && os.Args[1] == "serve" {
+		return daemon(os.Args[2])
+	}
+	return serveConn(os.NewFile(3, "ctl"))
+}
+
+// IdleExit is how long a shared helper stays without a sandbox.
+const IdleExit = 30 * time.Second
+
+// serveConn serves one sandbox on its control socket, which it closes,
+// with everything it made for it, when the supervisor goes.
+func serveConn(ctl *os.File) int {
+	defer ctl.Close()
 	var wmu sync.Mutex
 	send := func(m *netpolicy.Message) {
 		wmu.Lock()
@@ -44,8 +60,9 @@ func Main() int {
 	pol := netpolicy.NewPolicy(cfg)
 	pol.OnViolation = func(v netpolicy.Violation) { send(&netpolicy.Message{Violation: &v}) }
 	srv := New(pol)
+	defer srv.Close()
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(3, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		return 2 // the supervisor went away
 	}
@@ -59,6 +76,9 @@ func Main() int {
 		send(&netpolicy.Message{Error: "no network device received"})
 		return 2
 	}
+	// After the stack has stopped reading it (the deferred Close runs
+	// first).
+	defer unix.Close(tunFD)
 	if err := srv.Attach(tunFD); err != nil {
 		send(&netpolicy.Message{Error: err.Error()})
 		return 1
@@ -71,7 +91,101 @@ func Main() int {
 	}
 	// Every violation went before this: the supervisor's run is over.
 	send(&netpolicy.Message{Bye: true})
-	ctl.Close()
-	srv.Close()
 	return 0
+}
+
+// daemon is the shared helper: it listens on sock (in pinfold's store,
+// which only its user may enter), serves each connection of its own user,
+// and exits after IdleExit without one.
+func daemon(sock string) int {
+	lfd, err := listen(sock)
+	if err != nil {
+		if errors.Is(err, errRunning) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "pinfold-net:", err)
+		return 1
+	}
+	var mu sync.Mutex
+	active := 0
+	var idle *time.Timer
+	exitIfIdle := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if active == 0 {
+			// Stop taking connections first: one accepted but not yet
+			// counted gets no greeting, and its supervisor starts a
+			// helper of its own.
+			unix.Close(lfd)
+			unix.Unlink(sock)
+			os.Exit(0)
+		}
+	}
+	idle = time.AfterFunc(IdleExit, exitIfIdle)
+	uid := os.Getuid()
+	for {
+		nfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			return 1
+		}
+		cred, err := unix.GetsockoptUcred(nfd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil || int(cred.Uid) != uid {
+			unix.Close(nfd)
+			continue
+		}
+		mu.Lock()
+		active++
+		idle.Stop()
+		mu.Unlock()
+		go func() {
+			ctl := os.NewFile(uintptr(nfd), "ctl")
+			// The greeting tells the supervisor this helper took it.
+			if _, err := ctl.Write((&netpolicy.Message{Hello: true}).Marshal()); err == nil {
+				serveConn(ctl)
+			} else {
+				ctl.Close()
+			}
+			mu.Lock()
+			active--
+			if active == 0 {
+				idle.Reset(IdleExit)
+			}
+			mu.Unlock()
+		}()
+	}
+}
+
+var errRunning = errors.New("another helper serves this socket")
+
+// listen binds sock, replacing a stale one that nobody answers on.
+func listen(sock string) (int, error) {
+	for attempt := 0; ; attempt++ {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
+		if err == nil {
+			if err = unix.Listen(fd, 128); err == nil {
+				return fd, nil
+			}
+		}
+		unix.Close(fd)
+		if err != unix.EADDRINUSE || attempt > 0 {
+			return -1, fmt.Errorf("listening on %s: %w", sock, err)
+		}
+		c, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		err = unix.Connect(c, &unix.SockaddrUnix{Name: sock})
+		unix.Close(c)
+		if err == nil {
+			return -1, errRunning
+		}
+		unix.Unlink(sock)
+	}
 }

@@ -66,7 +66,7 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 		n.close()
 		return nil, &engineError{engine: s.rt.engine, detail: "finding the network holder's process"}
 	}
-	st, err := netpolicy.Launch(*cfg)
+	st, err := netpolicy.Launch(*cfg, s.spec.Store)
 	if err != nil {
 		n.close()
 		return nil, err

@@ -78,16 +78,25 @@ type launched struct {
 
 // launchNet starts a network helper for c, in the background: starting a
 // process blocks the thread that does it until the exec is done.
-func launchNet(c *netpolicy.Config) <-chan launched {
+func launchNet(c *netpolicy.Config, store string) <-chan launched {
 	if c == nil {
 		return nil
 	}
 	ch := make(chan launched, 1)
 	go func() {
-		st, err := netpolicy.Launch(*c)
+		st, err := netpolicy.Launch(*c, store)
 		ch <- launched{st, err}
 	}()
 	return ch
+}
+
+// netStore is where the shared network helper listens: pinfold's store.
+func (s *Sandbox) netStore() string {
+	if s.spec.Store != "" {
+		return s.spec.Store
+	}
+	d, _ := store.DefaultDir()
+	return d
 }
 
 // closeNet stops a helper launchNet started, once it has.
@@ -126,7 +135,7 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	// The network helper, when one is needed, starts first: it is the
 	// slower of the two to get going.
 	s.pre = make(chan spawned, 1)
-	st := launchNet(s.net)
+	st := launchNet(s.net, s.netStore())
 	in, err := initp.Spawn(&s.tmpl.SpawnConfig)
 	s.pre <- spawned{in, err, st}
 	if err := s.configure(ctx); err != nil {
@@ -474,7 +483,7 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		sp := <-s.pre
 		in, err, netc = sp.init, sp.err, sp.net
 	} else {
-		netc = launchNet(s.net)
+		netc = launchNet(s.net, s.netStore())
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
