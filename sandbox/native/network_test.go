@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +274,57 @@ func TestNetworkHelperDiesClosed(t *testing.T) {
 			t.Errorf("violations %+v, want one saying the sandbox had no network", res.Violations)
 		}
 	}
+}
+
+// TestSharedHelperKeepsSandboxesApart runs sandboxes through one shared
+// network helper at once: each gets its own policy and violations.
+func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
+	e := nettest.NewEnv(t)
+	store := t.TempDir()
+	spec := allowSpec(e, "allowed.test")
+	spec.Store = store
+	// The first run finds no shared helper and starts one.
+	netRun(t, spec, "resolve", "allowed.test")
+	var sock string
+	for deadline := time.Now().Add(10 * time.Second); sock == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m, _ := filepath.Glob(filepath.Join(store, "net-*.sock"))
+		if len(m) == 1 {
+			sock = m[0]
+		}
+	}
+	if sock == "" {
+		t.Fatal("no shared helper started")
+	}
+	other := allowSpec(e, "other.test")
+	other.Store = store
+	type answer struct {
+		r   nettest.Answer
+		res *sandbox.Result
+	}
+	a, b := make(chan answer, 1), make(chan answer, 1)
+	go func() { r, res := netRun(t, spec, "tcp", "allowed.test:7000"); a <- answer{r, res} }()
+	go func() { r, res := netRun(t, other, "tcp", "allowed.test:7000"); b <- answer{r, res} }()
+	ra, rb := <-a, <-b
+	wantOK(t, ra.r, "echo ping", "allowed.test where it is allowed")
+	if len(ra.res.Violations) != 0 {
+		t.Errorf("violations of the other sandbox reported here: %+v", ra.res.Violations)
+	}
+	wantBlocked(t, rb.r, rb.res, "dns", "allowed.test where only other.test is")
+	// Both went through the one helper.
+	if n := len(processesWith("pinfold-net serve " + sock)); n != 1 {
+		t.Errorf("%d shared helpers on %s, want 1", n, sock)
+	}
+}
+
+// processesWith lists the pids whose command line holds s.
+func processesWith(s string) []string {
+	var found []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			found = append(found, ent.Name())
+		}
+	}
+	return found
 }
