@@ -498,7 +498,7 @@ func cleanupAfterKill(e *Env) {
 	// The sandbox may take a moment to go once its supervisor is gone.
 	var left []string
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		left = processesWith(marker)
+		left = ProcessesWith(marker)
 		if e.Target.Leftovers != nil {
 			l, err := e.Target.Leftovers(context.Background())
 			if err != nil {
@@ -518,8 +518,8 @@ func cleanupAfterKill(e *Env) {
 	}
 }
 
-// processesWith lists the processes whose command line holds s.
-func processesWith(s string) []string {
+// ProcessesWith lists the processes whose command line holds s.
+func ProcessesWith(s string) []string {
 	var found []string
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {

@@ -253,39 +253,24 @@ func cleanName(name string) (string, error) {
 	return n, refusal(err)
 }
 
-// refusal gives tarentry's refusals this package's errors (and class).
-func refusal(err error) error {
-	var u *tarentry.Unsafe
-	var l *tarentry.Limit
-	switch {
-	case errors.As(err, &u):
-		return &reason{u.Msg, unsafeArchive}
-	case errors.As(err, &l):
-		return &reason{l.Msg, limitExceeded}
-	}
-	switch err {
-	case tarentry.ErrEmptyName:
-		return errEmptyName
-	case tarentry.ErrNameNUL:
-		return errNameNUL
-	case tarentry.ErrNameTooLong:
-		return errNameTooLong
-	case tarentry.ErrNameEscapes:
-		return errNameEscapes
-	case tarentry.ErrSymlinkInPath:
-		return errSymlinkInPath
-	case tarentry.ErrFileInPath:
-		return errFileInPath
-	case tarentry.ErrOutsideRoot:
-		return errOutsideRoot
-	case tarentry.ErrNoOpenat2:
-		return errNoOpenat2
-	case tarentry.ErrReplaceDir:
-		return errReplaceDir
-	case tarentry.ErrLinkTarget:
-		return errLinkTarget
-	case tarentry.ErrHardlinkTarget:
-		return errHardlinkTarget
-	}
-	return err
+// classes gives tarentry's refusals this package's errors (and class).
+var classes = tarentry.Classes{
+	Named: map[error]error{
+		tarentry.ErrEmptyName:      errEmptyName,
+		tarentry.ErrNameNUL:        errNameNUL,
+		tarentry.ErrNameTooLong:    errNameTooLong,
+		tarentry.ErrNameEscapes:    errNameEscapes,
+		tarentry.ErrSymlinkInPath:  errSymlinkInPath,
+		tarentry.ErrFileInPath:     errFileInPath,
+		tarentry.ErrOutsideRoot:    errOutsideRoot,
+		tarentry.ErrNoOpenat2:      errNoOpenat2,
+		tarentry.ErrLinkTarget:     errLinkTarget,
+		tarentry.ErrHardlinkTarget: errHardlinkTarget,
+		tarentry.ErrReplaceDir:     errReplaceDir,
+	},
+	Unsafe: func(msg string) error { return &reason{msg, unsafeArchive} },
+	Limit:  func(msg string) error { return &reason{msg, limitExceeded} },
 }
+
+// refusal is classes.Of.
+func refusal(err error) error { return classes.Of(err) }

@@ -118,3 +118,27 @@ func (h *HeadBuffer) Write(p []byte) (int, error) {
 }
 
 func (h *HeadBuffer) String() string { return string(h.b) }
+
+// Classes turns this package's refusals into a caller's errors, so that
+// each caller keeps its own error classes (unsafe archive, unsafe layer).
+type Classes struct {
+	Named         map[error]error // this package's sentinel errors -> the caller's
+	Unsafe, Limit func(msg string) error
+}
+
+// Of returns err as the caller's error, or err itself when it is none of
+// this package's refusals.
+func (c *Classes) Of(err error) error {
+	var u *Unsafe
+	var l *Limit
+	switch {
+	case errors.As(err, &u):
+		return c.Unsafe(u.Msg)
+	case errors.As(err, &l):
+		return c.Limit(l.Msg)
+	}
+	if e, ok := c.Named[err]; ok {
+		return e
+	}
+	return err
+}

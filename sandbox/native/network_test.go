@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/conformance"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/sandbox"
@@ -311,20 +311,7 @@ func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 	}
 	wantBlocked(t, rb.r, rb.res, "dns", "allowed.test where only other.test is")
 	// Both went through the one helper.
-	if n := len(processesWith("pinfold-net serve " + sock)); n != 1 {
+	if n := len(conformance.ProcessesWith("pinfold-net serve " + sock)); n != 1 {
 		t.Errorf("%d shared helpers on %s, want 1", n, sock)
 	}
-}
-
-// processesWith lists the pids whose command line holds s.
-func processesWith(s string) []string {
-	var found []string
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
-			found = append(found, ent.Name())
-		}
-	}
-	return found
 }
