@@ -518,14 +518,15 @@ func cleanupAfterKill(e *Env) {
 	}
 }
 
-// ProcessesWith lists the processes whose command line holds s.
+// ProcessesWith lists the processes whose command line (its arguments
+// joined by spaces) holds s.
 func ProcessesWith(s string) []string {
 	var found []string
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
 		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			found = append(found, "pid "+ent.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); err == nil && strings.Contains(cmd, s) {
+			found = append(found, "pid "+ent.Name()+": "+cmd)
 		}
 	}
 	return found
