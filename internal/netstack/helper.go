@@ -60,13 +60,21 @@ func serveConn(ctl *os.File) int {
 	pol := netpolicy.NewPolicy(cfg)
 	pol.OnViolation = func(v netpolicy.Violation) { send(&netpolicy.Message{Violation: &v}) }
 	srv := New(pol)
-	defer srv.Close()
+	tunFD := -1
+	defer func() {
+		// The stack first: until it has stopped, it reads the device,
+		// and a descriptor closed under it could be reused by the next
+		// sandbox's device in this process.
+		srv.Close()
+		if tunFD >= 0 {
+			unix.Close(tunFD)
+		}
+	}()
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		return 2 // the supervisor went away
 	}
-	tunFD := -1
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
 		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
 			tunFD = fds[0]
@@ -76,9 +84,6 @@ func serveConn(ctl *os.File) int {
 		send(&netpolicy.Message{Error: "no network device received"})
 		return 2
 	}
-	// After the stack has stopped reading it (the deferred Close runs
-	// first).
-	defer unix.Close(tunFD)
 	if err := srv.Attach(tunFD); err != nil {
 		send(&netpolicy.Message{Error: err.Error()})
 		return 1
@@ -89,7 +94,9 @@ func serveConn(ctl *os.File) int {
 			break
 		}
 	}
-	// Every violation went before this: the supervisor's run is over.
+	// The supervisor's run is over: what the sandbox sent before it
+	// ended is checked, and every violation sent, before the last word.
+	srv.Drain(500 * time.Millisecond)
 	send(&netpolicy.Message{Bye: true})
 	return 0
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -46,6 +47,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	guards sync.WaitGroup // the guards reading what the sandbox sent
 
 	mu        sync.Mutex
 	closers   []func()
@@ -60,6 +62,7 @@ func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
 	s := New(pol)
 	if err := s.Attach(tunFD); err != nil {
 		s.Close()
+		unix.Close(tunFD)
 		return nil, err
 	}
 	return s, nil
@@ -89,15 +92,14 @@ func New(pol *netpolicy.Policy) *Server {
 	return s
 }
 
-// Attach serves the sandbox whose TUN device is tunFD (Attach owns it),
-// until Close.
+// Attach serves the sandbox whose TUN device is tunFD until Close; the
+// caller closes tunFD after Close (or after a failed Attach).
 func (s *Server) Attach(tunFD int) error {
 	cfg := s.pol.Config()
 	s.tunFD = tunFD
 	link, err := fdbased.New(&fdbased.Options{FDs: []int{tunFD}, MTU: netpolicy.MTU, EthernetHeader: false,
 		RXChecksumOffload: true, TXChecksumOffload: false})
 	if err != nil {
-		unix.Close(tunFD)
 		return fmt.Errorf("the TUN device: %v", err)
 	}
 	tap := &echoTap{s: s}
@@ -124,6 +126,22 @@ func (s *Server) Attach(tunFD int) error {
 		}
 	}
 	return nil
+}
+
+// Drain waits, at most d, for the guards to have checked what the sandbox
+// sent before it ended: once its processes are gone, each reads the end
+// of its connection soon, after the bytes before it, and reports what it
+// refuses.
+func (s *Server) Drain(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		s.guards.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
 
 // Close stops the stack and drops every connection.

@@ -156,6 +156,7 @@ func (s *Server) guarded(c *gonet.TCPConn, ep tcpip.Endpoint, dst netip.AddrPort
 		return
 	}
 	s.wg.Add(1)
+	s.guards.Add(1)
 	go p.fromSandbox()
 }
 
@@ -188,10 +189,34 @@ func (p *guardedConn) abort() {
 	}
 }
 
+// endAfter resets the sandbox's connection once what passed before a
+// refused request went upstream: the server gets an end of file after it,
+// not a reset, which would make it drop what it has not read yet. The
+// upstream connection goes when the server answers (toSandbox finds the
+// sandbox gone) or, at the latest, after upstreamLinger.
+func (p *guardedConn) endAfter() {
+	p.mu.Lock()
+	p.done = true
+	up := p.up
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.ep.Abort()
+	p.c.Close()
+	if up != nil {
+		up.CloseWrite()
+		time.AfterFunc(upstreamLinger, func() { up.Close() })
+	}
+}
+
+// upstreamLinger bounds how long a server may take over the requests
+// that passed before a refused one.
+const upstreamLinger = 2 * time.Second
+
 // fromSandbox reads the client's bytes, checks them, and writes what
 // passes to the server, opening the upstream connection on the first.
 func (p *guardedConn) fromSandbox() {
 	defer p.s.wg.Done()
+	defer p.s.guards.Done()
 	buf := make([]byte, 64<<10)
 	p.c.SetReadDeadline(time.Now().Add(silence))
 	first := true
@@ -245,11 +270,12 @@ func (p *guardedConn) pass(b []byte) bool {
 		// What was checked before the refused part still goes (a
 		// pipelined request before a refused one), then the connection
 		// is reset.
-		if len(out) > 0 {
-			p.write(out)
-		}
 		p.s.pol.Refused(p.dst, p.d, err)
-		p.abort()
+		if len(out) > 0 && p.write(out) {
+			p.endAfter()
+		} else {
+			p.abort()
+		}
 		return false
 	}
 	if len(out) == 0 {
