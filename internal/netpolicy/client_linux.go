@@ -313,7 +313,8 @@ func launchShared(cfg Config, path, store string) *Stack {
 // session of its own: it outlives this process and exits when idle.
 func startShared(path, sock string) {
 	os.MkdirAll(filepath.Dir(sock), 0o700)
-	cmd := &exec.Cmd{Path: path, Args: []string{HelperName, "serve", sock}, Env: []string{},
+	// In "/": it must not keep the caller's directory busy.
+	cmd := &exec.Cmd{Path: path, Args: []string{HelperName, "serve", sock}, Env: []string{}, Dir: "/",
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	if cmd.Start() == nil {
 		// Reaped when it exits, if this process is still there.
