@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -379,18 +378,7 @@ func publish(e *Env) {
 		r.Process.Signal(os.Kill)
 		r.Wait()
 	}()
-	var got string
-	for deadline := time.Now().Add(20 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err != nil {
-			continue
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprint(c, "hello\n")
-		got, _ = bufio.NewReader(c).ReadString('\n')
-		c.Close()
-	}
-	if got != "echo hello\n" {
+	if got := nettest.AskPublished(port, 20*time.Second); got != "echo hello\n" {
 		e.T.Errorf("through the published port: got %q, want the server's echo", got)
 	}
 }

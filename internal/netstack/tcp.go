@@ -175,8 +175,9 @@ type guardedConn struct {
 	done   bool
 }
 
-// abort resets the sandbox's connection and closes the upstream one.
-func (p *guardedConn) abort() {
+// reset ends the connection on the sandbox's side with a reset and
+// returns the upstream one, if any.
+func (p *guardedConn) reset() *net.TCPConn {
 	p.mu.Lock()
 	p.done = true
 	up := p.up
@@ -184,7 +185,12 @@ func (p *guardedConn) abort() {
 	p.mu.Unlock()
 	p.ep.Abort()
 	p.c.Close()
-	if up != nil {
+	return up
+}
+
+// abort resets the sandbox's connection and closes the upstream one.
+func (p *guardedConn) abort() {
+	if up := p.reset(); up != nil {
 		up.Close()
 	}
 }
@@ -195,14 +201,7 @@ func (p *guardedConn) abort() {
 // upstream connection goes when the server answers (toSandbox finds the
 // sandbox gone) or, at the latest, after upstreamLinger.
 func (p *guardedConn) endAfter() {
-	p.mu.Lock()
-	p.done = true
-	up := p.up
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	p.ep.Abort()
-	p.c.Close()
-	if up != nil {
+	if up := p.reset(); up != nil {
 		up.CloseWrite()
 		time.AfterFunc(upstreamLinger, func() { up.Close() })
 	}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -309,4 +310,24 @@ func NewEnvWith(t *testing.T, extra map[string][]string) *Env {
 type Answer struct {
 	Out string `json:"out"`
 	Err string `json:"err"`
+}
+
+// AskPublished sends "hello" to a port a sandbox publishes on the host's
+// loopback, retrying until the server inside listens or wait is over,
+// and returns its first line of answer ("" when none came).
+func AskPublished(port int, wait time.Duration) string {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, "hello\n")
+		got, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if got != "" {
+			return got
+		}
+	}
+	return ""
 }

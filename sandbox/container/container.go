@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -203,6 +204,7 @@ type Sandbox struct {
 	args  []string // run flags from the spec
 	stty  bool     // the base has /bin/sh and stty
 	net   *netpolicy.Config
+	cgsys *cgroup.System // for limits, detected once
 	// release lets the store's garbage collector have the base again.
 	release func()
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -113,6 +114,13 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 	}
 	// Limits are pinfold's own cgroup, the container's parent (see Run):
 	// its counters say which limit a command hit.
+	if l := sp.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
+		sys, err := cgroup.Detect()
+		if err != nil {
+			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
+		}
+		s.cgsys = sys
+	}
 	add("-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini")
 	s.args = a
 	return nil

@@ -41,12 +41,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	args = append(args, s.rt.extra...)
 	args = append(args, "--rm")
 	var cg *cgroup.Group
-	if l := s.spec.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
-		sys, err := cgroup.Detect()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
-		}
-		cg, err = sys.New(Owner()+"-c"+randomID(), cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs})
+	if l := s.spec.Limits; s.cgsys != nil {
+		var err error
+		cg, err = s.cgsys.New(Owner()+"-c"+randomID(), cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPUs: l.CPUs})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
 		}

@@ -119,7 +119,7 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
-	nc, err := netConfig(&spec)
+	nc, err := spec.NetConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +192,6 @@ func (s *Sandbox) planSpawn() error {
 	}
 	return nil
 }
-
-func netConfig(sp *sandbox.Spec) (*netpolicy.Config, error) { return sp.NetConfig() }
 
 // configure builds the rest of the template config shared by every
 // instance.

@@ -1,7 +1,6 @@
 package native_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -188,20 +187,7 @@ func TestNetworkPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err != nil {
-			continue
-		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		fmt.Fprint(c, "hello\n")
-		got, _ = bufio.NewReader(c).ReadString('\n')
-		c.Close()
-		if got != "" {
-			break
-		}
-	}
+	got := nettest.AskPublished(port, 10*time.Second)
 	res, err := p.Wait()
 	if err != nil {
 		t.Fatal(err)
