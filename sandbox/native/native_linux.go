@@ -66,28 +66,19 @@ type instance struct {
 }
 
 type spawned struct {
-	init *initp.Init
-	err  error
-	net  <-chan launched // its network helper, launched alongside
+	init   *initp.Init
+	err    error
+	net    *netpolicy.Stack // its network helper, launched alongside
+	netErr error
 }
 
-type launched struct {
-	st  *netpolicy.Stack
-	err error
-}
-
-// launchNet starts a network helper for c, in the background: starting a
-// process blocks the thread that does it until the exec is done.
-func launchNet(c *netpolicy.Config, store string) <-chan launched {
-	if c == nil {
-		return nil
+// launchNet connects to (or starts) the network helper for the sandbox,
+// when it needs one.
+func (s *Sandbox) launchNet() (*netpolicy.Stack, error) {
+	if s.net == nil {
+		return nil, nil
 	}
-	ch := make(chan launched, 1)
-	go func() {
-		st, err := netpolicy.Launch(*c, store)
-		ch <- launched{st, err}
-	}()
-	return ch
+	return netpolicy.Launch(*s.net, s.netStore())
 }
 
 // netStore is where the shared network helper listens: pinfold's store.
@@ -97,15 +88,6 @@ func (s *Sandbox) netStore() string {
 	}
 	d, _ := store.DefaultDir()
 	return d
-}
-
-// closeNet stops a helper launchNet started, once it has.
-func closeNet(ch <-chan launched) {
-	if ch != nil {
-		if l := <-ch; l.st != nil {
-			l.st.Close()
-		}
-	}
 }
 
 // New checks spec, prepares its base (importing a tarball into the store
@@ -132,18 +114,20 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	// config. (Spawn returns once the init is executing, so this costs
 	// the caller little; a goroutine would often not be scheduled until
 	// configure had finished.)
-	// The network helper, when one is needed, starts first: it is the
-	// slower of the two to get going.
+	// The network helper, when one is needed, is reached first: its
+	// stack is built while the sandbox is.
 	s.pre = make(chan spawned, 1)
-	st := launchNet(s.net, s.netStore())
+	st, netErr := s.launchNet()
 	in, err := initp.Spawn(&s.tmpl.SpawnConfig)
-	s.pre <- spawned{in, err, st}
+	s.pre <- spawned{in, err, st, netErr}
 	if err := s.configure(ctx); err != nil {
 		sp := <-s.pre
 		if sp.init != nil {
 			sp.init.Close()
 		}
-		closeNet(sp.net)
+		if sp.net != nil {
+			sp.net.Close()
+		}
 		return nil, err
 	}
 	if o.pool > 0 {
@@ -475,13 +459,13 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		cfg.Cgroups = g.ProcsFiles()
 	}
 	var in *initp.Init
-	var netc <-chan launched
-	var err error
+	var st *netpolicy.Stack
+	var err, netErr error
 	if s.preUsed.CompareAndSwap(false, true) {
 		sp := <-s.pre
-		in, err, netc = sp.init, sp.err, sp.net
+		in, err, st, netErr = sp.init, sp.err, sp.net, sp.netErr
 	} else {
-		netc = launchNet(s.net, s.netStore())
+		st, netErr = s.launchNet()
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
@@ -489,15 +473,11 @@ func (s *Sandbox) newInstance() (*instance, error) {
 			in.Close()
 		}
 	}
-	var tun *os.File
-	var st *netpolicy.Stack
-	if err == nil && netc != nil {
-		l := <-netc
-		netc = nil
-		if st, err = l.st, l.err; err != nil {
-			in.Close()
-		}
+	if err == nil && netErr != nil {
+		in.Close()
+		err = netErr
 	}
+	var tun *os.File
 	if err == nil && st != nil {
 		// The device comes before the root is ready (M_TUN before
 		// M_READY): the helper serves it while the init builds the root.
@@ -509,7 +489,6 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		if st != nil {
 			st.Close()
 		}
-		closeNet(netc)
 		if inst.cg != nil {
 			inst.cg.Remove()
 		}
@@ -694,7 +673,9 @@ func (s *Sandbox) Close() error {
 		if sp.init != nil {
 			s.discard(&instance{init: sp.init})
 		}
-		closeNet(sp.net)
+		if sp.net != nil {
+			sp.net.Close()
+		}
 	}
 	if s.pool != nil {
 	drain:
