@@ -75,6 +75,9 @@ func commands() []command {
 		explainCommand(),
 		capabilityCommand(),
 		cleanCommand(),
+		sessionCommand(),
+		execCommand(),
+		shellCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {
 				fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
@@ -87,6 +90,9 @@ func commands() []command {
 // Main runs pinfold with args (without the program name) and returns the
 // exit status.
 func Main(ctx context.Context, io *IO, args []string) int {
+	if code, ok := hidden(ctx, io, args); ok {
+		return code
+	}
 	code := 0
 	io.args = args
 	root := &cobra.Command{

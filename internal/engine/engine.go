@@ -382,6 +382,14 @@ func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, 
 	return nil
 }
 
+// ChangesetID is the id of the run's changeset, "" without one.
+func (r *Run) ChangesetID() string {
+	if r.cs == nil {
+		return ""
+	}
+	return r.cs.Meta.ID
+}
+
 // Signal sends sig to the command.
 func (r *Run) Signal(sig os.Signal) error { return r.Process.Signal(sig) }
 

@@ -46,6 +46,11 @@ const (
 	CannotExec       Code = "PF151" // the command cannot be executed
 	Store            Code = "PF160" // the store cannot be used
 	InitRefused      Code = "PF171" // pinfold init would overwrite a pinfold.yaml
+	SessionNotFound  Code = "PF190" // no session of that id or name
+	SessionRefused   Code = "PF191" // a session cannot be started or asked
+	SessionEnded     Code = "PF192" // the session is not running (stopped, lost)
+	APIAuth          Code = "PF193" // the API refused the request's credentials
+	API              Code = "PF194" // the API server cannot be reached or failed
 	Internal         Code = "PF199" // a bug in pinfold
 )
 

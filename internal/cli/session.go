@@ -1,0 +1,486 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/session"
+	"github.com/pinfold/pinfold/internal/store"
+)
+
+// hidden runs the session agent and supervisor, which are pinfold
+// re-executed, before cobra: they are not commands for people.
+func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case session.AgentCommand:
+		return session.AgentMain(args[1:]), true
+	case session.SuperviseCommand:
+		if len(args) != 2 {
+			return fault.ExitUsage, true
+		}
+		eng := engineFor(io)
+		return session.Supervise(ctx, eng, args[1], classify), true
+	}
+	return 0, false
+}
+
+func sessionStore() (*session.Store, string) {
+	dir, _ := store.DefaultDir()
+	return session.Open(dir), dir
+}
+
+func sessionCommand() command {
+	return command{name: "session", summary: "keep a sandbox up for many commands", use: "session COMMAND",
+		long: `A session is a sandbox that stays up: pinfold exec runs commands in it, which
+share its /tmp, its home (/home/sandbox), its processes and its changeset.
+pinfold diff shows the changeset at any time; apply or discard it once the
+session is stopped.`,
+		sub: []command{sessionStartCommand(), sessionLsCommand(), sessionStatusCommand(), sessionLogsCommand(),
+			sessionStopCommand(), sessionRmCommand()}}
+}
+
+func sessionStartCommand() command {
+	return command{name: "start", summary: "start a session", use: "start [flags]",
+		long: `Starts a session with the same flags as run (base, access, network, limits...)
+and prints its id. The session's writes to the workspace are kept as a
+changeset, as a run's are.`,
+		setup: func(fs *flagSet) runner {
+			var o runOptions
+			var name, idle string
+			runFlags(fs, "session", &o)
+			fs.String(&name, "name", 0, "NAME", "name the session (pinfold exec NAME -- CMD)")
+			fs.String(&idle, "idle-timeout", 0, "DURATION", "stop the session after this long without a command or connection (default never)")
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) > 0 {
+					return fail(io, fs.errorf("pinfold session start takes no command: run commands with pinfold exec"))
+				}
+				req := &session.StartRequest{Flags: o.flags, Config: o.config, Frozen: o.frozen || os.Getenv("CI") == "true", Name: name}
+				if idle != "" {
+					d, err := parseDuration(idle)
+					if err != nil {
+						return fail(io, fault.New(fault.BadValue, "invalid --idle-timeout "+idle, err.Error(), "use a duration like 30m or 90s", nil))
+					}
+					req.Idle = d
+				}
+				req.Cwd, _ = os.Getwd()
+				eng := engineFor(io)
+				// Refuse a bad plan here, with the run's messages.
+				if _, err := session.Resolve(ctx, eng, req, ""); err != nil {
+					return fail(io, classify(err, nil))
+				}
+				st, dir := sessionStore()
+				r, err := session.Spawn(ctx, st, dir, req)
+				if err != nil {
+					return fail(io, classify(err, nil))
+				}
+				if o.json {
+					b, _ := json.MarshalIndent(r, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				fmt.Fprintln(io.Stdout, r.ID)
+				if r.Changeset != "" {
+					fmt.Fprintf(io.Stderr, "pinfold: session %s started; its changeset is %s (pinfold diff %s)\n", r.ID, r.Changeset, r.Changeset)
+				}
+				return 0
+			}
+		}}
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d, nil
+	}
+	var n float64
+	if _, err := fmt.Sscanf(s, "%g", &n); err == nil && fmt.Sprint(n) == s {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	return 0, errors.New("not a duration")
+}
+
+// findSession resolves a session reference; "" is the newest running
+// session of the current workspace.
+func findSession(st *session.Store, ref string) (*session.Record, error) {
+	if ref == "" {
+		all, err := st.List("")
+		if err != nil {
+			return nil, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err)
+		}
+		ws := currentWorkspace()
+		for _, r := range all {
+			if r.State == session.StateRunning && r.Workspace == ws {
+				return r, nil
+			}
+		}
+		return nil, fault.New(fault.SessionNotFound, "no running session for "+ws, "", "start one with pinfold session start, or name one (pinfold session ls)", nil)
+	}
+	r, err := st.Get(ref, "")
+	if err != nil {
+		return nil, fault.New(fault.SessionNotFound, "no session "+ref, err.Error(), "pinfold session ls --all lists them", err)
+	}
+	return r, nil
+}
+
+func running(r *session.Record) error {
+	if r.State == session.StateRunning {
+		return nil
+	}
+	why := r.Reason
+	if why == "" {
+		why = r.Error
+	}
+	return fault.New(fault.SessionEnded, "session "+r.ID+" is "+r.State, why, "start a new one with pinfold session start", nil)
+}
+
+func sessionLsCommand() command {
+	return command{name: "ls", aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json]",
+		setup: func(fs *flagSet) runner {
+			var all, asJSON bool
+			fs.Bool(&all, "all", 'a', "also list ended sessions")
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				list, err := st.List("")
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err))
+				}
+				shown := []*session.Record{}
+				for _, r := range list {
+					if all || r.Live() {
+						shown = append(shown, r)
+					}
+				}
+				if asJSON {
+					b, _ := json.MarshalIndent(shown, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tCHANGESET\tWORKSPACE")
+				for _, r := range shown {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Name, state(r), r.Created.Local().Format("2006-01-02 15:04:05"),
+						r.Changeset, r.Workspace)
+				}
+				tw.Flush()
+				return 0
+			}
+		}}
+}
+
+func state(r *session.Record) string {
+	if !r.Live() && r.Reason != "" {
+		return r.State + " (" + r.Reason + ")"
+	}
+	return r.State
+}
+
+func sessionStatusCommand() command {
+	return command{name: "status", summary: "show a session", use: "status [SESSION] [--json]",
+		setup: func(fs *flagSet) runner {
+			var asJSON bool
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				r, err := findSession(st, first(args))
+				if err != nil {
+					return fail(io, err)
+				}
+				if asJSON {
+					b, _ := json.MarshalIndent(r, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				fmt.Fprintf(io.Stdout, "session:   %s\n", r.ID)
+				if r.Name != "" {
+					fmt.Fprintf(io.Stdout, "name:      %s\n", r.Name)
+				}
+				fmt.Fprintf(io.Stdout, "state:     %s\n", state(r))
+				fmt.Fprintf(io.Stdout, "workspace: %s\nbackend:   %s\ncreated:   %s\n", r.Workspace, r.Backend, r.Created.Local().Format(time.RFC3339))
+				if r.Idle != "" {
+					fmt.Fprintf(io.Stdout, "idle:      stops after %s without a command\n", r.Idle)
+				}
+				if r.Changeset != "" {
+					fmt.Fprintf(io.Stdout, "changeset: %s\n", r.Changeset)
+				}
+				if r.Error != "" {
+					fmt.Fprintf(io.Stdout, "error:     %s\n", r.Error)
+				}
+				return 0
+			}
+		}}
+}
+
+func first(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+func sessionLogsCommand() command {
+	return command{name: "logs", summary: "show a session's log", use: "logs [-f] [SESSION]",
+		long: `Shows what the session's agent and sandbox wrote outside any pinfold exec, and
+the session's notices. With -f, follows it until the session ends.`,
+		setup: func(fs *flagSet) runner {
+			var follow bool
+			fs.Bool(&follow, "follow", 'f', "follow the log until the session ends")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				r, err := findSession(st, first(args))
+				if err != nil {
+					return fail(io, err)
+				}
+				f, err := os.Open(st.LogPath(r.ID))
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot read the log of session "+r.ID, err.Error(), "", err))
+				}
+				defer f.Close()
+				io.Stdout.ReadFrom(f)
+				for follow {
+					r, err = st.Get(r.ID, "")
+					if err != nil || !r.Live() {
+						io.Stdout.ReadFrom(f)
+						return 0
+					}
+					select {
+					case <-ctx.Done():
+						return 0
+					case <-time.After(200 * time.Millisecond):
+					}
+					io.Stdout.ReadFrom(f)
+				}
+				return 0
+			}
+		}}
+}
+
+func sessionStopCommand() command {
+	return command{name: "stop", summary: "stop a session", use: "stop [SESSION]",
+		long: `Stops a session: everything running in it ends, and its changeset is recorded
+as a run's is (pinfold diff, apply, discard).`,
+		setup: func(fs *flagSet) runner {
+			var wait string
+			fs.String(&wait, "time", 0, "SECONDS", "how long to wait for the session to end before killing it (default 10)")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				r, err := findSession(st, first(args))
+				if err != nil {
+					return fail(io, err)
+				}
+				grace := 10 * time.Second
+				if wait != "" {
+					if grace, err = parseDuration(wait); err != nil {
+						return fail(io, fault.New(fault.BadValue, "invalid --time "+wait, "", "give seconds", nil))
+					}
+				}
+				r, err = session.Stop(ctx, st, r, grace)
+				if err != nil {
+					return fail(io, err)
+				}
+				printSessionEnd(io, r)
+				return 0
+			}
+		}}
+}
+
+func printSessionEnd(io *IO, r *session.Record) {
+	msg := "pinfold: session " + r.ID + " " + state(r)
+	if r.Changeset != "" {
+		msg += fmt.Sprintf("; changeset %s: %d added, %d modified, %d deleted; review: pinfold diff %s; apply: pinfold apply %s; discard: pinfold discard %s",
+			r.Changeset, r.Added, r.Modified, r.Deleted, r.Changeset, r.Changeset, r.Changeset)
+	}
+	fmt.Fprintln(io.Stderr, msg)
+}
+
+func sessionRmCommand() command {
+	return command{name: "rm", summary: "forget ended sessions", use: "rm SESSION...",
+		setup: func(fs *flagSet) runner {
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				if len(args) == 0 {
+					return fail(io, fs.errorf("pinfold session rm needs a session"))
+				}
+				for _, a := range args {
+					r, err := findSession(st, a)
+					if err == nil {
+						err = st.Remove(r)
+						if err != nil {
+							err = fault.New(fault.SessionRefused, "cannot remove session "+r.ID, err.Error(), "pinfold session stop "+r.ID, err)
+						}
+					}
+					if err != nil {
+						return fail(io, err)
+					}
+				}
+				return 0
+			}
+		}}
+}
+
+func execCommand() command {
+	return command{name: "exec", summary: "run a command in a session", use: "exec [flags] SESSION [--] COMMAND [ARGS...]",
+		long: `Runs COMMAND in a running session. It shares the session's /tmp, home,
+processes and changeset; its exit status is pinfold's.`,
+		setup: func(fs *flagSet) runner {
+			var o execOptions
+			execFlags(fs, &o)
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) < 2 {
+					return fail(io, fs.errorf("pinfold exec needs a session and a command"))
+				}
+				cmd := args[1:]
+				if cmd[0] == "--" {
+					cmd = cmd[1:]
+				}
+				if len(cmd) == 0 {
+					return fail(io, fs.errorf("pinfold exec needs a command after the session"))
+				}
+				return execMain(ctx, io, &o, args[0], cmd)
+			}
+		}}
+}
+
+type execOptions struct {
+	tty, interactive bool
+	env              []string
+	workdir          string
+}
+
+func execFlags(fs *flagSet, o *execOptions) {
+	fs.Bool(&o.tty, "tty", 't', "run the command on a pseudo-terminal")
+	fs.Bool(&o.interactive, "interactive", 'i', "keep stdin attached")
+	fs.List(&o.env, "env", 'e', "NAME=VALUE", "set a variable (repeatable)")
+	fs.String(&o.workdir, "workdir", 'w', "PATH", "working directory inside (default: the session's)")
+}
+
+func shellCommand() command {
+	return command{name: "shell", summary: "open a shell in a session", use: "shell [SESSION]",
+		long: `Opens an interactive shell (bash when the sandbox has it, else sh) in a
+session: the named one, or the newest running one of this workspace.`,
+		setup: func(fs *flagSet) runner {
+			var o execOptions
+			fs.List(&o.env, "env", 'e', "NAME=VALUE", "set a variable (repeatable)")
+			fs.String(&o.workdir, "workdir", 'w', "PATH", "working directory inside (default: the session's)")
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) > 1 {
+					return fail(io, fs.errorf("pinfold shell takes one session"))
+				}
+				o.interactive = true
+				o.tty = isTerminal(io.Stdin) && isTerminal(io.Stdout)
+				ref := first(args)
+				return execMain(ctx, io, &o, ref, []string{"/bin/sh", "-c", `if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l`})
+			}
+		}}
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []string) int {
+	st, _ := sessionStore()
+	r, err := findSession(st, ref)
+	if err != nil {
+		return fail(io, err)
+	}
+	if err := running(r); err != nil {
+		return fail(io, err)
+	}
+	var env []string
+	for _, e := range o.env {
+		if !strings.Contains(e, "=") {
+			v, ok := os.LookupEnv(e)
+			if !ok {
+				continue
+			}
+			e += "=" + v
+		}
+		env = append(env, e)
+	}
+	req := &session.Request{Args: cmd, Env: env, Dir: o.workdir, TTY: o.tty}
+	if o.tty {
+		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+			req.Rows, req.Cols = ws.Row, ws.Col
+		}
+		req.Env = append([]string{"TERM=" + termOr("xterm")}, req.Env...)
+	}
+	req.Stdin = o.interactive
+	x, err := session.StartExec(ctx, st.Sock(r.ID), req)
+	if err != nil {
+		return fail(io, fault.New(fault.SessionEnded, "cannot reach session "+r.ID, err.Error(), "pinfold session status "+r.ID, err))
+	}
+	defer x.Close()
+	if o.tty && o.interactive {
+		if restore := rawMode(io.Stdin); restore != nil {
+			defer restore()
+		}
+	}
+	if o.interactive {
+		go func() {
+			io.Stdin.WriteTo(x.Stdin())
+			x.Stdin().Close()
+		}()
+	}
+	sigs := make(chan os.Signal, 8)
+	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+	if o.tty {
+		forwarded = append(forwarded, syscall.SIGWINCH)
+	}
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGWINCH {
+				if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+					x.Resize(ws.Row, ws.Col)
+				}
+				continue
+			}
+			x.Signal(s.(syscall.Signal))
+		}
+	}()
+	e, err := x.Wait(io.Stdout, io.Stderr, nil)
+	if err != nil {
+		return fail(io, fault.New(fault.SessionEnded, "session "+r.ID+": "+err.Error(), "", "pinfold session status "+r.ID, err))
+	}
+	return execExit(io, e, cmd[0])
+}
+
+func termOr(def string) string {
+	if t := os.Getenv("TERM"); t != "" {
+		return t
+	}
+	return def
+}
+
+// execExit maps how an exec ended to pinfold's exit status.
+func execExit(io *IO, e *session.Exit, name string) int {
+	switch {
+	case e.NotFound:
+		fe := fault.New(fault.NotFound, "command not found in the session: "+name, e.Error, "give the full path, or install it in the session", nil)
+		fe.Exit = fault.ExitNotFound
+		return fail(io, fe)
+	case e.NotExecutable:
+		fe := fault.New(fault.CannotExec, "cannot execute "+name+" in the session", e.Error, "check that it is an executable file for this machine", nil)
+		fe.Exit = fault.ExitCannotExec
+		return fail(io, fe)
+	case e.Error != "":
+		return fail(io, fault.New(fault.SessionRefused, "session exec failed", e.Error, "", nil))
+	}
+	return e.Code
+}

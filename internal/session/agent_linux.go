@@ -1,0 +1,319 @@
+package session
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Agent exit statuses, which the supervisor records as the reason.
+const (
+	agentStopped = 0
+	agentIdle    = 3
+)
+
+// AgentMain runs the session agent inside the sandbox: it listens on
+// RunDir's socket and serves until asked to stop, SIGTERM, or idle for
+// idle (0: never). It returns the process's exit status.
+func AgentMain(args []string) int {
+	idle := time.Duration(0)
+	if len(args) > 0 {
+		if d, err := time.ParseDuration(args[0]); err == nil {
+			idle = d
+		}
+	}
+	sock := filepath.Join(RunDir, sockName)
+	os.Remove(sock)
+	old := syscall.Umask(0o077) // the socket is the owner's only
+	l, err := net.Listen("unix", sock)
+	syscall.Umask(old)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+		return 1
+	}
+	a := &agent{l: l.(*net.UnixListener), done: make(chan int, 1)}
+	a.touch()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() { <-sigs; a.finish(agentStopped) }()
+	if idle > 0 {
+		go a.reap(idle)
+	}
+	go a.serve()
+	code := <-a.done
+	l.Close()
+	os.Remove(sock)
+	return code
+}
+
+type agent struct {
+	l      *net.UnixListener
+	active atomic.Int64 // connections open
+	last   atomic.Int64 // unix nanoseconds of the last activity
+	done   chan int
+	once   sync.Once
+}
+
+func (a *agent) touch() { a.last.Store(time.Now().UnixNano()) }
+
+func (a *agent) finish(code int) {
+	a.once.Do(func() { a.done <- code })
+}
+
+// reap ends the agent once nothing has been connected for idle.
+func (a *agent) reap(idle time.Duration) {
+	tick := idle / 10
+	if tick < 100*time.Millisecond {
+		tick = 100 * time.Millisecond
+	}
+	if tick > 5*time.Second {
+		tick = 5 * time.Second
+	}
+	// A monotonic clock that stops while the sandbox is frozen: time
+	// paused does not count as idle.
+	var busy time.Duration
+	prev := time.Now()
+	for range time.Tick(tick) {
+		now := time.Now()
+		step := now.Sub(prev)
+		prev = now
+		if step > 2*tick {
+			step = tick // frozen in between: count only one tick
+		}
+		if a.active.Load() > 0 {
+			busy = 0
+			continue
+		}
+		if time.Since(time.Unix(0, a.last.Load())) < tick {
+			busy = 0
+			continue
+		}
+		busy += step
+		if busy >= idle {
+			a.finish(agentIdle)
+			return
+		}
+	}
+}
+
+func (a *agent) serve() {
+	for {
+		c, err := a.l.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		a.active.Add(1)
+		a.touch()
+		go func() {
+			defer func() { a.active.Add(-1); a.touch(); c.Close() }()
+			a.handle(c)
+		}()
+	}
+}
+
+func (a *agent) handle(c *net.UnixConn) {
+	r := bufio.NewReaderSize(c, 64<<10)
+	req, err := readRequest(r)
+	if err != nil {
+		return
+	}
+	fw := &frameWriter{w: c}
+	switch req.Op {
+	case "ping":
+		b, _ := json.Marshal(map[string]any{"pid": os.Getpid()})
+		fw.frame(FrameOK, b)
+	case "stop":
+		fw.frame(FrameOK, []byte("{}"))
+		a.finish(agentStopped)
+	case "exec":
+		a.exec(c, r, fw, req)
+	default:
+		b, _ := json.Marshal(Exit{Code: 125, Error: "unknown op " + strconv.Quote(req.Op)})
+		fw.frame(FrameExit, b)
+	}
+}
+
+// exec runs one command for a client and streams it.
+func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Request) {
+	sendExit := func(e Exit) {
+		b, _ := json.Marshal(e)
+		fw.frame(FrameExit, b)
+	}
+	if len(req.Args) == 0 {
+		sendExit(Exit{Code: 125, Error: "no command given"})
+		return
+	}
+	cmd := exec.Command(req.Args[0], req.Args[1:]...)
+	if filepath.Base(req.Args[0]) == req.Args[0] {
+		// Look the name up in the command's PATH, not the agent's.
+		cmd.Path = req.Args[0]
+		if p, err := lookPath(req.Args[0], append(os.Environ(), req.Env...)); err == nil {
+			cmd.Path = p
+		} else {
+			sendExit(Exit{Code: 127, Error: err.Error(), NotFound: true})
+			return
+		}
+	}
+	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Dir = req.Dir
+	var ptmx *os.File
+	var err error
+	var stdinW io.WriteCloser
+	if req.TTY {
+		rows, cols := req.Rows, req.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: rows, Cols: cols})
+		stdinW = ptmx
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stdout = stream{fw, FrameStdout}
+		cmd.Stderr = stream{fw, FrameStderr}
+		// Output of what the command leaves running in the background is
+		// not waited for: it has a short while to drain after the exit.
+		cmd.WaitDelay = 250 * time.Millisecond
+		if req.Stdin {
+			stdinW, err = cmd.StdinPipe()
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
+	}
+	if err != nil {
+		e := Exit{Code: 126, Error: err.Error()}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			e.Code, e.NotFound = 127, true
+		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EISDIR):
+			e.NotExecutable = true
+		}
+		sendExit(e)
+		return
+	}
+	pid := cmd.Process.Pid
+	fw.frame(FrameStarted, []byte(strconv.Itoa(pid)))
+	ended := make(chan struct{})
+	// The client's frames: stdin, signals, sizes. A client gone mid-exec
+	// hangs the command up, as a closed terminal would.
+	go func() {
+		var buf []byte
+		for {
+			t, b, err := readFrame(r, buf)
+			if err != nil {
+				select {
+				case <-ended:
+				default:
+					syscall.Kill(-pid, syscall.SIGHUP)
+					if ptmx == nil {
+						syscall.Kill(-pid, syscall.SIGCONT)
+					}
+				}
+				if stdinW != nil && ptmx == nil {
+					stdinW.Close()
+				}
+				return
+			}
+			buf = b
+			switch t {
+			case FrameStdin:
+				if stdinW != nil {
+					stdinW.Write(b)
+				}
+			case FrameStdinEOF:
+				if stdinW != nil {
+					if ptmx != nil {
+						ptmx.Write([]byte{4}) // ^D
+					} else {
+						stdinW.Close()
+					}
+				}
+			case FrameSignal:
+				if len(b) == 1 {
+					syscall.Kill(-pid, syscall.Signal(b[0]))
+				}
+			case FrameResize:
+				if ptmx != nil && len(b) == 4 {
+					pty.Setsize(ptmx, &pty.Winsize{Rows: binary.BigEndian.Uint16(b), Cols: binary.BigEndian.Uint16(b[2:])})
+				}
+			}
+		}
+	}()
+	var copied chan struct{}
+	if ptmx != nil {
+		copied = make(chan struct{})
+		go func() {
+			io.Copy(stream{fw, FrameStdout}, ptmx)
+			close(copied)
+		}()
+	}
+	err = cmd.Wait()
+	close(ended)
+	if ptmx != nil {
+		select {
+		case <-copied:
+		case <-time.After(250 * time.Millisecond):
+		}
+		ptmx.Close()
+	}
+	e := Exit{}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = int(ws.Signal())
+			e.Code = 128 + e.Signal
+		} else {
+			e.Code = ee.ExitCode()
+		}
+	case errors.Is(err, exec.ErrWaitDelay):
+		// Exited; background output was cut off.
+		e.Code = cmd.ProcessState.ExitCode()
+	default:
+		e.Code, e.Error = 125, err.Error()
+	}
+	sendExit(e)
+	// Let the client read the exit before the connection closes.
+	c.CloseWrite()
+}
+
+// lookPath finds name in env's PATH.
+func lookPath(name string, env []string) (string, error) {
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "PATH=" {
+			path = kv[5:]
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, fs.ErrNotExist)
+}

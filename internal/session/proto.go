@@ -1,0 +1,175 @@
+// Package session keeps sandboxes up between commands. A session is a
+// sandbox started through the engine like any run, whose command is
+// pinfold's own session agent (this binary, bound into the sandbox at
+// AgentPath). The agent listens on a unix socket in the session's
+// directory of the store (bound at RunDir inside) and forks the commands
+// it is asked to run: an exec is one connect and one fork, with no setns,
+// and everything it starts shares the sandbox's /tmp, home, processes and
+// changeset. The supervisor, a detached pinfold on the host, holds the
+// engine's Run: when the agent ends, Run.Wait finishes the changeset as it
+// does for any run, and the supervisor records how the session ended.
+//
+//	host                                 sandbox
+//	pinfold exec ──connect── STORE/sessions/ID/run/agent.sock ── agent ── fork CMD
+//	supervisor (engine.Start, Run.Wait) ──────────────────────── (its command)
+//
+// The wire protocol on the agent's socket: one JSON line (Request), then
+// frames of one type byte and a big-endian uint32 length in both
+// directions (see the Frame constants).
+package session
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Paths inside the sandbox.
+const (
+	AgentPath = "/.pinfold/agent" // pinfold's binary
+	RunDir    = "/.pinfold/run"   // the session's run directory, with the socket
+	Home      = "/home/sandbox"   // the session's writable home
+	sockName  = "agent.sock"
+)
+
+// AgentCommand is the hidden subcommand that runs the agent.
+const AgentCommand = "__session-agent"
+
+// Request is what a client asks the agent, as the first line.
+type Request struct {
+	Op   string   `json:"op"` // "exec", "stop", "ping"
+	Args []string `json:"args,omitempty"`
+	// Env adds to (or overrides) the session's environment.
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	TTY  bool     `json:"tty,omitempty"`
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+	// Stdin: the client sends stdin frames; otherwise the command reads
+	// /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// Exit is how an exec ended (the payload of a FrameExit).
+type Exit struct {
+	Code   int    `json:"code"`
+	Signal int    `json:"signal,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// NotFound and NotExecutable classify an Error from starting the command.
+	NotFound      bool `json:"not_found,omitempty"`
+	NotExecutable bool `json:"not_executable,omitempty"`
+}
+
+// Frame types.
+const (
+	FrameStdin    = 'i' // client: bytes for the command's stdin
+	FrameStdinEOF = 'I' // client: stdin ended
+	FrameSignal   = 's' // client: 1 byte, a signal for the command's process group
+	FrameResize   = 'r' // client: rows, cols as two big-endian uint16
+	FrameStdout   = 'o' // agent: output (the terminal's, with TTY)
+	FrameStderr   = 'e' // agent: error output
+	FrameStarted  = 'p' // agent: the command runs (payload: its pid inside, decimal)
+	FrameExit     = 'x' // agent: JSON Exit; the last frame
+	FrameOK       = 'k' // agent: an op other than exec succeeded (payload: JSON)
+)
+
+// maxFrame bounds a frame's payload.
+const maxFrame = 1 << 20
+
+// frameWriter writes frames; safe for concurrent use.
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (f *frameWriter) frame(t byte, b []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		n := len(b)
+		if n > maxFrame {
+			n = maxFrame
+		}
+		var h [5]byte
+		h[0] = t
+		binary.BigEndian.PutUint32(h[1:], uint32(n))
+		if _, err := f.w.Write(append(h[:], b[:n]...)); err != nil {
+			return err
+		}
+		b = b[n:]
+		if len(b) == 0 {
+			return nil
+		}
+	}
+}
+
+// stream is an io.Writer that sends frames of one type.
+type stream struct {
+	f *frameWriter
+	t byte
+}
+
+func (s stream) Write(b []byte) (int, error) {
+	if err := s.f.frame(s.t, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// readFrame reads one frame; buf is reused when large enough.
+func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, error) {
+	var h [5]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(h[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, err
+	}
+	return h[0], buf, nil
+}
+
+func writeRequest(w io.Writer, req *Request) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// maxRequest bounds the request line.
+const maxRequest = 1 << 20
+
+func readRequest(r *bufio.Reader) (*Request, error) {
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, chunk...)
+		if len(line) > maxRequest {
+			return nil, errors.New("request too long")
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}

@@ -1,0 +1,215 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/sandbox/native"
+)
+
+// Session states.
+const (
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StatePaused   = "paused"
+	StateStopped  = "stopped" // ended: stopped, idle, or its sandbox ended
+	StateFailed   = "failed"  // never started
+	StateLost     = "lost"    // its supervisor died without recording an end
+)
+
+// Record is a session as the store keeps it (STORE/sessions/ID/session.json).
+type Record struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	Tenant    string    `json:"tenant,omitempty"`
+	State     string    `json:"state"`
+	Workspace string    `json:"workspace"`
+	Backend   string    `json:"backend,omitempty"`
+	Created   time.Time `json:"created"`
+	Ended     time.Time `json:"ended,omitzero"`
+	// Pid and PidStart identify the supervisor on the host.
+	Pid      int    `json:"pid,omitempty"`
+	PidStart uint64 `json:"pid_start,omitempty"`
+	// Changeset is the id of the session's changeset, when it keeps one.
+	Changeset string `json:"changeset,omitempty"`
+	// Idle is the idle timeout ("" none).
+	Idle string `json:"idle,omitempty"`
+	// Reason says how it ended: "stopped", "idle", "exited N", "killed"...
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Counts of the changeset when the session ended.
+	Added    int `json:"added,omitempty"`
+	Modified int `json:"modified,omitempty"`
+	Deleted  int `json:"deleted,omitempty"`
+}
+
+// Live reports whether the session's sandbox may still be up.
+func (r *Record) Live() bool {
+	return r.State == StateStarting || r.State == StateRunning || r.State == StatePaused
+}
+
+// Store is the sessions directory of pinfold's store.
+type Store struct{ Dir string }
+
+// Open returns the sessions of the store at storeDir.
+func Open(storeDir string) *Store { return &Store{Dir: filepath.Join(storeDir, "sessions")} }
+
+// Path returns the directory of a session.
+func (s *Store) Path(id string) string { return filepath.Join(s.Dir, id) }
+
+// Sock is the host path of a session's agent socket.
+func (s *Store) Sock(id string) string { return filepath.Join(s.Dir, id, "run", sockName) }
+
+// LogPath is a session's log: the agent's and the supervisor's output.
+func (s *Store) LogPath(id string) string { return filepath.Join(s.Dir, id, "log") }
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// ErrNotFound is returned for an unknown session.
+var ErrNotFound = errors.New("no such session")
+
+// Create makes a new session's directory and record.
+func (s *Store) Create(name, tenant string) (*Record, error) {
+	if name != "" {
+		if !validName.MatchString(name) {
+			return nil, fmt.Errorf("invalid session name %q: letters, digits, '_', '.', '-', at most 63", name)
+		}
+		if r, err := s.Get(name, tenant); err == nil && r.Live() {
+			return nil, fmt.Errorf("a session named %s is running (%s)", name, r.ID)
+		}
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	r := &Record{ID: hex.EncodeToString(b[:]), Name: name, Tenant: tenant, State: StateStarting, Created: time.Now().UTC()}
+	dir := s.Path(r.ID)
+	for _, d := range []string{dir, filepath.Join(dir, "run"), filepath.Join(dir, "home")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return r, s.Save(r)
+}
+
+// Save writes r atomically.
+func (s *Store) Save(r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.Path(r.ID), ".session.json.tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.Path(r.ID), "session.json"))
+}
+
+func (s *Store) load(id string) (*Record, error) {
+	b, err := os.ReadFile(filepath.Join(s.Path(id), "session.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// supervisorAlive reports whether r's supervisor still runs.
+func supervisorAlive(r *Record) bool {
+	return r.Pid > 0 && procstat.StartTime(r.Pid) == r.PidStart
+}
+
+// check marks a live record whose supervisor is gone as lost.
+func (s *Store) check(r *Record) *Record {
+	if r.Live() && r.Pid > 0 && !supervisorAlive(r) {
+		if cur, err := s.load(r.ID); err == nil && !cur.Live() {
+			return cur // it ended while we looked
+		}
+		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
+		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
+		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
+		s.Save(r)
+		// Its sandbox died with it (the parent-death signal); what the
+		// kernel cannot remove (cgroups, temporary directories) goes now.
+		native.Clean(context.Background(), filepath.Dir(s.Dir))
+	}
+	return r
+}
+
+// List returns the sessions of tenant ("" the local user's), newest first,
+// with those whose supervisor died marked lost.
+func (s *Store) List(tenant string) ([]*Record, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		r, err := s.load(e.Name())
+		if err != nil || r.Tenant != tenant {
+			continue
+		}
+		out = append(out, s.check(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out, nil
+}
+
+// Get finds a session of tenant by id, unique id prefix or name (the
+// newest of that name).
+func (s *Store) Get(ref, tenant string) (*Record, error) {
+	if ref == "" {
+		return nil, ErrNotFound
+	}
+	all, err := s.List(tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range all {
+		if r.ID == ref || r.Name == ref {
+			return r, nil
+		}
+	}
+	var found *Record
+	for _, r := range all {
+		if strings.HasPrefix(r.ID, ref) {
+			if found != nil {
+				return nil, fmt.Errorf("%q names several sessions", ref)
+			}
+			found = r
+		}
+	}
+	if found == nil {
+		return nil, ErrNotFound
+	}
+	return found, nil
+}
+
+// Remove deletes an ended session's record.
+func (s *Store) Remove(r *Record) error {
+	if r.Live() {
+		return errors.New("session " + r.ID + " is running: stop it first")
+	}
+	return os.RemoveAll(s.Path(r.ID))
+}

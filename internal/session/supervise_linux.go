@@ -1,0 +1,345 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// SuperviseCommand is the hidden subcommand of the supervisor.
+const SuperviseCommand = "__session-supervise"
+
+// StartRequest is what a session is started from: the same request as a
+// run's, without the command.
+type StartRequest struct {
+	Flags  plan.Flags `json:"flags"`
+	Config string     `json:"config,omitempty"`
+	Cwd    string     `json:"cwd"`
+	Frozen bool       `json:"frozen,omitempty"`
+	Name   string     `json:"name,omitempty"`
+	Tenant string     `json:"tenant,omitempty"`
+	// Idle ends the session after this long without a connection.
+	Idle time.Duration `json:"idle,omitempty"`
+}
+
+// startError is what a supervisor that could not start reports.
+type startError struct {
+	Code string `json:"code,omitempty"`
+	What string `json:"what"`
+	Why  string `json:"why,omitempty"`
+	Fix  string `json:"fix,omitempty"`
+	Exit int    `json:"exit,omitempty"`
+}
+
+// Resolve makes the plan of a session: the run's plan with the agent as
+// its command, its home and run directory bound in.
+func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir string) (*plan.Plan, error) {
+	idle := "0"
+	if req.Idle > 0 {
+		idle = req.Idle.String()
+	}
+	args := []string{AgentPath, AgentCommand, idle}
+	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen})
+	if err != nil {
+		return nil, err
+	}
+	if p.Mode != "sandbox" {
+		return nil, fault.New(fault.SessionRefused, "a session needs a sandbox", "the plan runs on the host (backend host)",
+			"use --backend native, podman or docker", nil)
+	}
+	if p.Sandbox.Limits.Pids > 0 && p.Sandbox.Limits.Pids < 8 {
+		return nil, fault.New(fault.SessionRefused, "a session needs --pids of 8 or more", "its agent runs threads of its own", "raise --pids", nil)
+	}
+	p.TTY, p.Interactive, p.Apply = false, false, false
+	if dir != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		p.Sandbox.Mounts = append(p.Sandbox.Mounts,
+			sandboxMount(exe, AgentPath, true),
+			sandboxMount(filepath.Join(dir, "run"), RunDir, false),
+			sandboxMount(filepath.Join(dir, "home"), Home, false))
+	}
+	env := p.Command.Env[:0:0]
+	for _, v := range p.Command.Env {
+		if v.Name != "HOME" {
+			env = append(env, v)
+		}
+	}
+	p.Command.Env = append(env, plan.EnvVar{Name: "HOME", Value: Home, From: "session"})
+	return p, nil
+}
+
+// Spawn starts the supervisor of a new session from req and waits until
+// the session runs (or could not start). exe is pinfold's binary.
+func Spawn(ctx context.Context, st *Store, storeDir string, req *StartRequest) (*Record, error) {
+	r, err := st.Create(req.Name, req.Tenant)
+	if err != nil {
+		return nil, fault.New(fault.SessionRefused, "cannot create the session", err.Error(), "", err)
+	}
+	if req.Idle > 0 {
+		r.Idle = req.Idle.String()
+		st.Save(r)
+	}
+	fail := func(err error) (*Record, error) {
+		r.State, r.Error, r.Ended = StateFailed, err.Error(), time.Now().UTC()
+		st.Save(r)
+		os.RemoveAll(filepath.Join(st.Path(r.ID), "run"))
+		os.RemoveAll(filepath.Join(st.Path(r.ID), "home"))
+		return nil, err
+	}
+	b, _ := json.Marshal(req)
+	if err := os.WriteFile(filepath.Join(st.Path(r.ID), "request.json"), b, 0o600); err != nil {
+		return fail(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	log, err := os.OpenFile(st.LogPath(r.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer log.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	cmd := exec.Command(exe, SuperviseCommand, r.ID)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+storeDir)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return fail(err)
+	}
+	cmd.Process.Release()
+	var msg struct {
+		OK    bool        `json:"ok"`
+		Error *startError `json:"error"`
+	}
+	dec := json.NewDecoder(pr)
+	derr := dec.Decode(&msg)
+	pr.Close()
+	if derr != nil || !msg.OK {
+		if msg.Error == nil {
+			msg.Error = &startError{What: "the session's supervisor ended before the session started", Fix: "see " + st.LogPath(r.ID)}
+		}
+		fe := fault.New(fault.Code(msg.Error.Code), msg.Error.What, msg.Error.Why, msg.Error.Fix, nil)
+		if fe.Code == "" {
+			fe.Code = fault.SessionRefused
+		}
+		if msg.Error.Exit != 0 {
+			fe.Exit = msg.Error.Exit
+		}
+		// The supervisor records the failure itself; a killed one does not.
+		if cur, err := st.load(r.ID); err == nil && cur.Live() {
+			fail(fe)
+		}
+		return nil, fe
+	}
+	return st.load(r.ID)
+}
+
+// Supervise runs the session id of the store: the supervisor process,
+// started by Spawn with the readiness pipe on fd 3. It returns the exit
+// status.
+func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func(error, *plan.Plan) error) int {
+	st := Open(eng.Store)
+	ready := os.NewFile(3, "ready")
+	report := func(v any) {
+		if ready != nil {
+			json.NewEncoder(ready).Encode(v)
+			ready.Close()
+			ready = nil
+		}
+	}
+	r, err := st.load(id)
+	if err != nil {
+		report(map[string]any{"error": startError{What: "no session " + id, Why: err.Error()}})
+		return 1
+	}
+	var p *plan.Plan
+	failed := func(err error) int {
+		if classify != nil {
+			err = classify(err, p)
+		}
+		se := startError{What: err.Error()}
+		var fe *fault.Error
+		if errors.As(err, &fe) {
+			se = startError{Code: string(fe.Code), What: fe.What, Why: fe.Why, Fix: fe.Fix, Exit: fe.Exit}
+		}
+		r.State, r.Error, r.Ended = StateFailed, err.Error(), time.Now().UTC()
+		st.Save(r)
+		os.RemoveAll(filepath.Join(st.Path(id), "run"))
+		os.RemoveAll(filepath.Join(st.Path(id), "home"))
+		report(map[string]any{"error": se})
+		return 1
+	}
+	var req StartRequest
+	b, err := os.ReadFile(filepath.Join(st.Path(id), "request.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &req)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	// Signals end the session; the terminal it came from is not ours.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	if err := eng.Recover(ctx); err != nil {
+		return failed(err)
+	}
+	p, err = Resolve(ctx, eng, &req, st.Path(id))
+	if err != nil {
+		return failed(err)
+	}
+	r.Pid, r.PidStart = os.Getpid(), procstat.StartTime(os.Getpid())
+	r.Workspace, r.Backend = p.Sandbox.Workspace, p.Backend
+	st.Save(r)
+	run, err := eng.Start(ctx, p, engine.Options{Stdout: os.Stdout, Stderr: os.Stderr})
+	if err != nil {
+		return failed(err)
+	}
+	r.Changeset = run.ChangesetID()
+	// The agent is up once it answers.
+	sock := st.Sock(id)
+	up := false
+	for i := 0; i < 2000 && !up; i++ {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := Call(cctx, sock, &Request{Op: "ping"})
+		cancel()
+		up = err == nil
+		if !up {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if !up {
+		run.Process.Signal(syscall.SIGKILL)
+		out, _ := run.Wait()
+		why := "its agent did not answer within 10 s"
+		if out != nil && out.Result != nil {
+			why = fmt.Sprintf("its agent ended with status %d", out.Result.ExitCode)
+		}
+		return failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+st.LogPath(id), nil))
+	}
+	r.State = StateRunning
+	st.Save(r)
+	report(map[string]any{"ok": true})
+	go func() {
+		for s := range sigs {
+			run.Signal(s)
+		}
+	}()
+	out, err := run.Wait()
+	// A fresh read: pause and resume write the record too.
+	if cur, lerr := st.load(id); lerr == nil {
+		r = cur
+	}
+	r.State, r.Ended = StateStopped, time.Now().UTC()
+	os.RemoveAll(filepath.Join(st.Path(id), "run"))
+	os.RemoveAll(filepath.Join(st.Path(id), "home"))
+	if out != nil && out.Result != nil {
+		res := out.Result
+		switch {
+		case res.Reason == "exited" && res.ExitCode == agentStopped:
+			r.Reason = "stopped"
+		case res.Reason == "exited" && res.ExitCode == agentIdle:
+			r.Reason = "idle"
+		case len(res.LimitsHit) > 0:
+			r.Reason = "limit hit: " + strings.Join(res.LimitsHit, ", ")
+		default:
+			r.Reason = string(res.Reason) + " " + strconv.Itoa(res.ExitCode)
+		}
+		if c := out.Changeset; c != nil {
+			if c.Empty {
+				r.Changeset = ""
+			}
+			r.Added, r.Modified, r.Deleted = c.Counts.Added, c.Counts.Modified, c.Counts.Deleted
+		}
+	}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	st.Save(r)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold: session %s: %v\n", id, err)
+		return 1
+	}
+	return 0
+}
+
+func sandboxMount(src, dst string, ro bool) sandbox.Mount {
+	return sandbox.Mount{Source: src, Target: dst, ReadOnly: ro}
+}
+
+// Stop ends a session: the agent is asked to stop (everything in the
+// sandbox ends with it), then its supervisor is sent SIGTERM, then
+// SIGKILL, each after grace. It returns the record as it ended.
+func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Record, error) {
+	if !r.Live() {
+		return r, nil
+	}
+	ended := func(d time.Duration) *Record {
+		deadline := time.Now().Add(d)
+		for {
+			cur, err := st.load(r.ID)
+			if err == nil {
+				cur = st.check(cur)
+				if !cur.Live() {
+					return cur
+				}
+			}
+			if time.Now().After(deadline) {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := Call(cctx, st.Sock(r.ID), &Request{Op: "stop"})
+	cancel()
+	if err == nil {
+		if cur := ended(grace); cur != nil {
+			return cur, nil
+		}
+	}
+	if r.Pid > 0 && supervisorAlive(r) {
+		syscall.Kill(r.Pid, syscall.SIGTERM)
+		if cur := ended(grace); cur != nil {
+			return cur, nil
+		}
+		if supervisorAlive(r) {
+			syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+	}
+	if cur := ended(5 * time.Second); cur != nil {
+		return cur, nil
+	}
+	return nil, fault.New(fault.SessionRefused, "session "+r.ID+" did not stop", "its supervisor (pid "+strconv.Itoa(r.Pid)+") still runs",
+		"kill it, then run pinfold clean", nil)
+}
