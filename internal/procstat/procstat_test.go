@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 func TestStartTime(t *testing.T) {
@@ -22,5 +23,24 @@ func TestStartTime(t *testing.T) {
 	}
 	if got := StartTime(cmd.Process.Pid); got != 0 {
 		t.Errorf("a reaped process still has a start time: %d", got)
+	}
+}
+
+func TestZombieIsGone(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	if StartTime(cmd.Process.Pid) == 0 {
+		t.Fatal("no start time for a running child")
+	}
+	cmd.Process.Kill()
+	// Not reaped yet: a zombie until Wait.
+	for i := 0; i < 500 && StartTime(cmd.Process.Pid) != 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := StartTime(cmd.Process.Pid); got != 0 {
+		t.Errorf("a zombie has a start time: %d", got)
 	}
 }

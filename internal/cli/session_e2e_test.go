@@ -1,0 +1,260 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/pinfold/pinfold/internal/conformance"
+)
+
+// sessionRecord is what session status --json prints.
+type sessionRecord struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	Pid       int    `json:"pid"`
+	Changeset string `json:"changeset"`
+	Reason    string `json:"reason"`
+	Added     int    `json:"added"`
+}
+
+// startSession starts a session in ws with args and stops it at the end.
+func startSession(t *testing.T, ws string, args ...string) sessionRecord {
+	t.Helper()
+	out, errs, code := pf(t, ws, append([]string{"session", "start", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("session start: %d %s", code, errs)
+	}
+	var r sessionRecord
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.State != "running" || r.Pid == 0 {
+		t.Fatalf("session start printed %q (%v)", out, err)
+	}
+	t.Cleanup(func() {
+		pf(t, ws, "session", "stop", "--time", "2", r.ID)
+		if p, err := os.FindProcess(r.Pid); err == nil && syscall.Kill(r.Pid, 0) == nil {
+			p.Kill()
+		}
+	})
+	return r
+}
+
+func sessionStatus(t *testing.T, ws, id string) sessionRecord {
+	t.Helper()
+	out, errs, code := pf(t, ws, "session", "status", "--json", id)
+	var r sessionRecord
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("session status: %d %q %s", code, out, errs)
+	}
+	return r
+}
+
+// cgroupsOf lists the cgroups named after a supervisor's pid.
+func cgroupsOf(pid int) []string {
+	var found []string
+	for _, pat := range []string{"/sys/fs/cgroup/*/pinfold/", "/sys/fs/cgroup/*/*/pinfold/", "/sys/fs/cgroup/pinfold/", "/sys/fs/cgroup/*/*/*/pinfold/"} {
+		m, _ := filepath.Glob(pat + strconv.Itoa(pid) + "-*")
+		found = append(found, m...)
+	}
+	return found
+}
+
+func mountsMentioning(s string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var found []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			found = append(found, l)
+		}
+	}
+	return found
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	t.Cleanup(func() { waitTrashCleaners(store) })
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old\n"), 0o644)
+	var limits []string
+	if os.Geteuid() == 0 {
+		limits = []string{"--memory", "256m"} // a cgroup, to see it go
+	}
+	r := startSession(t, ws, append(limits, "--name", "life")...)
+	if r.Changeset == "" {
+		t.Fatal("the session has no changeset")
+	}
+	if os.Geteuid() == 0 && len(cgroupsOf(r.Pid)) == 0 {
+		t.Error("no cgroup for the session's limits")
+	}
+
+	// Execs share /tmp, the home and background processes.
+	out, errs, code := pf(t, ws, "exec", "life", "--", "sh", "-c",
+		`echo out; echo err >&2; echo t > /tmp/t; echo h > "$HOME/h"; echo new > new.txt; echo changed > old.txt; `+
+			`sleep 3141 >/dev/null 2>&1 & exit 3`)
+	if code != 3 || out != "out\n" || errs != "err\n" {
+		t.Fatalf("first exec: %d %q %q", code, out, errs)
+	}
+	out, errs, code = pf(t, ws, "exec", r.ID[:6], "sh", "-c", `cat /tmp/t "$HOME/h"; echo $HOME; pwd; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c '^sleep 3141'`)
+	if code != 0 || out != "t\nh\n/home/sandbox\n"+ws+"\n1\n" {
+		t.Errorf("second exec: %d %q %q", code, out, errs)
+	}
+	if len(conformance.ProcessesWith("sleep 3141")) != 1 {
+		t.Errorf("the background process is not running on the host: %v", conformance.ProcessesWith("sleep 3141"))
+	}
+	// stdin, exit statuses, a missing and a non-executable command.
+	cmd := exec.Command(pinfold, "exec", "-i", "life", "--", "sh", "-c", "tr a-z A-Z; exit 5")
+	cmd.Dir, cmd.Stdin = ws, strings.NewReader("piped\n")
+	b, err := cmd.Output()
+	if cmd.ProcessState.ExitCode() != 5 || string(b) != "PIPED\n" {
+		t.Errorf("stdin: %v %q", err, b)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"exec", "life", "--", "no-such-command"}, 127, "PF150"},
+		{[]string{"exec", "life", "--", "/etc/hostname"}, 126, "PF151"},
+		{[]string{"exec", "life", "--", "sh", "-c", "kill -TERM $$"}, 143, ""},
+		{[]string{"exec", "no-such-session", "--", "true"}, 125, "PF190"},
+		{[]string{"exec", "life"}, 125, "PF101"},
+	} {
+		_, errs, code := pf(t, ws, c.args...)
+		if code != c.code || !strings.Contains(errs, c.err) {
+			t.Errorf("%v: %d %q, want %d %q", c.args, code, errs, c.code, c.err)
+		}
+	}
+	// The changeset grows across execs and can be reviewed while the
+	// session runs; it cannot be applied until it stops.
+	out, _, code = pf(t, ws, "diff", r.Changeset)
+	if code != 0 || !strings.Contains(out, "+new") || !strings.Contains(out, "+changed") {
+		t.Errorf("diff during the session: %d %q", code, out)
+	}
+	pf(t, ws, "exec", "life", "--", "sh", "-c", "echo more > more.txt")
+	out, _, _ = pf(t, ws, "diff", r.Changeset)
+	if !strings.Contains(out, "+more") {
+		t.Errorf("the changeset did not grow: %q", out)
+	}
+	if _, errs, code := pf(t, ws, "apply", r.Changeset); code != 125 || !strings.Contains(errs, "PF183") {
+		t.Errorf("apply while the session runs: %d %q", code, errs)
+	}
+	out, _, _ = pf(t, ws, "session", "ls")
+	if !strings.Contains(out, r.ID) || !strings.Contains(out, "running") {
+		t.Errorf("session ls: %q", out)
+	}
+
+	_, errs, code = pf(t, ws, "session", "stop", "life")
+	if code != 0 || !strings.Contains(errs, "2 added, 1 modified") {
+		t.Fatalf("stop: %d %q", code, errs)
+	}
+	// Nothing is left: processes, cgroups, mounts, the run directory.
+	if p := conformance.ProcessesWith("sleep 3141"); len(p) > 0 {
+		t.Errorf("left running: %v", p)
+	}
+	if p := conformance.ProcessesWith("__session-supervise " + r.ID); len(p) > 0 {
+		t.Errorf("supervisor left running: %v", p)
+	}
+	if g := cgroupsOf(r.Pid); len(g) > 0 {
+		t.Errorf("cgroups left: %v", g)
+	}
+	if m := mountsMentioning(r.ID); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(store, "sessions", r.ID, "run")); err == nil {
+		t.Error("the run directory is left")
+	}
+	st := sessionStatus(t, ws, r.ID)
+	if st.State != "stopped" || st.Reason != "stopped" {
+		t.Errorf("status after stop: %+v", st)
+	}
+	if _, errs, code := pf(t, ws, "exec", r.ID, "true"); code != 125 || !strings.Contains(errs, "PF192") {
+		t.Errorf("exec in a stopped session: %d %q", code, errs)
+	}
+	if _, errs, code := pf(t, ws, "apply", r.Changeset); code != 0 {
+		t.Fatalf("apply after stop: %d %q", code, errs)
+	}
+	for name, want := range map[string]string{"new.txt": "new\n", "old.txt": "changed\n", "more.txt": "more\n"} {
+		if b, _ := os.ReadFile(filepath.Join(ws, name)); string(b) != want {
+			t.Errorf("%s applied as %q", name, b)
+		}
+	}
+}
+
+func TestSessionTerminal(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	r := startSession(t, ws)
+	cmd := exec.Command(pinfold, "exec", "-it", r.ID, "--", "sh", "-c", `tty; stty size; read x; echo "got $x"; exit 7`)
+	cmd.Dir = ws
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 33, Cols: 101})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write([]byte("typed\r"))
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() { out.ReadFrom(f); close(done) }()
+	werr := cmd.Wait()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	s := out.String()
+	if cmd.ProcessState.ExitCode() != 7 || !strings.Contains(s, "/dev/pts/") || !strings.Contains(s, "33 101") || !strings.Contains(s, "got typed") {
+		t.Errorf("exec -it: %v %q", werr, s)
+	}
+}
+
+func TestSessionLostAndIdle(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	var limits []string
+	if os.Geteuid() == 0 {
+		limits = []string{"--memory", "256m"}
+	}
+	r := startSession(t, ws, limits...)
+	pf(t, ws, "exec", r.ID, "--", "sh", "-c", "sleep 2718 >/dev/null 2>&1 &")
+	syscall.Kill(r.Pid, syscall.SIGKILL)
+	// The kernel takes the sandbox down with its supervisor.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(conformance.ProcessesWith("sleep 2718")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := conformance.ProcessesWith("sleep 2718"); len(p) > 0 {
+		t.Errorf("left running after the supervisor's kill -9: %v", p)
+	}
+	out, _, _ := pf(t, ws, "session", "ls", "--all", "--json")
+	var list []sessionRecord
+	json.Unmarshal([]byte(out), &list)
+	if len(list) != 1 || list[0].State != "lost" {
+		t.Errorf("session ls after kill -9: %q", out)
+	}
+	if g := cgroupsOf(r.Pid); len(g) > 0 {
+		t.Errorf("cgroups left after a lost session: %v", g)
+	}
+	if m := mountsMentioning(r.ID); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+
+	// An idle session stops itself.
+	r2 := startSession(t, ws, "--idle-timeout", "1s")
+	deadline = time.Now().Add(15 * time.Second)
+	st := sessionStatus(t, ws, r2.ID)
+	for st.State == "running" && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		st = sessionStatus(t, ws, r2.ID)
+	}
+	if st.State != "stopped" || st.Reason != "idle" {
+		t.Errorf("idle session: %+v", st)
+	}
+}
