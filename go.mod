@@ -3,6 +3,7 @@ module github.com/pinfold/pinfold
 go 1.26.3
 
 require (
+	github.com/coder/websocket v1.8.14
 	github.com/creack/pty v1.1.24
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9

@@ -83,7 +83,7 @@ changeset, as a run's are.`,
 					return fail(io, classify(err, nil))
 				}
 				st, dir := sessionStore()
-				r, err := session.Spawn(ctx, st, dir, req)
+				r, err := session.Spawn(ctx, st, dir, "", req)
 				if err != nil {
 					return fail(io, classify(err, nil))
 				}

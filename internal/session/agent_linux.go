@@ -147,6 +147,10 @@ func (a *agent) handle(c *net.UnixConn) {
 		a.finish(agentStopped)
 	case "exec":
 		a.exec(c, r, fw, req)
+	case "read", "write", "stat", "list", "remove":
+		a.fileOp(c, r, fw, req)
+	case "connect":
+		a.connect(c, r, fw, req)
 	default:
 		b, _ := json.Marshal(Exit{Code: 125, Error: "unknown op " + strconv.Quote(req.Op)})
 		fw.frame(FrameExit, b)

@@ -164,3 +164,16 @@ func Exec(ctx context.Context, sock string, req *Request, s ExecStreams) (*Exit,
 	}
 	return e, err
 }
+
+// Next reads the agent's next frame as it is (for proxies).
+func (x *Conn) Next() (byte, []byte, error) { return readFrame(x.r, nil) }
+
+// Send sends a frame to the agent as it is (for proxies): stdin,
+// end of stdin, a signal or a size.
+func (x *Conn) Send(t byte, b []byte) error {
+	switch t {
+	case FrameStdin, FrameStdinEOF, FrameSignal, FrameResize:
+		return x.fw.frame(t, b)
+	}
+	return fmt.Errorf("frame type %q cannot be sent", t)
+}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // Paths inside the sandbox.
@@ -52,6 +53,24 @@ type Request struct {
 	// Stdin: the client sends stdin frames; otherwise the command reads
 	// /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
+	// Path is the file of "read", "write", "stat", "list" and "remove";
+	// Mode the permissions "write" gives a new file; Recursive lets
+	// "remove" delete a directory with what it holds.
+	Path      string `json:"path,omitempty"`
+	Mode      uint32 `json:"mode,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+	// Port is the sandbox's TCP port "connect" reaches on 127.0.0.1.
+	Port int `json:"port,omitempty"`
+}
+
+// FileInfo describes a file in the sandbox ("stat", "list").
+type FileInfo struct {
+	Name     string    `json:"name"`
+	Size     int64     `json:"size"`
+	Mode     uint32    `json:"mode"`             // permission bits
+	Type     string    `json:"type"`             // "file", "dir", "symlink", "other"
+	Target   string    `json:"target,omitempty"` // a symlink's
+	Modified time.Time `json:"modified"`
 }
 
 // Exit is how an exec ended (the payload of a FrameExit).

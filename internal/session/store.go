@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -74,7 +73,20 @@ func (s *Store) Sock(id string) string { return filepath.Join(s.Dir, id, "run", 
 // LogPath is a session's log: the agent's and the supervisor's output.
 func (s *Store) LogPath(id string) string { return filepath.Join(s.Dir, id, "log") }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+// validName: a letter or digit, then letters, digits, '_', '.', '-'; at
+// most 63 (no regexp: its compilation would run at every start-up).
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrNotFound is returned for an unknown session.
 var ErrNotFound = errors.New("no such session")
@@ -82,7 +94,7 @@ var ErrNotFound = errors.New("no such session")
 // Create makes a new session's directory and record.
 func (s *Store) Create(name, tenant string) (*Record, error) {
 	if name != "" {
-		if !validName.MatchString(name) {
+		if !validName(name) {
 			return nil, fmt.Errorf("invalid session name %q: letters, digits, '_', '.', '-', at most 63", name)
 		}
 		if r, err := s.Get(name, tenant); err == nil && r.Live() {
@@ -174,6 +186,16 @@ func (s *Store) List(tenant string) ([]*Record, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out, nil
+}
+
+// CheckAll marks every tenant's sessions whose supervisor died as lost.
+func (s *Store) CheckAll() {
+	ents, _ := os.ReadDir(s.Dir)
+	for _, e := range ents {
+		if r, err := s.load(e.Name()); err == nil {
+			s.check(r)
+		}
+	}
 }
 
 // Get finds a session of tenant by id, unique id prefix or name (the

@@ -90,8 +90,9 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 }
 
 // Spawn starts the supervisor of a new session from req and waits until
-// the session runs (or could not start). exe is pinfold's binary.
-func Spawn(ctx context.Context, st *Store, storeDir string, req *StartRequest) (*Record, error) {
+// the session runs (or could not start). exe is pinfold's binary ("" the
+// running one).
+func Spawn(ctx context.Context, st *Store, storeDir, exe string, req *StartRequest) (*Record, error) {
 	r, err := st.Create(req.Name, req.Tenant)
 	if err != nil {
 		return nil, fault.New(fault.SessionRefused, "cannot create the session", err.Error(), "", err)
@@ -111,9 +112,10 @@ func Spawn(ctx context.Context, st *Store, storeDir string, req *StartRequest) (
 	if err := os.WriteFile(filepath.Join(st.Path(r.ID), "request.json"), b, 0o600); err != nil {
 		return fail(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fail(err)
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return fail(err)
+		}
 	}
 	log, err := os.OpenFile(st.LogPath(r.ID), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {

@@ -1,0 +1,106 @@
+// Command pinfold-api is pinfold's HTTP API server (pinfold serve runs
+// it): a helper binary, like pinfold-net, so that net/http and the
+// WebSocket library stay out of pinfold's own start-up.
+//
+//	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pinfold/pinfold/internal/server"
+	"github.com/pinfold/pinfold/internal/store"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]")
+		os.Exit(125)
+	}
+	os.Exit(serve(os.Args[2:]))
+}
+
+func serve(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	sock := fs.String("socket", "", "unix socket (default STORE/api.sock)")
+	listen := fs.String("listen", "", "also listen on this TCP address (needs --tokens)")
+	tokens := fs.String("tokens", "", "file of TENANT TOKEN lines for TCP clients (mode 600)")
+	maxUpload := fs.Int64("max-upload", server.DefaultMaxUpload, "largest file upload, in bytes")
+	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest JSON request body, in bytes")
+	version := fs.String("version", "dev", "version to report")
+	if err := fs.Parse(args); err != nil {
+		return 125
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
+		return 125
+	}
+	dir, err := store.DefaultDir()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail("%v", err)
+	}
+	cfg := server.Config{Store: dir, Version: *version, MaxUpload: *maxUpload, MaxBody: *maxBody}
+	if cfg.Pinfold, err = pinfoldBinary(); err != nil {
+		return fail("%v", err)
+	}
+	if *listen != "" {
+		if *tokens == "" {
+			return fail("--listen needs --tokens: no request is served on TCP without a token")
+		}
+		if cfg.Tokens, err = server.ReadTokens(*tokens); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if *sock == "" {
+		*sock = server.DefaultSocket(dir)
+	}
+	ul, err := server.ListenUnix(*sock)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.Remove(*sock)
+	ls := []net.Listener{ul}
+	fmt.Fprintf(os.Stderr, "pinfold: serving on unix:%s", *sock)
+	if *listen != "" {
+		tl, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return fail("%v", err)
+		}
+		ls = append(ls, tl)
+		fmt.Fprintf(os.Stderr, " and http://%s", tl.Addr())
+	}
+	fmt.Fprintln(os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
+	if err := server.Serve(ctx, server.New(cfg), ls...); err != nil {
+		return fail("%v", err)
+	}
+	return 0
+}
+
+// pinfoldBinary finds pinfold, which supervises the sessions: beside this
+// binary, else on PATH (PINFOLD_BINARY overrides).
+func pinfoldBinary() (string, error) {
+	if p := os.Getenv("PINFOLD_BINARY"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "pinfold")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return exec.LookPath("pinfold")
+}

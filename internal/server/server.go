@@ -1,0 +1,745 @@
+// Package server is pinfold's HTTP API (pinfold serve): sessions of the
+// engine for agent platforms, on an owner-only unix socket, or on TCP with
+// bearer tokens, each token a tenant that sees only its own sessions. It
+// runs in the pinfold-api helper binary, so that net/http and the
+// WebSocket library are never part of pinfold's own start-up.
+//
+// Every verb is a route of Routes; api/openapi.yaml describes them and a
+// test checks the two agree. Streaming exec is a WebSocket (see
+// docs/api.md for why): one JSON text message with the command, then
+// binary messages whose first byte is the frame type of the session
+// agent's protocol (internal/session).
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/session"
+)
+
+// Config is what a server serves.
+type Config struct {
+	// Store is pinfold's store directory.
+	Store string
+	// Pinfold is the pinfold binary that supervises sessions.
+	Pinfold string
+	// Version is reported by /v1/health.
+	Version string
+	// Tokens maps bearer tokens to tenants, for TCP listeners.
+	Tokens map[string]string
+	// MaxBody bounds JSON request bodies; MaxUpload file uploads.
+	MaxBody, MaxUpload int64
+	// Engine makes the engine a request uses (nil: engine.New(Store)).
+	Engine func() *engine.Engine
+}
+
+// Defaults for Config's bounds.
+const (
+	DefaultMaxBody   = 1 << 20
+	DefaultMaxUpload = 64 << 20
+	maxExecOutput    = 8 << 20
+)
+
+// Server serves the API.
+type Server struct {
+	cfg   Config
+	st    *session.Store
+	mux   *http.ServeMux
+	mu    sync.Mutex
+	ports map[string]map[int]net.Listener // session id -> sandbox port
+}
+
+// Route is one verb of the API.
+type Route struct {
+	Method, Path string
+	handler      func(s *Server, w http.ResponseWriter, r *http.Request, t string)
+}
+
+// Routes lists the API's verbs, as api/openapi.yaml names them.
+func Routes() []Route {
+	return []Route{
+		{"GET", "/v1/health", (*Server).health},
+		{"GET", "/v1/sandboxes", (*Server).list},
+		{"POST", "/v1/sandboxes", (*Server).create},
+		{"GET", "/v1/sandboxes/{id}", (*Server).get},
+		{"DELETE", "/v1/sandboxes/{id}", (*Server).delete},
+		{"POST", "/v1/sandboxes/{id}/exec", (*Server).execOnce},
+		{"GET", "/v1/sandboxes/{id}/exec/stream", (*Server).execStream},
+		{"GET", "/v1/sandboxes/{id}/files", (*Server).readFile},
+		{"PUT", "/v1/sandboxes/{id}/files", (*Server).writeFile},
+		{"DELETE", "/v1/sandboxes/{id}/files", (*Server).removeFile},
+		{"GET", "/v1/sandboxes/{id}/files/stat", (*Server).statFile},
+		{"GET", "/v1/sandboxes/{id}/files/list", (*Server).listFiles},
+		{"GET", "/v1/sandboxes/{id}/changeset", (*Server).diff},
+		{"POST", "/v1/sandboxes/{id}/changeset/apply", (*Server).apply},
+		{"POST", "/v1/sandboxes/{id}/changeset/discard", (*Server).discard},
+		{"GET", "/v1/sandboxes/{id}/ports", (*Server).listPorts},
+		{"POST", "/v1/sandboxes/{id}/ports", (*Server).publish},
+		{"DELETE", "/v1/sandboxes/{id}/ports/{port}", (*Server).unpublish},
+		{"POST", "/v1/sandboxes/{id}/pause", (*Server).pause},
+		{"POST", "/v1/sandboxes/{id}/resume", (*Server).resume},
+		{"POST", "/v1/sandboxes/{id}/snapshot", (*Server).snapshot},
+		{"GET", "/v1/sandboxes/{id}/logs", (*Server).logs},
+	}
+}
+
+// New makes a server; it marks the sessions whose supervisor died while
+// no server ran as lost (and cleans what they left).
+func New(cfg Config) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = DefaultMaxUpload
+	}
+	s := &Server{cfg: cfg, st: session.Open(cfg.Store), mux: http.NewServeMux(), ports: map[string]map[int]net.Listener{}}
+	s.st.CheckAll()
+	for _, rt := range Routes() {
+		h := rt.handler
+		s.mux.HandleFunc(rt.Method+" "+rt.Path, func(w http.ResponseWriter, r *http.Request) {
+			t, ok := r.Context().Value(tenantKey{}).(string)
+			if !ok {
+				writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
+				return
+			}
+			h(s, w, r, t)
+		})
+	}
+	return s
+}
+
+type tenantKey struct{}
+type connKey struct{}
+
+// connInfo is what the listener says about a connection.
+type connInfo struct {
+	unix  bool
+	uid   int
+	uidOK bool
+}
+
+// ConnContext records a connection's kind and, on a unix socket, its
+// peer's uid; set it as http.Server.ConnContext.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	ci := &connInfo{}
+	if uc, ok := c.(*net.UnixConn); ok {
+		ci.unix = true
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				if cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED); err == nil {
+					ci.uid, ci.uidOK = int(cred.Uid), true
+				}
+			})
+		}
+	}
+	return context.WithValue(ctx, connKey{}, ci)
+}
+
+// ServeHTTP authenticates the request, then serves it. A unix socket's
+// peer must be the server's user (or root): it is the owner, tenant "".
+// On TCP, a bearer token names the tenant; nothing is served without one.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ci, _ := r.Context().Value(connKey{}).(*connInfo)
+	tenant, ok := "", false
+	switch {
+	case ci == nil:
+	case ci.unix:
+		ok = ci.uidOK && (ci.uid == os.Getuid() || ci.uid == 0)
+	default:
+		tenant, ok = s.token(r.Header.Get("Authorization"))
+	}
+	if !ok {
+		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) token(h string) (string, bool) {
+	tok, found := strings.CutPrefix(h, "Bearer ")
+	if !found || tok == "" {
+		return "", false
+	}
+	tenant, ok := "", false
+	for t, ten := range s.cfg.Tokens {
+		// Every token is compared, in constant time, whatever matches.
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			tenant, ok = ten, true
+		}
+	}
+	return tenant, ok
+}
+
+// Error is the body of every failed request.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code fault.Code, msg, fix string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]Error{"error": {Code: string(code), Message: msg, Fix: fix}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeFault answers with err: a *fault.Error's code, else an internal error.
+func writeFault(w http.ResponseWriter, err error) {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		writeError(w, http.StatusInternalServerError, fault.Internal, err.Error(), "")
+		return
+	}
+	status := http.StatusBadRequest
+	switch fe.Code {
+	case fault.SessionNotFound, fault.NoChangeset:
+		status = http.StatusNotFound
+	case fault.SessionEnded, fault.Busy, fault.Conflict:
+		status = http.StatusConflict
+	case fault.Internal, fault.Store, fault.API:
+		status = http.StatusInternalServerError
+	}
+	msg := fe.What
+	if fe.Why != "" {
+		msg += ": " + fe.Why
+	}
+	writeError(w, status, fe.Code, msg, fe.Fix)
+}
+
+// decode reads a bounded JSON body into v.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody), "")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, fault.BadValue, "invalid request body: "+err.Error(), "")
+		return false
+	}
+	return true
+}
+
+// session finds the request's session of tenant t: 404 for another
+// tenant's, as for none.
+func (s *Server) session(w http.ResponseWriter, r *http.Request, t string) *session.Record {
+	rec, err := s.st.Get(r.PathValue("id"), t)
+	if err != nil {
+		writeError(w, http.StatusNotFound, fault.SessionNotFound, "no sandbox "+r.PathValue("id"), "")
+		return nil
+	}
+	return rec
+}
+
+// running is session for a running one (409 otherwise).
+func (s *Server) running(w http.ResponseWriter, r *http.Request, t string) *session.Record {
+	rec := s.session(w, r, t)
+	if rec != nil && rec.State != session.StateRunning {
+		writeError(w, http.StatusConflict, fault.SessionEnded, "sandbox "+rec.ID+" is "+rec.State, "")
+		return nil
+	}
+	return rec
+}
+
+func (s *Server) engine() *engine.Engine {
+	if s.cfg.Engine != nil {
+		return s.cfg.Engine()
+	}
+	e := engine.New(s.cfg.Store)
+	e.Version = s.cfg.Version
+	return e
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, t string) {
+	list, _ := s.st.List(t)
+	n := 0
+	for _, rec := range list {
+		if rec.Live() {
+			n++
+		}
+	}
+	writeJSON(w, 200, map[string]any{"status": "ok", "version": s.cfg.Version, "sandboxes": n})
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, t string) {
+	list, err := s.st.List(t)
+	if err != nil {
+		writeFault(w, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err))
+		return
+	}
+	all := r.URL.Query().Get("all") == "true"
+	out := []*session.Record{}
+	for _, rec := range list {
+		if all || rec.Live() {
+			out = append(out, rec)
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+// CreateRequest is the body of POST /v1/sandboxes: run's flags.
+type CreateRequest struct {
+	Name        string   `json:"name,omitempty"`
+	IdleTimeout string   `json:"idle_timeout,omitempty"`
+	Workspace   string   `json:"workspace,omitempty"`
+	Workdir     string   `json:"workdir,omitempty"`
+	Base        string   `json:"base,omitempty"`
+	Access      string   `json:"access,omitempty"`
+	Backend     string   `json:"backend,omitempty"`
+	Network     string   `json:"network,omitempty"`
+	Allow       []string `json:"allow,omitempty"`
+	Deny        []string `json:"deny,omitempty"`
+	DNS         []string `json:"dns,omitempty"`
+	Env         []string `json:"env,omitempty"`
+	Mounts      []string `json:"mounts,omitempty"`
+	User        string   `json:"user,omitempty"`
+	Hostname    string   `json:"hostname,omitempty"`
+	Memory      string   `json:"memory,omitempty"`
+	Pids        string   `json:"pids,omitempty"`
+	CPUs        string   `json:"cpus,omitempty"`
+	Timeout     string   `json:"timeout,omitempty"`
+	TmpSize     string   `json:"tmp_size,omitempty"`
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
+	var c CreateRequest
+	if !s.decode(w, r, &c) {
+		return
+	}
+	req := &session.StartRequest{Name: c.Name, Tenant: t, Cwd: c.Workspace}
+	f := &req.Flags
+	f.Workspace, f.Workdir, f.Base, f.Access, f.Backend, f.Network = c.Workspace, c.Workdir, c.Base, c.Access, c.Backend, c.Network
+	f.Allow, f.Deny, f.DNS, f.Env, f.Mounts = c.Allow, c.Deny, c.DNS, c.Env, c.Mounts
+	f.User, f.Hostname, f.Memory, f.Pids, f.CPUs, f.Timeout, f.TmpSize = c.User, c.Hostname, c.Memory, c.Pids, c.CPUs, c.Timeout, c.TmpSize
+	if c.IdleTimeout != "" {
+		d, err := time.ParseDuration(c.IdleTimeout)
+		if err != nil || d < 0 {
+			writeError(w, 400, fault.BadValue, "invalid idle_timeout "+c.IdleTimeout, "use a duration like 30m")
+			return
+		}
+		req.Idle = d
+	}
+	if t != "" {
+		// A tenant reaches nothing of the host: no host paths, a
+		// workspace of its own under the store.
+		if c.Workspace != "" || len(c.Mounts) > 0 || c.Backend == "host" {
+			writeError(w, http.StatusForbidden, fault.SessionRefused, "a tenant cannot name host paths (workspace, mounts) or the host backend", "")
+			return
+		}
+		ws, err := s.tenantWorkspace(t)
+		if err != nil {
+			writeFault(w, fault.New(fault.Store, "cannot make the workspace", err.Error(), "", err))
+			return
+		}
+		req.Cwd, f.Workspace = ws, ws
+	} else if c.Workspace == "" || !filepath.IsAbs(c.Workspace) {
+		writeError(w, 400, fault.BadValue, "workspace must be an absolute path", "")
+		return
+	}
+	// Refused plans are refused here, with the run's messages.
+	if _, err := session.Resolve(r.Context(), s.engine(), req, ""); err != nil {
+		writeFault(w, classify(err))
+		return
+	}
+	rec, err := session.Spawn(context.WithoutCancel(r.Context()), s.st, s.cfg.Store, s.cfg.Pinfold, req)
+	if err != nil {
+		writeFault(w, classify(err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+func classify(err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fault.New(fault.SessionRefused, "cannot start the sandbox", err.Error(), "", err)
+}
+
+// tenantWorkspace makes a fresh workspace for a tenant's session.
+func (s *Server) tenantWorkspace(t string) (string, error) {
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "", errors.New("invalid tenant name")
+		}
+	}
+	dir := filepath.Join(s.cfg.Store, "tenants", t)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(dir, "ws-")
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, t string) {
+	if rec := s.session(w, r, t); rec != nil {
+		writeJSON(w, 200, rec)
+	}
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	s.closePorts(rec.ID)
+	rec, err := session.Stop(r.Context(), s.st, rec, 10*time.Second)
+	if err != nil {
+		writeFault(w, err)
+		return
+	}
+	if r.URL.Query().Get("remove") == "true" {
+		if err := s.st.Remove(rec); err != nil {
+			writeFault(w, fault.New(fault.Store, "cannot remove "+rec.ID, err.Error(), "", err))
+			return
+		}
+	}
+	writeJSON(w, 200, rec)
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env,omitempty"`
+	Dir  string   `json:"dir,omitempty"`
+	// Stdin is given to the command whole.
+	Stdin string `json:"stdin,omitempty"`
+	// Timeout kills the command's process group after this long.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// ExecResult is how a command of POST .../exec ended.
+type ExecResult struct {
+	ExitCode  int    `json:"exit_code"`
+	Signal    int    `json:"signal,omitempty"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated,omitempty"`
+	TimedOut  bool   `json:"timed_out,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// capped keeps at most max bytes.
+type capped struct {
+	b   []byte
+	max int
+	cut bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - len(c.b); room < len(p) {
+		c.b = append(c.b, p[:max(room, 0)]...)
+		c.cut = true
+		return len(p), nil
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
+}
+
+func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
+	var x ExecRequest
+	if !s.decode(w, r, &x) {
+		return
+	}
+	rec := s.running(w, r, t)
+	if rec == nil {
+		return
+	}
+	if len(x.Args) == 0 {
+		writeError(w, 400, fault.BadValue, "args is empty", "")
+		return
+	}
+	ctx := r.Context()
+	var timeout time.Duration
+	if x.Timeout != "" {
+		d, err := time.ParseDuration(x.Timeout)
+		if err != nil || d <= 0 {
+			writeError(w, 400, fault.BadValue, "invalid timeout "+x.Timeout, "")
+			return
+		}
+		timeout = d
+	}
+	req := &session.Request{Args: x.Args, Env: x.Env, Dir: x.Dir, Stdin: x.Stdin != ""}
+	conn, err := session.StartExec(ctx, s.st.Sock(rec.ID), req)
+	if err != nil {
+		writeFault(w, fault.New(fault.SessionEnded, "cannot reach sandbox "+rec.ID, err.Error(), "", err))
+		return
+	}
+	defer conn.Close()
+	if x.Stdin != "" {
+		go func() {
+			io.WriteString(conn.Stdin(), x.Stdin)
+			conn.Stdin().Close()
+		}()
+	}
+	var timedOut bool
+	if timeout > 0 {
+		timer := time.AfterFunc(timeout, func() {
+			timedOut = true
+			conn.Signal(syscall.SIGKILL)
+		})
+		defer timer.Stop()
+	}
+	stdout, stderr := &capped{max: maxExecOutput}, &capped{max: maxExecOutput}
+	e, err := conn.Wait(stdout, stderr, nil)
+	if err != nil {
+		writeFault(w, fault.New(fault.SessionEnded, "sandbox "+rec.ID+": "+err.Error(), "", "", err))
+		return
+	}
+	res := ExecResult{ExitCode: e.Code, Signal: e.Signal, Stdout: string(stdout.b), Stderr: string(stderr.b),
+		Truncated: stdout.cut || stderr.cut, TimedOut: timedOut, Error: e.Error}
+	writeJSON(w, 200, res)
+}
+
+func (s *Server) pathArg(w http.ResponseWriter, r *http.Request) (string, bool) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		writeError(w, 400, fault.BadValue, "path is missing", "")
+		return "", false
+	}
+	return p, true
+}
+
+func fileError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, fault.BadValue, err.Error(), "")
+	case errors.Is(err, fs.ErrPermission):
+		writeError(w, http.StatusForbidden, fault.BadValue, err.Error(), "")
+	case errors.Is(err, session.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, err.Error(), "")
+	default:
+		var oe *session.OpError
+		if errors.As(err, &oe) {
+			writeError(w, http.StatusBadRequest, fault.BadValue, err.Error(), "")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, fault.API, err.Error(), "")
+	}
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.running(w, r, t)
+	p, ok := s.pathArg(w, r)
+	if rec == nil || !ok {
+		return
+	}
+	started := false
+	err := session.ReadFile(r.Context(), s.st.Sock(rec.ID), p, w, func(fi *session.FileInfo) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+		started = true
+	})
+	if err != nil && !started {
+		fileError(w, err)
+	}
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.running(w, r, t)
+	p, ok := s.pathArg(w, r)
+	if rec == nil || !ok {
+		return
+	}
+	if r.ContentLength > s.cfg.MaxUpload {
+		writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("upload over %d bytes", s.cfg.MaxUpload), "")
+		return
+	}
+	mode := uint64(0o644)
+	if m := r.URL.Query().Get("mode"); m != "" {
+		var err error
+		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o777 {
+			writeError(w, 400, fault.BadValue, "invalid mode "+m, "give octal permissions, like 0644")
+			return
+		}
+	}
+	err := session.WriteFile(r.Context(), s.st.Sock(rec.ID), p, uint32(mode), r.Body, s.cfg.MaxUpload)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.running(w, r, t)
+	p, ok := s.pathArg(w, r)
+	if rec == nil || !ok {
+		return
+	}
+	if err := session.Remove(r.Context(), s.st.Sock(rec.ID), p, r.URL.Query().Get("recursive") == "true"); err != nil {
+		fileError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.running(w, r, t)
+	p, ok := s.pathArg(w, r)
+	if rec == nil || !ok {
+		return
+	}
+	fi, err := session.Stat(r.Context(), s.st.Sock(rec.ID), p)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	writeJSON(w, 200, fi)
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.running(w, r, t)
+	p, ok := s.pathArg(w, r)
+	if rec == nil || !ok {
+		return
+	}
+	list, err := session.List(r.Context(), s.st.Sock(rec.ID), p)
+	if err != nil {
+		fileError(w, err)
+		return
+	}
+	writeJSON(w, 200, list)
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	f, err := os.Open(s.st.LogPath(rec.ID))
+	if err != nil {
+		writeFault(w, fault.New(fault.Store, "cannot read the log", err.Error(), "", err))
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.Copy(w, f)
+}
+
+// PortRequest is the body of POST /v1/sandboxes/{id}/ports.
+type PortRequest struct {
+	// Port is the sandbox's TCP port (on its loopback).
+	Port int `json:"port"`
+	// HostPort is the port on the host's 127.0.0.1; 0 picks a free one.
+	HostPort int `json:"host_port,omitempty"`
+}
+
+// Port is a published port.
+type Port struct {
+	Port int    `json:"port"`
+	Host string `json:"host"` // ADDR:PORT on the host
+}
+
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
+	var pr PortRequest
+	if !s.decode(w, r, &pr) {
+		return
+	}
+	rec := s.running(w, r, t)
+	if rec == nil {
+		return
+	}
+	if pr.Port <= 0 || pr.Port > 65535 || pr.HostPort < 0 || pr.HostPort > 65535 {
+		writeError(w, 400, fault.BadValue, "invalid port", "")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ports[rec.ID][pr.Port]; ok {
+		writeError(w, http.StatusConflict, fault.BadValue, fmt.Sprintf("port %d is published already", pr.Port), "")
+		return
+	}
+	l, err := session.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
+	if err != nil {
+		writeError(w, http.StatusConflict, fault.BadValue, err.Error(), "")
+		return
+	}
+	if s.ports[rec.ID] == nil {
+		s.ports[rec.ID] = map[int]net.Listener{}
+	}
+	s.ports[rec.ID][pr.Port] = l
+	writeJSON(w, http.StatusCreated, Port{Port: pr.Port, Host: l.Addr().String()})
+}
+
+func (s *Server) listPorts(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	s.mu.Lock()
+	out := []Port{}
+	for p, l := range s.ports[rec.ID] {
+		out = append(out, Port{Port: p, Host: l.Addr().String()})
+	}
+	s.mu.Unlock()
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) unpublish(w http.ResponseWriter, r *http.Request, t string) {
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	port, _ := strconv.Atoi(r.PathValue("port"))
+	s.mu.Lock()
+	l, ok := s.ports[rec.ID][port]
+	delete(s.ports[rec.ID], port)
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, fault.BadValue, "port "+r.PathValue("port")+" is not published", "")
+		return
+	}
+	l.Close()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) closePorts(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.ports[id] {
+		l.Close()
+	}
+	delete(s.ports, id)
+}
+
+// Close closes the published ports. Sessions keep running: they outlive
+// the server (their supervisors are processes of their own).
+func (s *Server) Close() {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.ports))
+	for id := range s.ports {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.closePorts(id)
+	}
+}
