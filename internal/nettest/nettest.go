@@ -40,6 +40,12 @@ func BuildPinfold(dir string) (string, error) {
 	if _, err := BuildHelper(dir); err != nil {
 		return "", err
 	}
+	// So does the API server of pinfold serve.
+	api := exec.Command("go", "build", "-o", filepath.Join(dir, "pinfold-api"), "github.com/pinfold/pinfold/cmd/pinfold-api")
+	api.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := api.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building pinfold-api: %v\n%s", err, b)
+	}
 	return out, nil
 }
 
