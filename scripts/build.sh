@@ -14,3 +14,5 @@ mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o bin/pinfold ./cmd/pinfold
 # The network helper (gVisor's netstack), kept out of pinfold's own start.
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-net ./cmd/pinfold-net
+# The API server and client (net/http, WebSocket), kept out of pinfold's own start.
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-api ./cmd/pinfold-api

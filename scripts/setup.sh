@@ -25,5 +25,6 @@ fi
 . scripts/goenv.sh
 ./scripts/build.sh
 install -m 0755 bin/pinfold-net /usr/local/bin/pinfold-net
+install -m 0755 bin/pinfold-api /usr/local/bin/pinfold-api
 install -m 0755 bin/pinfold /usr/local/bin/pinfold
 echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"

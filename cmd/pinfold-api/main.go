@@ -1,8 +1,10 @@
 // Command pinfold-api is pinfold's HTTP API server (pinfold serve runs
-// it): a helper binary, like pinfold-net, so that net/http and the
+// it) and client (pinfold's session commands run it with PINFOLD_HOST
+// set): a helper binary, like pinfold-net, so that net/http and the
 // WebSocket library stay out of pinfold's own start-up.
 //
 //	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]
+//	pinfold-api client session|exec|shell ARGS...
 package main
 
 import (
@@ -21,6 +23,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "client" {
+		os.Exit(clientMain(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]")
 		os.Exit(125)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -26,6 +27,11 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 		return 0, false
 	}
 	switch args[0] {
+	case "session", "exec", "shell":
+		// Against a server (PINFOLD_HOST), through the API's client.
+		if os.Getenv("PINFOLD_HOST") != "" && !slices.Contains(args, "--help") && !slices.Contains(args, "-h") {
+			return execAPI(io, append([]string{"client"}, args...)...), true
+		}
 	case session.AgentCommand:
 		return session.AgentMain(args[1:]), true
 	case session.SuperviseCommand:

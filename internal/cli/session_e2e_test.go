@@ -258,3 +258,47 @@ func TestSessionLostAndIdle(t *testing.T) {
 		t.Errorf("idle session: %+v", st)
 	}
 }
+
+// TestServeAndRemoteSessions runs pinfold serve and pinfold's session
+// commands against it (PINFOLD_HOST: through pinfold-api's client).
+func TestServeAndRemoteSessions(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	if _, errs, code := pf(t, ws, "serve", "--listen", "127.0.0.1:0"); code != 125 || !strings.Contains(errs, "needs --tokens") {
+		t.Errorf("serve on TCP without tokens: %d %q", code, errs)
+	}
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	srv := exec.Command(pinfold, "serve", "--socket", sock)
+	srv.Dir = ws
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("the socket: %v %v", fi, err)
+	}
+	t.Setenv("PINFOLD_HOST", "unix://"+sock)
+	out, errs, code := pf(t, ws, "session", "start", "--name", "remote", "--json")
+	var r sessionRecord
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.State != "running" {
+		t.Fatalf("remote start: %d %q %q", code, out, errs)
+	}
+	out, errs, code = pf(t, ws, "exec", "remote", "--", "sh", "-c", "echo via-api; pwd; exit 9")
+	if code != 9 || out != "via-api\n"+ws+"\n" {
+		t.Errorf("remote exec: %d %q %q", code, out, errs)
+	}
+	out, _, _ = pf(t, ws, "session", "ls")
+	if !strings.Contains(out, r.ID) {
+		t.Errorf("remote ls: %q", out)
+	}
+	if _, errs, code = pf(t, ws, "session", "stop", "remote"); code != 0 || !strings.Contains(errs, "stopped") {
+		t.Errorf("remote stop: %d %q", code, errs)
+	}
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/client"
+)
+
+// clientMain runs pinfold's session commands against the server named by
+// PINFOLD_HOST (unix:///PATH or http://HOST:PORT, with PINFOLD_TOKEN):
+// pinfold hands them here so that its own binary never links the client.
+func clientMain(args []string) int {
+	host := os.Getenv("PINFOLD_HOST")
+	var opts []client.Option
+	if tok := os.Getenv("PINFOLD_TOKEN"); tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
+	c, err := client.New(host, opts...)
+	if err != nil {
+		return failf("PF102 PINFOLD_HOST: %v", err)
+	}
+	ctx := context.Background()
+	if len(args) == 0 {
+		return usage()
+	}
+	switch args[0] {
+	case "exec", "shell":
+		return execRemote(ctx, c, args)
+	case "session":
+		if len(args) < 2 {
+			return usage()
+		}
+		return sessionRemote(ctx, c, args[1], args[2:])
+	}
+	return usage()
+}
+
+func usage() int {
+	fmt.Fprintln(os.Stderr, "pinfold: PF101 with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop, exec, shell")
+	return 125
+}
+
+func failf(format string, a ...any) int {
+	fmt.Fprintf(os.Stderr, "pinfold: "+format+"\n", a...)
+	return 125
+}
+
+func apiFail(err error) int {
+	if ce, ok := err.(*client.Error); ok {
+		fmt.Fprintf(os.Stderr, "pinfold: %s %s\n", ce.Code, ce.Message)
+		if ce.Fix != "" {
+			fmt.Fprintf(os.Stderr, "  Fix: %s\n", ce.Fix)
+		}
+		return 125
+	}
+	return failf("PF194 %v", err)
+}
+
+func printJSON(v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	os.Stdout.Write(append(b, '\n'))
+}
+
+// sessionRemote runs a session subcommand through the API.
+func sessionRemote(ctx context.Context, c *client.Client, sub string, args []string) int {
+	var pos []string
+	flags := map[string][]string{}
+	bools := map[string]bool{}
+	valued := map[string]bool{"--name": true, "--idle-timeout": true, "--base": true, "--access": true, "--network": true,
+		"--memory": true, "-m": true, "--pids": true, "--cpus": true, "--timeout": true, "--tmp-size": true, "--env": true,
+		"-e": true, "--workdir": true, "-w": true, "--workspace": true, "--allow": true, "--deny": true, "--backend": true,
+		"--hostname": true, "--user": true, "-u": true, "--time": true}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		switch {
+		case valued[name] && hasVal:
+			flags[name] = append(flags[name], val)
+		case valued[a] && i+1 < len(args):
+			flags[a] = append(flags[a], args[i+1])
+			i++
+		case strings.HasPrefix(a, "-") && a != "-":
+			bools[a] = true
+		default:
+			pos = append(pos, a)
+		}
+	}
+	one := func(names ...string) string {
+		for _, n := range names {
+			if v := flags[n]; len(v) > 0 {
+				return v[len(v)-1]
+			}
+		}
+		return ""
+	}
+	ref := ""
+	if len(pos) > 0 {
+		ref = pos[0]
+	}
+	switch sub {
+	case "start":
+		wd, _ := os.Getwd()
+		ws := one("--workspace")
+		if ws == "" {
+			ws = wd
+		}
+		r := client.CreateRequest{Name: one("--name"), IdleTimeout: one("--idle-timeout"), Base: one("--base"),
+			Access: one("--access"), Network: one("--network"), Memory: one("--memory", "-m"), Pids: one("--pids"),
+			CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
+			Env: append(flags["--env"], flags["-e"]...), Allow: flags["--allow"], Deny: flags["--deny"],
+			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u")}
+		if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
+			r.Workspace = ws // a tenant over TCP gets a workspace of its own
+		}
+		sb, err := c.Create(ctx, r)
+		if err != nil {
+			return apiFail(err)
+		}
+		if bools["--json"] {
+			printJSON(sb)
+		} else {
+			fmt.Println(sb.ID)
+		}
+		return 0
+	case "ls", "list":
+		l, err := c.List(ctx, bools["--all"] || bools["-a"])
+		if err != nil {
+			return apiFail(err)
+		}
+		if bools["--json"] {
+			printJSON(l)
+			return 0
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tCHANGESET\tWORKSPACE")
+		for _, s := range l {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Changeset, s.Workspace)
+		}
+		tw.Flush()
+		return 0
+	case "status":
+		sb, err := c.Get(ctx, ref)
+		if err != nil {
+			return apiFail(err)
+		}
+		printJSON(sb)
+		return 0
+	case "logs":
+		if err := c.Logs(ctx, ref, os.Stdout); err != nil {
+			return apiFail(err)
+		}
+		return 0
+	case "stop":
+		sb, err := c.Delete(ctx, ref)
+		if err != nil {
+			return apiFail(err)
+		}
+		fmt.Fprintf(os.Stderr, "pinfold: session %s %s", sb.ID, sb.State)
+		if sb.Changeset != "" {
+			fmt.Fprintf(os.Stderr, "; changeset %s: %d added, %d modified, %d deleted", sb.Changeset, sb.Added, sb.Modified, sb.Deleted)
+		}
+		fmt.Fprintln(os.Stderr)
+		return 0
+	}
+	return usage()
+}
+
+// execRemote runs exec and shell through the API's WebSocket.
+func execRemote(ctx context.Context, c *client.Client, args []string) int {
+	var tty, interactive bool
+	var env []string
+	var dir, ref string
+	var cmd []string
+	shell := args[0] == "shell"
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case ref != "":
+			cmd = rest[i:]
+			if cmd[0] == "--" {
+				cmd = cmd[1:]
+			}
+			i = len(rest)
+		case a == "-e" || a == "--env" || a == "-w" || a == "--workdir":
+			if i+1 >= len(rest) {
+				return failf("PF101 %s needs a value", a)
+			}
+			if a == "-e" || a == "--env" {
+				env = append(env, rest[i+1])
+			} else {
+				dir = rest[i+1]
+			}
+			i++
+		case a == "--tty":
+			tty = true
+		case a == "--interactive":
+			interactive = true
+		case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 1 && strings.Trim(a[1:], "it") == "":
+			tty = tty || strings.Contains(a, "t")
+			interactive = interactive || strings.Contains(a, "i")
+		default:
+			ref = a
+		}
+	}
+	if shell {
+		interactive = true
+		tty = term(os.Stdin) && term(os.Stdout)
+		cmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"}
+	}
+	if ref == "" || len(cmd) == 0 {
+		return failf("PF101 pinfold exec needs a session and a command")
+	}
+	r := client.StreamRequest{Args: cmd, Env: env, Dir: dir, TTY: tty}
+	if tty {
+		if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+			r.Rows, r.Cols = ws.Row, ws.Col
+		}
+		t := os.Getenv("TERM")
+		if t == "" {
+			t = "xterm"
+		}
+		r.Env = append([]string{"TERM=" + t}, r.Env...)
+	}
+	var stdin io.Reader
+	if interactive {
+		stdin = os.Stdin
+	}
+	if tty && interactive {
+		if restore := raw(os.Stdin); restore != nil {
+			defer restore()
+		}
+	}
+	p, err := c.Start(ctx, ref, r, stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return apiFail(err)
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGWINCH {
+				if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+					p.Resize(ws.Row, ws.Col)
+				}
+				continue
+			}
+			p.Signal(s.(syscall.Signal))
+		}
+	}()
+	e, err := p.Wait()
+	if err != nil {
+		return failf("PF192 %v", err)
+	}
+	switch {
+	case e.NotFound:
+		fmt.Fprintf(os.Stderr, "pinfold: PF150 command not found in the session: %s\n", cmd[0])
+		return 127
+	case e.NotExecutable:
+		fmt.Fprintf(os.Stderr, "pinfold: PF151 cannot execute %s in the session\n", cmd[0])
+		return 126
+	case e.Error != "":
+		return failf("PF191 %s", e.Error)
+	}
+	return e.Code
+}
+
+func term(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func raw(f *os.File) func() {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil
+	}
+	t := *old
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB
+	t.Cflag |= unix.CS8
+	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
+	if unix.IoctlSetTermios(fd, unix.TCSETS, &t) != nil {
+		return nil
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
+}

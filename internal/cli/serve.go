@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pinfold/pinfold/internal/fault"
+)
+
+// apiHelper is pinfold-api, which holds the HTTP server and client so
+// that this binary links neither: $PINFOLD_API_HELPER, else beside this
+// binary, else on PATH.
+func apiHelper() (string, error) {
+	if p := os.Getenv("PINFOLD_API_HELPER"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		p := filepath.Join(filepath.Dir(exe), "pinfold-api")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("pinfold-api"); err == nil {
+		return p, nil
+	}
+	return "", fault.New(fault.API, "pinfold-api is missing", "pinfold serve and PINFOLD_HOST need the API helper",
+		"install it next to pinfold (scripts/build.sh builds it), or set PINFOLD_API_HELPER", nil)
+}
+
+// execAPI replaces pinfold with pinfold-api ARGS.
+func execAPI(io *IO, args ...string) int {
+	p, err := apiHelper()
+	if err != nil {
+		return fail(io, err)
+	}
+	err = syscall.Exec(p, append([]string{"pinfold-api"}, args...), os.Environ())
+	return fail(io, fault.New(fault.API, "cannot run "+p, err.Error(), "", err))
+}
+
+func serveCommand() command {
+	return command{name: "serve", summary: "serve the HTTP API for sessions", use: "serve [flags]",
+		long: `Serves pinfold's HTTP API (api/openapi.yaml, docs/api.md): sandboxes that stay
+up, exec with streamed output, files, changesets, ports. It listens on an
+owner-only unix socket (default STORE/api.sock) and, with --listen, on TCP,
+where every request needs a bearer token of the --tokens file (one
+"TENANT TOKEN" a line, mode 600); a tenant sees only its own sandboxes.
+Sessions outlive the server.`,
+		setup: func(fs *flagSet) runner {
+			var sock, listen, tokens, maxUpload, maxBody string
+			fs.String(&sock, "socket", 0, "PATH", "unix socket (default: STORE/api.sock)")
+			fs.String(&listen, "listen", 0, "ADDR", "also listen on this TCP address (needs --tokens)")
+			fs.String(&tokens, "tokens", 0, "FILE", "TENANT TOKEN lines for TCP clients (mode 600)")
+			fs.String(&maxUpload, "max-upload", 0, "BYTES", "largest file upload (default 64 MiB)")
+			fs.String(&maxBody, "max-body", 0, "BYTES", "largest JSON request body (default 1 MiB)")
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) > 0 {
+					return fail(io, fs.errorf("pinfold serve takes no arguments"))
+				}
+				a := []string{"serve", "--version", Version}
+				for _, f := range []struct{ name, v string }{{"--socket", sock}, {"--listen", listen}, {"--tokens", tokens},
+					{"--max-upload", maxUpload}, {"--max-body", maxBody}} {
+					if f.v != "" {
+						a = append(a, f.name, f.v)
+					}
+				}
+				return execAPI(io, a...)
+			}
+		}}
+}
