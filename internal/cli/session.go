@@ -56,7 +56,7 @@ share its /tmp, its home (/home/sandbox), its processes and its changeset.
 pinfold diff shows the changeset at any time; apply or discard it once the
 session is stopped.`,
 		sub: []command{sessionStartCommand(), sessionLsCommand(), sessionStatusCommand(), sessionLogsCommand(),
-			sessionStopCommand(), sessionRmCommand()}}
+			sessionStopCommand(), sessionRmCommand(), sessionPauseCommand(true), sessionPauseCommand(false)}}
 }
 
 func sessionStartCommand() command {
@@ -149,7 +149,11 @@ func running(r *session.Record) error {
 	if why == "" {
 		why = r.Error
 	}
-	return fault.New(fault.SessionEnded, "session "+r.ID+" is "+r.State, why, "start a new one with pinfold session start", nil)
+	fix := "start a new one with pinfold session start"
+	if r.State == session.StatePaused {
+		fix = "pinfold session resume " + r.ID
+	}
+	return fault.New(fault.SessionEnded, "session "+r.ID+" is "+r.State, why, fix, nil)
 }
 
 func sessionLsCommand() command {
@@ -310,6 +314,34 @@ func printSessionEnd(io *IO, r *session.Record) {
 			r.Changeset, r.Added, r.Modified, r.Deleted, r.Changeset, r.Changeset, r.Changeset)
 	}
 	fmt.Fprintln(io.Stderr, msg)
+}
+
+func sessionPauseCommand(pause bool) command {
+	name, summary := "pause", "freeze every process of a session"
+	if !pause {
+		name, summary = "resume", "thaw a paused session"
+	}
+	return command{name: name, summary: summary, use: name + " [SESSION]",
+		long: summary + ` (the cgroup freezer; root). A paused session runs no command and
+its idle time does not count.`,
+		setup: func(fs *flagSet) runner {
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				r, err := findSession(st, first(args))
+				if err != nil {
+					return fail(io, err)
+				}
+				if pause {
+					_, err = session.Pause(st, r)
+				} else {
+					_, err = session.Resume(st, r)
+				}
+				if err != nil {
+					return fail(io, classify(err, nil))
+				}
+				return 0
+			}
+		}}
 }
 
 func sessionRmCommand() command {

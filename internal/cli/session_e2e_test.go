@@ -302,3 +302,62 @@ func TestServeAndRemoteSessions(t *testing.T) {
 		t.Errorf("remote stop: %d %q", code, errs)
 	}
 }
+
+func TestSessionPause(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the cgroup freezer needs root")
+	}
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	r := startSession(t, ws, "--idle-timeout", "1s")
+	pf(t, ws, "exec", r.ID, "--", "sh", "-c", `i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.02; done >/dev/null 2>&1 &`)
+	counter := func() string {
+		m, _ := filepath.Glob(filepath.Join(store, "changesets", r.Changeset, "*", "upper", "count"))
+		if len(m) == 0 {
+			return ""
+		}
+		b, _ := os.ReadFile(m[0])
+		return string(b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counter() == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, errs, code := pf(t, ws, "session", "pause", r.ID); code != 0 {
+		t.Fatalf("pause: %d %q", code, errs)
+	}
+	before := counter()
+	// Paused for longer than the idle timeout: the session stays.
+	time.Sleep(1500 * time.Millisecond)
+	if after := counter(); after != before || before == "" {
+		t.Errorf("the session ran while paused: %q then %q", before, after)
+	}
+	if st := sessionStatus(t, ws, r.ID); st.State != "paused" {
+		t.Errorf("state %q", st.State)
+	}
+	if _, errs, code := pf(t, ws, "exec", r.ID, "true"); code != 125 || !strings.Contains(errs, "PF192") || !strings.Contains(errs, "resume") {
+		t.Errorf("exec while paused: %d %q", code, errs)
+	}
+	if _, errs, code := pf(t, ws, "session", "resume", r.ID); code != 0 {
+		t.Fatalf("resume: %d %q", code, errs)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for counter() == before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if counter() == before {
+		t.Error("the session did not resume")
+	}
+	// A paused session stops (thawed first), and its freezer group goes.
+	pf(t, ws, "session", "pause", r.ID)
+	if _, errs, code := pf(t, ws, "session", "stop", r.ID); code != 0 {
+		t.Fatalf("stop while paused: %d %q", code, errs)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r.ID); len(m) > 0 {
+		t.Errorf("freezer group left: %v", m)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/unified/pinfold/session-" + r.ID); len(m) > 0 {
+		t.Errorf("freezer group left: %v", m)
+	}
+}

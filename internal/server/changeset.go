@@ -114,12 +114,26 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, t string, apply 
 	writeJSON(w, 200, map[string]any{"changeset": cs.Meta.ID, "applied": res.Applied, "stripped": res.Stripped})
 }
 
-func (s *Server) pause(w http.ResponseWriter, r *http.Request, t string) {
-	writeError(w, http.StatusNotImplemented, fault.SessionRefused, "pause is not implemented yet", "")
-}
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, t string) { s.setPaused(w, r, t, true) }
 
-func (s *Server) resume(w http.ResponseWriter, r *http.Request, t string) {
-	writeError(w, http.StatusNotImplemented, fault.SessionRefused, "resume is not implemented yet", "")
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, t string) { s.setPaused(w, r, t, false) }
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, t string, on bool) {
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	var err error
+	if on {
+		rec, err = session.Pause(s.st, rec)
+	} else {
+		rec, err = session.Resume(s.st, rec)
+	}
+	if err != nil {
+		writeFault(w, err)
+		return
+	}
+	writeJSON(w, 200, rec)
 }
 
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, t string) {

@@ -42,6 +42,10 @@ type Record struct {
 	PidStart uint64 `json:"pid_start,omitempty"`
 	// Changeset is the id of the session's changeset, when it keeps one.
 	Changeset string `json:"changeset,omitempty"`
+	// Freezer is the session's freezer group, FreezerV2 whether it is
+	// cgroup v2's ("" when the session cannot be paused).
+	Freezer   string `json:"freezer,omitempty"`
+	FreezerV2 bool   `json:"freezer_v2,omitempty"`
 	// Idle is the idle timeout ("" none).
 	Idle string `json:"idle,omitempty"`
 	// Reason says how it ended: "stopped", "idle", "exited N", "killed"...
@@ -152,10 +156,16 @@ func (s *Store) check(r *Record) *Record {
 		if cur, err := s.load(r.ID); err == nil && !cur.Live() {
 			return cur // it ended while we looked
 		}
+		if r.State == StatePaused {
+			// Frozen processes take no signal, not even the kill that
+			// came with their supervisor's death: thawed, they die.
+			freeze(r.Freezer, r.FreezerV2, false)
+		}
 		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
 		s.Save(r)
+		removeFreezer(r.ID)
 		// Its sandbox died with it (the parent-death signal); what the
 		// kernel cannot remove (cgroups, temporary directories) goes now.
 		native.Clean(context.Background(), filepath.Dir(s.Dir))

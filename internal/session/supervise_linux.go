@@ -249,6 +249,14 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 		}
 		return failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+st.LogPath(id), nil))
 	}
+	if np, ok := run.Process.(interface{ Pid() int }); ok {
+		// Pausable; a host without a freezer only cannot pause.
+		if dir, v2, err := setupFreezer(id, np.Pid()); err == nil {
+			r.Freezer, r.FreezerV2 = dir, v2
+		} else {
+			fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", id, err)
+		}
+	}
 	r.State = StateRunning
 	st.Save(r)
 	report(map[string]any{"ok": true})
@@ -263,6 +271,7 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 		r = cur
 	}
 	r.State, r.Ended = StateStopped, time.Now().UTC()
+	removeFreezer(id)
 	os.RemoveAll(filepath.Join(st.Path(id), "run"))
 	os.RemoveAll(filepath.Join(st.Path(id), "home"))
 	if out != nil && out.Result != nil {
@@ -306,6 +315,10 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 	if !r.Live() {
 		return r, nil
 	}
+	if r.State == StatePaused {
+		// Frozen processes cannot end: thawed first.
+		freeze(r.Freezer, r.FreezerV2, false)
+	}
 	ended := func(d time.Duration) *Record {
 		deadline := time.Now().Add(d)
 		for {
@@ -344,4 +357,37 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 	}
 	return nil, fault.New(fault.SessionRefused, "session "+r.ID+" did not stop", "its supervisor (pid "+strconv.Itoa(r.Pid)+") still runs",
 		"kill it, then run pinfold clean", nil)
+}
+
+// Pause freezes every process of a running session.
+func Pause(st *Store, r *Record) (*Record, error) {
+	return setPaused(st, r, true)
+}
+
+// Resume thaws a paused session.
+func Resume(st *Store, r *Record) (*Record, error) {
+	return setPaused(st, r, false)
+}
+
+func setPaused(st *Store, r *Record, on bool) (*Record, error) {
+	from, to, verb := StateRunning, StatePaused, "pause"
+	if !on {
+		from, to, verb = StatePaused, StateRunning, "resume"
+	}
+	if r.State != from {
+		return nil, fault.New(fault.SessionEnded, "cannot "+verb+" session "+r.ID+": it is "+r.State, "", "", nil)
+	}
+	if err := freeze(r.Freezer, r.FreezerV2, on); err != nil {
+		return nil, fault.New(fault.SessionRefused, "cannot "+verb+" session "+r.ID, err.Error(),
+			"pause needs the native runtime and a cgroup freezer pinfold may write (run as root)", err)
+	}
+	cur, err := st.load(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Live() {
+		cur.State = to
+		st.Save(cur)
+	}
+	return cur, nil
 }

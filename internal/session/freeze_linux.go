@@ -1,0 +1,159 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Pause and resume freeze every process of a session with the cgroup
+// freezer: cgroup v1's freezer controller where the host mounts it, else
+// cgroup v2's cgroup.freeze. At start, the supervisor puts the sandbox's
+// processes (its init and the agent) into a group of their own, named
+// after the session; everything they start inherits it. On cgroup v2 a
+// sandbox already in a group of pinfold's (its limits) is frozen there:
+// moving it would take it out of its limits.
+
+const freezerV1 = "/sys/fs/cgroup/freezer"
+
+// v2Root is the cgroup v2 mount: the unified tree of a hybrid host, or
+// /sys/fs/cgroup itself.
+func v2Root() string {
+	for _, d := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err == nil {
+			return d
+		}
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil && d == "/sys/fs/cgroup/unified" {
+			return d
+		}
+	}
+	return ""
+}
+
+// freezerGroup is where a session's freezer group goes.
+func freezerGroup(id string) (dir string, v2 bool) {
+	if fi, err := os.Stat(filepath.Join(freezerV1, "cgroup.procs")); err == nil && !fi.IsDir() {
+		return filepath.Join(freezerV1, "pinfold", "session-"+id), false
+	}
+	if root := v2Root(); root != "" {
+		return filepath.Join(root, "pinfold", "session-"+id), true
+	}
+	return "", false
+}
+
+// descendants returns pid and every process below it.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// v2GroupOf returns the cgroup v2 directory a process is in.
+func v2GroupOf(root string, pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			return filepath.Join(root, p)
+		}
+	}
+	return ""
+}
+
+// setupFreezer puts the sandbox whose init is pid into the session's
+// freezer group and returns the group and whether it is cgroup v2 ("" when
+// the host has no freezer pinfold may use).
+func setupFreezer(id string, pid int) (string, bool, error) {
+	dir, v2 := freezerGroup(id)
+	if dir == "" {
+		return "", false, errors.New("no cgroup freezer on this host")
+	}
+	if v2 {
+		if cur := v2GroupOf(filepath.Dir(filepath.Dir(dir)), pid); strings.Contains(cur, "/pinfold/") {
+			return cur, true, nil // the sandbox's own limits group
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", v2, err
+	}
+	for _, p := range descendants(pid) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil && p == pid {
+			os.Remove(dir)
+			return "", v2, err
+		}
+	}
+	return dir, v2, nil
+}
+
+// removeFreezer removes a session's own freezer group once it is empty.
+func removeFreezer(id string) {
+	dir, _ := freezerGroup(id)
+	if dir == "" {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// freeze freezes (or thaws) the group and waits until it is.
+func freeze(dir string, v2, on bool) error {
+	if dir == "" {
+		return errors.New("the session has no freezer group (its runtime has no host pid, or the host no freezer)")
+	}
+	var file, want, read string
+	if v2 {
+		file, want, read = "cgroup.freeze", map[bool]string{true: "1", false: "0"}[on], "cgroup.events"
+	} else {
+		file, want, read = "freezer.state", map[bool]string{true: "FROZEN", false: "THAWED"}[on], "freezer.state"
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(want), 0); err != nil {
+		return err
+	}
+	for i := 0; i < 500; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, read))
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		if v2 && strings.Contains(s, "frozen "+want) || !v2 && strings.TrimSpace(s) == want {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the freezer of %s did not settle", dir)
+}
