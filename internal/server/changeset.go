@@ -116,7 +116,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, t string, apply 
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, t string) { s.setPaused(w, r, t, true) }
 
-func (s *Server) resume(w http.ResponseWriter, r *http.Request, t string) { s.setPaused(w, r, t, false) }
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, t string) {
+	s.setPaused(w, r, t, false)
+}
 
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, t string, on bool) {
 	rec := s.session(w, r, t)
