@@ -360,4 +360,25 @@ func TestSessionPause(t *testing.T) {
 	if m, _ := filepath.Glob("/sys/fs/cgroup/unified/pinfold/session-" + r.ID); len(m) > 0 {
 		t.Errorf("freezer group left: %v", m)
 	}
+
+	// A paused session whose supervisor is killed is found lost, and its
+	// frozen processes do not stay behind.
+	r2 := startSession(t, ws)
+	pf(t, ws, "exec", r2.ID, "--", "sh", "-c", "sleep 6161 >/dev/null 2>&1 &")
+	pf(t, ws, "session", "pause", r2.ID)
+	syscall.Kill(r2.Pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	if st := sessionStatus(t, ws, r2.ID); st.State != "lost" {
+		t.Errorf("after kill -9 while paused: %+v", st)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(conformance.ProcessesWith("sleep 6161")) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := conformance.ProcessesWith("sleep 6161"); len(p) > 0 {
+		t.Errorf("frozen processes left: %v", p)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r2.ID); len(m) > 0 {
+		t.Errorf("freezer group left: %v", m)
+	}
 }
