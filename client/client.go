@@ -197,6 +197,8 @@ type CreateRequest struct {
 	CPUs        string   `json:"cpus,omitempty"`
 	Timeout     string   `json:"timeout,omitempty"`
 	TmpSize     string   `json:"tmp_size,omitempty"`
+	// Snapshot restores a snapshot (Client.Snapshot) into the new sandbox.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Sandbox is a sandbox (a session) as the server describes it.
@@ -405,4 +407,22 @@ func (c *Client) Pause(ctx context.Context, id string) (*Sandbox, error) {
 func (c *Client) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	var s Sandbox
 	return &s, c.do(ctx, "POST", sb(id)+"/resume", nil, nil, &s)
+}
+
+// Snapshot is a sandbox's changeset saved as an OCI layer.
+type Snapshot struct {
+	ID        string    `json:"id"`
+	Session   string    `json:"session"`
+	Workspace string    `json:"workspace"`
+	Created   time.Time `json:"created"`
+	Digest    string    `json:"digest"`
+	Size      int64     `json:"size"`
+	MediaType string    `json:"media_type"`
+}
+
+// Snapshot saves what a sandbox has written so far; CreateRequest.Snapshot
+// restores it into a new sandbox.
+func (c *Client) Snapshot(ctx context.Context, id string) (*Snapshot, error) {
+	var s Snapshot
+	return &s, c.do(ctx, "POST", sb(id)+"/snapshot", nil, nil, &s)
 }

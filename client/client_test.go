@@ -287,9 +287,28 @@ func TestTCPTenants(t *testing.T) {
 	if _, err := a.Exec(ctx, sa.ID, client.ExecRequest{Args: []string{"echo", strings.Repeat("x", 3000)}}); !errors.As(err, &ce) || ce.Status != 413 {
 		t.Errorf("body over the bound: %v", err)
 	}
+	// Snapshots are the tenant's too.
+	if res, err := a.Exec(ctx, sa.ID, client.ExecRequest{Args: []string{"sh", "-c", "echo kept > kept.txt"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	snap, err := a.Snapshot(ctx, sa.ID)
+	if err != nil || snap.Size == 0 {
+		t.Fatalf("snapshot: %+v %v", snap, err)
+	}
 	if _, err := a.Delete(ctx, sa.ID); err != nil {
 		t.Error(err)
 	}
+	if _, err := b.Create(ctx, client.CreateRequest{Snapshot: snap.ID}); !client.IsNotFound(err) {
+		t.Errorf("tenant b restored a's snapshot: %v", err)
+	}
+	sa2, err := a.Create(ctx, client.CreateRequest{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Exec(ctx, sa2.ID, client.ExecRequest{Args: []string{"cat", "kept.txt"}}); err != nil || res.Stdout != "kept\n" {
+		t.Errorf("restored: %+v %v", res, err)
+	}
+	a.Delete(ctx, sa2.ID)
 }
 
 func TestDisconnectMidExec(t *testing.T) {

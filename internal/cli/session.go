@@ -56,7 +56,8 @@ share its /tmp, its home (/home/sandbox), its processes and its changeset.
 pinfold diff shows the changeset at any time; apply or discard it once the
 session is stopped.`,
 		sub: []command{sessionStartCommand(), sessionLsCommand(), sessionStatusCommand(), sessionLogsCommand(),
-			sessionStopCommand(), sessionRmCommand(), sessionPauseCommand(true), sessionPauseCommand(false)}}
+			sessionStopCommand(), sessionRmCommand(), sessionPauseCommand(true), sessionPauseCommand(false),
+			sessionSnapshotCommand()}}
 }
 
 func sessionStartCommand() command {
@@ -66,8 +67,9 @@ and prints its id. The session's writes to the workspace are kept as a
 changeset, as a run's are.`,
 		setup: func(fs *flagSet) runner {
 			var o runOptions
-			var name, idle string
+			var name, idle, snap string
 			runFlags(fs, "session", &o)
+			fs.String(&snap, "snapshot", 0, "ID", "start from a snapshot (pinfold session snapshot): its files are restored into the new session")
 			fs.String(&name, "name", 0, "NAME", "name the session (pinfold exec NAME -- CMD)")
 			fs.String(&idle, "idle-timeout", 0, "DURATION", "stop the session after this long without a command or connection (default never)")
 			return func(ctx context.Context, io *IO, args []string) int {
@@ -89,9 +91,22 @@ changeset, as a run's are.`,
 					return fail(io, classify(err, nil))
 				}
 				st, dir := sessionStore()
+				var from *session.Snapshot
+				if snap != "" {
+					var err error
+					if from, err = session.OpenSnapshot(st, snap, ""); err != nil {
+						return fail(io, err)
+					}
+				}
 				r, err := session.Spawn(ctx, st, dir, "", req)
 				if err != nil {
 					return fail(io, classify(err, nil))
+				}
+				if from != nil {
+					if err := session.Restore(ctx, st, r, from); err != nil {
+						session.Stop(ctx, st, r, 5*time.Second)
+						return fail(io, classify(err, nil))
+					}
 				}
 				if o.json {
 					b, _ := json.MarshalIndent(r, "", "  ")
@@ -339,6 +354,36 @@ its idle time does not count.`,
 				if err != nil {
 					return fail(io, classify(err, nil))
 				}
+				return 0
+			}
+		}}
+}
+
+func sessionSnapshotCommand() command {
+	return command{name: "snapshot", summary: "save a session's changeset as an OCI layer", use: "snapshot [SESSION] [--json]",
+		long: `Saves what the session has written so far (its changeset) as an OCI layer in the
+store and prints the snapshot's id: pinfold session start --snapshot ID
+restores it into a new session of the same workspace.`,
+		setup: func(fs *flagSet) runner {
+			var asJSON bool
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				r, err := findSession(st, first(args))
+				if err != nil {
+					return fail(io, err)
+				}
+				s, err := session.TakeSnapshot(ctx, st, r)
+				if err != nil {
+					return fail(io, err)
+				}
+				if asJSON {
+					b, _ := json.MarshalIndent(s, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				fmt.Fprintln(io.Stdout, s.ID)
+				fmt.Fprintf(io.Stderr, "pinfold: snapshot %s of session %s: %s, %d bytes (%s)\n", s.ID, r.ID, s.Digest, s.Size, st.LayerPath(s.ID))
 				return 0
 			}
 		}}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -380,5 +381,45 @@ func TestSessionPause(t *testing.T) {
 	}
 	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r2.ID); len(m) > 0 {
 		t.Errorf("freezer group left: %v", m)
+	}
+}
+
+func TestSessionSnapshot(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	t.Cleanup(func() { waitTrashCleaners(store) })
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("keep\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("gone\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "dir", "sub"), 0o755)
+	a := startSession(t, ws)
+	pf(t, ws, "exec", a.ID, "--", "sh", "-c", "echo changed > keep.txt; rm gone.txt; mkdir -p new/deep; echo n > new/deep/f; ln -s keep.txt link; chmod 0700 new/deep/f")
+	out, errs, code := pf(t, ws, "session", "snapshot", a.ID)
+	snap := strings.TrimSpace(out)
+	if code != 0 || len(snap) != 12 || !strings.Contains(errs, "sha256:") {
+		t.Fatalf("snapshot: %d %q %q", code, out, errs)
+	}
+	_, stopA, _ := pf(t, ws, "session", "stop", a.ID)
+	counts := func(s string) string { return regexp.MustCompile(`\d+ added, \d+ modified, \d+ deleted`).FindString(s) }
+	if !strings.Contains(stopA, "1 modified, 1 deleted") {
+		t.Fatalf("the first session's changeset: %q", stopA)
+	}
+	if _, errs, code := pf(t, ws, "discard", a.Changeset); code != 0 {
+		t.Fatalf("discard: %q", errs)
+	}
+	b := startSession(t, ws, "--snapshot", snap)
+	out, errs, code = pf(t, ws, "exec", b.ID, "--", "sh", "-c", "cat keep.txt new/deep/f; readlink link; stat -c %a new/deep/f; test -e gone.txt || echo no-gone")
+	if code != 0 || out != "changed\nn\nkeep.txt\n700\nno-gone\n" {
+		t.Errorf("restored session: %d %q %q", code, out, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "keep.txt")); string(b) != "keep\n" {
+		t.Errorf("the restore wrote the workspace: %q", b)
+	}
+	_, errs, _ = pf(t, ws, "session", "stop", b.ID)
+	if counts(errs) != counts(stopA) {
+		t.Errorf("the restored session's changeset: %q, the original's %q", counts(errs), counts(stopA))
+	}
+	if _, errs, code := pf(t, ws, "session", "start", "--snapshot", "000000000000"); code != 125 || !strings.Contains(errs, "PF190") {
+		t.Errorf("an unknown snapshot: %d %q", code, errs)
 	}
 }

@@ -139,5 +139,14 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, t string, on 
 }
 
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, t string) {
-	writeError(w, http.StatusNotImplemented, fault.SessionRefused, "snapshot is not implemented yet", "")
+	rec := s.session(w, r, t)
+	if rec == nil {
+		return
+	}
+	snap, err := session.TakeSnapshot(r.Context(), s.st, rec)
+	if err != nil {
+		writeFault(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, snap)
 }

@@ -326,6 +326,8 @@ type CreateRequest struct {
 	CPUs        string   `json:"cpus,omitempty"`
 	Timeout     string   `json:"timeout,omitempty"`
 	TmpSize     string   `json:"tmp_size,omitempty"`
+	// Snapshot restores a snapshot of the tenant's into the new sandbox.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
@@ -353,9 +355,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 			writeError(w, http.StatusForbidden, fault.SessionRefused, "a tenant cannot name host paths (workspace, mounts) or the host backend", "")
 			return
 		}
-		ws, err := s.tenantWorkspace(t)
+		ws, err := s.tenantWorkspace(t, c.Snapshot)
 		if err != nil {
-			writeFault(w, fault.New(fault.Store, "cannot make the workspace", err.Error(), "", err))
+			var fe *fault.Error
+			if !errors.As(err, &fe) {
+				err = fault.New(fault.Store, "cannot make the workspace", err.Error(), "", err)
+			}
+			writeFault(w, err)
 			return
 		}
 		req.Cwd, f.Workspace = ws, ws
@@ -368,10 +374,26 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		writeFault(w, classify(err))
 		return
 	}
-	rec, err := session.Spawn(context.WithoutCancel(r.Context()), s.st, s.cfg.Store, s.cfg.Pinfold, req)
+	var from *session.Snapshot
+	if c.Snapshot != "" {
+		var err error
+		if from, err = session.OpenSnapshot(s.st, c.Snapshot, t); err != nil {
+			writeFault(w, err)
+			return
+		}
+	}
+	ctx := context.WithoutCancel(r.Context())
+	rec, err := session.Spawn(ctx, s.st, s.cfg.Store, s.cfg.Pinfold, req)
 	if err != nil {
 		writeFault(w, classify(err))
 		return
+	}
+	if from != nil {
+		if err := session.Restore(ctx, s.st, rec, from); err != nil {
+			session.Stop(ctx, s.st, rec, 5*time.Second)
+			writeFault(w, classify(err))
+			return
+		}
 	}
 	writeJSON(w, http.StatusCreated, rec)
 }
@@ -384,8 +406,16 @@ func classify(err error) error {
 	return fault.New(fault.SessionRefused, "cannot start the sandbox", err.Error(), "", err)
 }
 
-// tenantWorkspace makes a fresh workspace for a tenant's session.
-func (s *Server) tenantWorkspace(t string) (string, error) {
+// tenantWorkspace makes a fresh workspace for a tenant's session, or
+// reuses the one a snapshot of the tenant's was taken in.
+func (s *Server) tenantWorkspace(t, snapshot string) (string, error) {
+	if snapshot != "" {
+		snap, err := session.OpenSnapshot(s.st, snapshot, t)
+		if err != nil {
+			return "", err
+		}
+		return snap.Workspace, nil
+	}
 	for _, c := range t {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return "", errors.New("invalid tenant name")

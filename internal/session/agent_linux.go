@@ -151,6 +151,8 @@ func (a *agent) handle(c *net.UnixConn) {
 		a.fileOp(c, r, fw, req)
 	case "connect":
 		a.connect(c, r, fw, req)
+	case "restore":
+		a.restore(c, r, fw)
 	default:
 		b, _ := json.Marshal(Exit{Code: 125, Error: "unknown op " + strconv.Quote(req.Op)})
 		fw.frame(FrameExit, b)
