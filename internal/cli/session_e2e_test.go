@@ -423,3 +423,31 @@ func TestSessionSnapshot(t *testing.T) {
 		t.Errorf("an unknown snapshot: %d %q", code, errs)
 	}
 }
+
+// TestSessionPodman: a session is a run of the engine, so the container
+// runtimes keep one too (the agent bound into the container).
+func TestSessionPodman(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("podman here runs as root")
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("podman is missing on CI")
+		}
+		t.Skip("no podman")
+	}
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	r := startSession(t, ws, "--backend", "podman")
+	pf(t, ws, "exec", r.ID, "--", "sh", "-c", "echo p > /tmp/p; echo w > w.txt")
+	out, errs, code := pf(t, ws, "exec", r.ID, "--", "sh", "-c", "cat /tmp/p w.txt; echo $HOME; exit 2")
+	if code != 2 || out != "p\nw\n/home/sandbox\n" {
+		t.Errorf("podman session: %d %q %q", code, out, errs)
+	}
+	if _, errs, code := pf(t, ws, "session", "pause", r.ID); code != 125 || !strings.Contains(errs, "PF191") {
+		t.Errorf("pause on podman: %d %q", code, errs)
+	}
+	if _, errs, code := pf(t, ws, "session", "stop", r.ID); code != 0 || !strings.Contains(errs, "1 added") {
+		t.Errorf("stop: %d %q", code, errs)
+	}
+}
