@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/agent"
 	"net"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ func main() {
 		{"pinfold exec SESSION true (CLI)", func() time.Duration { return timed(bin, "exec", id, "--", "true") }},
 		{"session agent exec (library, one connect + fork)", func() time.Duration {
 			t0 := time.Now()
-			e, err := session.Exec(context.Background(), st.Sock(id), &session.Request{Args: []string{"true"}}, session.ExecStreams{})
+			e, err := agent.Exec(context.Background(), st.Sock(id), &agent.Request{Args: []string{"true"}}, agent.ExecStreams{})
 			if err != nil || e.Code != 0 {
 				fail("agent exec: %v %+v", err, e)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/agent"
 	"os"
 	"os/signal"
 	"slices"
@@ -32,8 +33,8 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 		if os.Getenv("PINFOLD_HOST") != "" && !slices.Contains(args, "--help") && !slices.Contains(args, "-h") {
 			return execAPI(io, append([]string{"client"}, args...)...), true
 		}
-	case session.AgentCommand:
-		return session.AgentMain(args[1:]), true
+	case agent.AgentCommand:
+		return agent.AgentMain(args[1:]), true
 	case session.SuperviseCommand:
 		if len(args) != 2 {
 			return fault.ExitUsage, true
@@ -495,7 +496,7 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 		}
 		env = append(env, e)
 	}
-	req := &session.Request{Args: cmd, Env: env, Dir: o.workdir, TTY: o.tty}
+	req := &agent.Request{Args: cmd, Env: env, Dir: o.workdir, TTY: o.tty}
 	if o.tty {
 		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
 			req.Rows, req.Cols = ws.Row, ws.Col
@@ -503,7 +504,7 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 		req.Env = append([]string{"TERM=" + termOr("xterm")}, req.Env...)
 	}
 	req.Stdin = o.interactive
-	x, err := session.StartExec(ctx, st.Sock(r.ID), req)
+	x, err := agent.StartExec(ctx, st.Sock(r.ID), req)
 	if err != nil {
 		return fail(io, fault.New(fault.SessionEnded, "cannot reach session "+r.ID, err.Error(), "pinfold session status "+r.ID, err))
 	}
@@ -552,7 +553,7 @@ func termOr(def string) string {
 }
 
 // execExit maps how an exec ended to pinfold's exit status.
-func execExit(io *IO, e *session.Exit, name string) int {
+func execExit(io *IO, e *agent.Exit, name string) int {
 	switch {
 	case e.NotFound:
 		fe := fault.New(fault.NotFound, "command not found in the session: "+name, e.Error, "give the full path, or install it in the session", nil)

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/agent"
 	"io"
 	"io/fs"
 	"net"
@@ -516,8 +517,8 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		}
 		timeout = d
 	}
-	req := &session.Request{Args: x.Args, Env: x.Env, Dir: x.Dir, Stdin: x.Stdin != ""}
-	conn, err := session.StartExec(ctx, s.st.Sock(rec.ID), req)
+	req := &agent.Request{Args: x.Args, Env: x.Env, Dir: x.Dir, Stdin: x.Stdin != ""}
+	conn, err := agent.StartExec(ctx, s.st.Sock(rec.ID), req)
 	if err != nil {
 		writeFault(w, fault.New(fault.SessionEnded, "cannot reach sandbox "+rec.ID, err.Error(), "", err))
 		return
@@ -563,10 +564,10 @@ func fileError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, fault.BadValue, err.Error(), "")
 	case errors.Is(err, fs.ErrPermission):
 		writeError(w, http.StatusForbidden, fault.BadValue, err.Error(), "")
-	case errors.Is(err, session.ErrTooLarge):
+	case errors.Is(err, agent.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, err.Error(), "")
 	default:
-		var oe *session.OpError
+		var oe *agent.OpError
 		if errors.As(err, &oe) {
 			writeError(w, http.StatusBadRequest, fault.BadValue, err.Error(), "")
 			return
@@ -582,7 +583,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	started := false
-	err := session.ReadFile(r.Context(), s.st.Sock(rec.ID), p, w, func(fi *session.FileInfo) {
+	err := agent.ReadFile(r.Context(), s.st.Sock(rec.ID), p, w, func(fi *agent.FileInfo) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
 		started = true
@@ -610,7 +611,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 	}
-	err := session.WriteFile(r.Context(), s.st.Sock(rec.ID), p, uint32(mode), r.Body, s.cfg.MaxUpload)
+	err := agent.WriteFile(r.Context(), s.st.Sock(rec.ID), p, uint32(mode), r.Body, s.cfg.MaxUpload)
 	if err != nil {
 		fileError(w, err)
 		return
@@ -624,7 +625,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t string) {
 	if rec == nil || !ok {
 		return
 	}
-	if err := session.Remove(r.Context(), s.st.Sock(rec.ID), p, r.URL.Query().Get("recursive") == "true"); err != nil {
+	if err := agent.Remove(r.Context(), s.st.Sock(rec.ID), p, r.URL.Query().Get("recursive") == "true"); err != nil {
 		fileError(w, err)
 		return
 	}
@@ -637,7 +638,7 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t string) {
 	if rec == nil || !ok {
 		return
 	}
-	fi, err := session.Stat(r.Context(), s.st.Sock(rec.ID), p)
+	fi, err := agent.Stat(r.Context(), s.st.Sock(rec.ID), p)
 	if err != nil {
 		fileError(w, err)
 		return
@@ -651,7 +652,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, t string) {
 	if rec == nil || !ok {
 		return
 	}
-	list, err := session.List(r.Context(), s.st.Sock(rec.ID), p)
+	list, err := agent.List(r.Context(), s.st.Sock(rec.ID), p)
 	if err != nil {
 		fileError(w, err)
 		return
@@ -707,7 +708,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, http.StatusConflict, fault.BadValue, fmt.Sprintf("port %d is published already", pr.Port), "")
 		return
 	}
-	l, err := session.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
+	l, err := agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
 	if err != nil {
 		writeError(w, http.StatusConflict, fault.BadValue, err.Error(), "")
 		return

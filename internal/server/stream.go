@@ -2,17 +2,17 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/pinfold/pinfold/internal/agent"
 	"net/http"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/internal/session"
 )
 
 // execStream runs a command over a WebSocket. The client's first message
-// is a JSON session.Request (args, env, dir, tty, rows, cols, stdin);
+// is a JSON agent.Request (args, env, dir, tty, rows, cols, stdin);
 // then every message is binary, its first byte a frame type of
 // internal/session: the client sends stdin ('i'), end of stdin ('I'), a
 // signal ('s', one byte) and a size ('r', rows and cols as big-endian
@@ -37,15 +37,15 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, t string) {
 	if err != nil {
 		return
 	}
-	var req session.Request
+	var req agent.Request
 	if typ != websocket.MessageText || json.Unmarshal(msg, &req) != nil || len(req.Args) == 0 {
 		c.Close(websocket.StatusPolicyViolation, "the first message must be a JSON request with args")
 		return
 	}
-	x, err := session.StartExec(ctx, s.st.Sock(rec.ID), &req)
+	x, err := agent.StartExec(ctx, s.st.Sock(rec.ID), &req)
 	if err != nil {
-		b, _ := json.Marshal(session.Exit{Code: 125, Error: string(fault.SessionEnded) + " cannot reach the sandbox: " + err.Error()})
-		c.Write(ctx, websocket.MessageBinary, append([]byte{session.FrameExit}, b...))
+		b, _ := json.Marshal(agent.Exit{Code: 125, Error: string(fault.SessionEnded) + " cannot reach the sandbox: " + err.Error()})
+		c.Write(ctx, websocket.MessageBinary, append([]byte{agent.FrameExit}, b...))
 		c.Close(websocket.StatusNormalClosure, "")
 		return
 	}
@@ -74,7 +74,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, t string) {
 		if err := c.Write(ctx, websocket.MessageBinary, append([]byte{ft}, b...)); err != nil {
 			return
 		}
-		if ft == session.FrameExit {
+		if ft == agent.FrameExit {
 			c.Close(websocket.StatusNormalClosure, "")
 			return
 		}

@@ -1,13 +1,12 @@
 package session
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
+	"github.com/pinfold/pinfold/internal/agent"
 	"io"
 	"os"
 	"path/filepath"
@@ -119,39 +118,8 @@ func Restore(ctx context.Context, st *Store, r *Record, s *Snapshot) error {
 		return fault.New(fault.Store, "cannot read snapshot "+s.ID, err.Error(), "", err)
 	}
 	defer f.Close()
-	c, err := dial(ctx, st.Sock(r.ID))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := writeRequest(c, &Request{Op: "restore"}); err != nil {
-		return err
-	}
-	fw := &frameWriter{w: c}
-	buf := make([]byte, 256<<10)
-	for {
-		n, rerr := f.Read(buf)
-		if n > 0 {
-			if err := fw.frame(FrameStdin, buf[:n]); err != nil {
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-	fw.frame(FrameStdinEOF, nil)
-	t, b, err := readFrame(bufio.NewReader(c), nil)
-	if err != nil {
-		return err
-	}
-	if t != FrameOK {
-		var e Exit
-		json.Unmarshal(b, &e)
-		return fault.New(fault.SessionRefused, "cannot restore snapshot "+s.ID, e.Error, "", errors.New(e.Error))
+	if err := agent.Restore(ctx, st.Sock(r.ID), f); err != nil {
+		return fault.New(fault.SessionRefused, "cannot restore snapshot "+s.ID, err.Error(), "", err)
 	}
 	return nil
 }

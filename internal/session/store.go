@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/agent"
 	"os"
 	"path/filepath"
 	"sort"
@@ -72,7 +73,7 @@ func Open(storeDir string) *Store { return &Store{Dir: filepath.Join(storeDir, "
 func (s *Store) Path(id string) string { return filepath.Join(s.Dir, id) }
 
 // Sock is the host path of a session's agent socket.
-func (s *Store) Sock(id string) string { return filepath.Join(s.Dir, id, "run", sockName) }
+func (s *Store) Sock(id string) string { return filepath.Join(s.Dir, id, "run", agent.SockName) }
 
 // LogPath is a session's log: the agent's and the supervisor's output.
 func (s *Store) LogPath(id string) string { return filepath.Join(s.Dir, id, "log") }

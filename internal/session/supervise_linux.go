@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/agent"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,7 +54,7 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 	if req.Idle > 0 {
 		idle = req.Idle.String()
 	}
-	args := []string{AgentPath, AgentCommand, idle}
+	args := []string{agent.AgentPath, agent.AgentCommand, idle}
 	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen})
 	if err != nil {
 		return nil, err
@@ -75,9 +76,9 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 			exe = real
 		}
 		p.Sandbox.Mounts = append(p.Sandbox.Mounts,
-			sandboxMount(exe, AgentPath, true),
-			sandboxMount(filepath.Join(dir, "run"), RunDir, false),
-			sandboxMount(filepath.Join(dir, "home"), Home, false))
+			sandboxMount(exe, agent.AgentPath, true),
+			sandboxMount(filepath.Join(dir, "run"), agent.RunDir, false),
+			sandboxMount(filepath.Join(dir, "home"), agent.Home, false))
 	}
 	env := p.Command.Env[:0:0]
 	for _, v := range p.Command.Env {
@@ -85,7 +86,7 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 			env = append(env, v)
 		}
 	}
-	p.Command.Env = append(env, plan.EnvVar{Name: "HOME", Value: Home, From: "session"})
+	p.Command.Env = append(env, plan.EnvVar{Name: "HOME", Value: agent.Home, From: "session"})
 	return p, nil
 }
 
@@ -233,7 +234,7 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	up := false
 	for i := 0; i < 2000 && !up; i++ {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := Call(cctx, sock, &Request{Op: "ping"})
+		_, err := agent.Call(cctx, sock, &agent.Request{Op: "ping"})
 		cancel()
 		up = err == nil
 		if !up {
@@ -277,9 +278,9 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	if out != nil && out.Result != nil {
 		res := out.Result
 		switch {
-		case res.Reason == "exited" && res.ExitCode == agentStopped:
+		case res.Reason == "exited" && res.ExitCode == agent.ExitStopped:
 			r.Reason = "stopped"
-		case res.Reason == "exited" && res.ExitCode == agentIdle:
+		case res.Reason == "exited" && res.ExitCode == agent.ExitIdle:
 			r.Reason = "idle"
 		case len(res.LimitsHit) > 0:
 			r.Reason = "limit hit: " + strings.Join(res.LimitsHit, ", ")
@@ -336,7 +337,7 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := Call(cctx, st.Sock(r.ID), &Request{Op: "stop"})
+	_, err := agent.Call(cctx, st.Sock(r.ID), &agent.Request{Op: "stop"})
 	cancel()
 	if err == nil {
 		if cur := ended(grace); cur != nil {

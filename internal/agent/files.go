@@ -1,4 +1,4 @@
-package session
+package agent
 
 import (
 	"bufio"
@@ -242,4 +242,46 @@ func Forward(sock, hostAddr string, port int) (net.Listener, error) {
 		}
 	}()
 	return l, nil
+}
+
+// Restore sends a layer (an uncompressed OCI layer tar) to the agent at
+// sock, which replays it onto the sandbox's file system.
+func Restore(ctx context.Context, sock string, layer io.Reader) error {
+	c, err := dial(ctx, sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	if err := writeRequest(c, &Request{Op: "restore"}); err != nil {
+		return err
+	}
+	fw := &frameWriter{w: c}
+	buf := make([]byte, 256<<10)
+	for {
+		n, rerr := layer.Read(buf)
+		if n > 0 {
+			if err := fw.frame(FrameStdin, buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	fw.frame(FrameStdinEOF, nil)
+	t, b, err := readFrame(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	if t != FrameOK {
+		var e Exit
+		json.Unmarshal(b, &e)
+		return &OpError{Op: "restore", Path: "/", Exit: e}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package session
+package agent
 
 import (
 	"bufio"
@@ -24,8 +24,8 @@ import (
 
 // Agent exit statuses, which the supervisor records as the reason.
 const (
-	agentStopped = 0
-	agentIdle    = 3
+	ExitStopped = 0 // asked to stop, or SIGTERM
+	ExitIdle    = 3 // idle for its timeout
 )
 
 // AgentMain runs the session agent inside the sandbox: it listens on
@@ -51,7 +51,7 @@ func AgentMain(args []string) int {
 	a.touch()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	go func() { <-sigs; a.finish(agentStopped) }()
+	go func() { <-sigs; a.finish(ExitStopped) }()
 	if idle > 0 {
 		go a.reap(idle)
 	}
@@ -106,7 +106,7 @@ func (a *agent) reap(idle time.Duration) {
 		}
 		busy += step
 		if busy >= idle {
-			a.finish(agentIdle)
+			a.finish(ExitIdle)
 			return
 		}
 	}
@@ -144,7 +144,7 @@ func (a *agent) handle(c *net.UnixConn) {
 		fw.frame(FrameOK, b)
 	case "stop":
 		fw.frame(FrameOK, []byte("{}"))
-		a.finish(agentStopped)
+		a.finish(ExitStopped)
 	case "exec":
 		a.exec(c, r, fw, req)
 	case "read", "write", "stat", "list", "remove":

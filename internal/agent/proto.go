@@ -1,22 +1,18 @@
-// Package session keeps sandboxes up between commands. A session is a
-// sandbox started through the engine like any run, whose command is
-// pinfold's own session agent (this binary, bound into the sandbox at
-// AgentPath). The agent listens on a unix socket in the session's
-// directory of the store (bound at RunDir inside) and forks the commands
-// it is asked to run: an exec is one connect and one fork, with no setns,
-// and everything it starts shares the sandbox's /tmp, home, processes and
-// changeset. The supervisor, a detached pinfold on the host, holds the
-// engine's Run: when the agent ends, Run.Wait finishes the changeset as it
-// does for any run, and the supervisor records how the session ended.
+// Package agent is pinfold's session agent and its protocol. The agent is
+// pinfold's own binary run as a sandbox's command (AgentCommand, bound in
+// at AgentPath): it listens on a unix socket in RunDir and forks the
+// commands it is asked to run, so that an exec into a running sandbox is
+// one connect and one fork, with no setns, and everything it starts shares
+// the sandbox's /tmp, home, processes and changeset. It also reads and
+// writes files, forwards ports and restores snapshots, inside the sandbox
+// and as its user. internal/session (pinfold's sessions) and
+// sandbox/native (the library's sessions) start it; the host side of the
+// protocol (Exec, Stat, ReadFile, WriteFile, Connect, Forward, Restore) is
+// here too.
 //
-//	host                                 sandbox
-//	pinfold exec ──connect── STORE/sessions/ID/run/agent.sock ── agent ── fork CMD
-//	supervisor (engine.Start, Run.Wait) ──────────────────────── (its command)
-//
-// The wire protocol on the agent's socket: one JSON line (Request), then
-// frames of one type byte and a big-endian uint32 length in both
-// directions (see the Frame constants).
-package session
+// The wire protocol: one JSON line (Request), then frames of one type byte
+// and a big-endian uint32 length in both directions (the Frame constants).
+package agent
 
 import (
 	"bufio"
@@ -39,6 +35,9 @@ const (
 
 // AgentCommand is the hidden subcommand that runs the agent.
 const AgentCommand = "__session-agent"
+
+// SockName is the socket's name in the run directory.
+const SockName = sockName
 
 // Request is what a client asks the agent, as the first line.
 type Request struct {
