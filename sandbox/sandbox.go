@@ -23,6 +23,12 @@
 //	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"make", "test"}, Stdout: os.Stdout})
 //	if err != nil { ... }
 //	res, err := p.Wait()
+//
+// A runtime that can keep a sandbox up between commands implements
+// Sessioner (sandbox/native does): its Session's commands share one
+// sandbox's /tmp, home, processes and writes, stream their input and
+// output, and its ForwardPort reaches the sandbox's loopback. RunScript
+// runs a program given as text with an interpreter, in any Sandbox.
 package sandbox
 
 import (

@@ -169,18 +169,22 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 		sendExit(Exit{Code: 125, Error: "no command given"})
 		return
 	}
+	env := append(os.Environ(), req.Env...)
+	if req.Clearenv {
+		env = req.Env
+	}
 	cmd := exec.Command(req.Args[0], req.Args[1:]...)
 	if filepath.Base(req.Args[0]) == req.Args[0] {
 		// Look the name up in the command's PATH, not the agent's.
 		cmd.Path = req.Args[0]
-		if p, err := lookPath(req.Args[0], append(os.Environ(), req.Env...)); err == nil {
+		if p, err := lookPath(req.Args[0], env); err == nil {
 			cmd.Path = p
 		} else {
 			sendExit(Exit{Code: 127, Error: err.Error(), NotFound: true})
 			return
 		}
 	}
-	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Env = env
 	cmd.Dir = req.Dir
 	var ptmx *os.File
 	var err error

@@ -43,8 +43,10 @@ const SockName = sockName
 type Request struct {
 	Op   string   `json:"op"` // "exec", "stop", "ping"
 	Args []string `json:"args,omitempty"`
-	// Env adds to (or overrides) the session's environment.
-	Env  []string `json:"env,omitempty"`
+	// Env adds to (or overrides) the session's environment; with
+	// Clearenv it is the whole environment.
+	Env      []string `json:"env,omitempty"`
+	Clearenv bool     `json:"clearenv,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
 	TTY  bool     `json:"tty,omitempty"`
 	Rows uint16   `json:"rows,omitempty"`

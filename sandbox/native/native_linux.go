@@ -27,7 +27,8 @@ import (
 type Option func(*options)
 
 type options struct {
-	pool int
+	pool  int
+	agent string // pinfold's binary for sessions' agents
 }
 
 // WithPool keeps n instances of the sandbox built ahead of time, so Run
