@@ -47,10 +47,10 @@ type Request struct {
 	// Clearenv it is the whole environment.
 	Env      []string `json:"env,omitempty"`
 	Clearenv bool     `json:"clearenv,omitempty"`
-	Dir  string   `json:"dir,omitempty"`
-	TTY  bool     `json:"tty,omitempty"`
-	Rows uint16   `json:"rows,omitempty"`
-	Cols uint16   `json:"cols,omitempty"`
+	Dir      string   `json:"dir,omitempty"`
+	TTY      bool     `json:"tty,omitempty"`
+	Rows     uint16   `json:"rows,omitempty"`
+	Cols     uint16   `json:"cols,omitempty"`
 	// Stdin: the client sends stdin frames; otherwise the command reads
 	// /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
