@@ -221,7 +221,7 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 		sendExit(e)
 		return
 	}
-	pid := cmd.Process.Pid
+	pid, began := cmd.Process.Pid, time.Now()
 	fw.frame(FrameStarted, []byte(strconv.Itoa(pid)))
 	ended := make(chan struct{})
 	// The client's frames: stdin, signals, sizes. A client gone mid-exec
@@ -306,6 +306,10 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 	sendExit(e)
 	// Let the client read the exit before the connection closes.
 	c.CloseWrite()
+	// The session's log (pinfold session logs): what ran, not its
+	// arguments, which may hold secrets.
+	fmt.Fprintf(os.Stderr, "%s exec %s (pid %d): status %d after %s\n", time.Now().UTC().Format(time.RFC3339), req.Args[0], pid, e.Code,
+		time.Since(began).Round(time.Millisecond))
 }
 
 // lookPath finds name in env's PATH.

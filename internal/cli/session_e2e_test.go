@@ -152,6 +152,10 @@ func TestSessionLifecycle(t *testing.T) {
 	if !strings.Contains(out, r.ID) || !strings.Contains(out, "running") {
 		t.Errorf("session ls: %q", out)
 	}
+	out, _, _ = pf(t, ws, "session", "logs", "life")
+	if !strings.Contains(out, "exec sh (pid ") || !strings.Contains(out, "status 3 after") || strings.Contains(out, "sleep 3141") {
+		t.Errorf("session logs: %q", out)
+	}
 
 	_, errs, code = pf(t, ws, "session", "stop", "life")
 	if code != 0 || !strings.Contains(errs, "2 added, 1 modified") {
