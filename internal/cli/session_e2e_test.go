@@ -315,8 +315,10 @@ func TestSessionPause(t *testing.T) {
 	store := t.TempDir()
 	t.Setenv("PINFOLD_STORE", store)
 	ws := t.TempDir()
-	r := startSession(t, ws, "--idle-timeout", "1s")
-	pf(t, ws, "exec", r.ID, "--", "sh", "-c", `i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.02; done >/dev/null 2>&1 &`)
+	// Idle for 3 s ends the session: the pause below lasts longer.
+	r := startSession(t, ws, "--idle-timeout", "3s")
+	// The counter is renamed into place: never seen half written.
+	pf(t, ws, "exec", r.ID, "--", "sh", "-c", `i=0; while :; do i=$((i+1)); echo $i > c.tmp; mv c.tmp count; sleep 0.02; done >/dev/null 2>&1 &`)
 	counter := func() string {
 		m, _ := filepath.Glob(filepath.Join(store, "changesets", r.Changeset, "*", "upper", "count"))
 		if len(m) == 0 {
@@ -334,7 +336,7 @@ func TestSessionPause(t *testing.T) {
 	}
 	before := counter()
 	// Paused for longer than the idle timeout: the session stays.
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(3500 * time.Millisecond)
 	if after := counter(); after != before || before == "" {
 		t.Errorf("the session ran while paused: %q then %q", before, after)
 	}
