@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -58,7 +59,7 @@ pinfold diff shows the changeset at any time; apply or discard it once the
 session is stopped.`,
 		sub: []command{sessionStartCommand(), sessionLsCommand(), sessionStatusCommand(), sessionLogsCommand(),
 			sessionStopCommand(), sessionRmCommand(), sessionPauseCommand(true), sessionPauseCommand(false),
-			sessionSnapshotCommand()}}
+			sessionSnapshotCommand(), sessionPortCommand()}}
 }
 
 func sessionStartCommand() command {
@@ -388,6 +389,71 @@ restores it into a new session of the same workspace.`,
 				return 0
 			}
 		}}
+}
+
+func sessionPortCommand() command {
+	return command{name: "port", summary: "forward a host port to a running session", use: "port [SESSION] PORT [[ADDR:]HOSTPORT]",
+		long: `Forwards connections to HOSTPORT of the host (default address 127.0.0.1; a
+free port when none is given) to PORT on the session's own loopback, whatever
+its network, until interrupted. Ports given to session start with -p are
+published for the session's whole life instead.`,
+		setup: func(fs *flagSet) runner {
+			return func(ctx context.Context, io *IO, args []string) int {
+				ref := ""
+				if len(args) == 3 || len(args) == 2 && !isPort(args[0]) {
+					ref, args = args[0], args[1:]
+				}
+				if len(args) == 0 || len(args) > 2 || !isPort(args[0]) {
+					return fail(io, fs.errorf("pinfold session port needs a sandbox port: port [SESSION] PORT [[ADDR:]HOSTPORT]"))
+				}
+				port, _ := strconv.Atoi(args[0])
+				host := "127.0.0.1:0"
+				if len(args) == 2 {
+					host = args[1]
+					if !strings.Contains(host, ":") {
+						host = "127.0.0.1:" + host
+					}
+				}
+				st, _ := sessionStore()
+				r, err := findSession(st, ref)
+				if err != nil {
+					return fail(io, err)
+				}
+				if err := running(r); err != nil {
+					return fail(io, err)
+				}
+				l, err := agent.Forward(st.Sock(r.ID), host, port)
+				if err != nil {
+					return fail(io, fault.New(fault.BadValue, "cannot listen on "+host, err.Error(), "choose another host port", err))
+				}
+				defer l.Close()
+				fmt.Fprintf(io.Stdout, "%s\n", l.Addr())
+				fmt.Fprintf(io.Stderr, "pinfold: forwarding %s to port %d of session %s (Ctrl-C ends it)\n", l.Addr(), port, r.ID)
+				sigs := make(chan os.Signal, 1)
+				signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				defer signal.Stop(sigs)
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-sigs:
+						return 0
+					case <-ctx.Done():
+						return 0
+					case <-tick.C:
+						if cur, err := st.Get(r.ID, ""); err != nil || !cur.Live() {
+							fmt.Fprintf(io.Stderr, "pinfold: session %s ended\n", r.ID)
+							return 0
+						}
+					}
+				}
+			}
+		}}
+}
+
+func isPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0 && n < 65536
 }
 
 func sessionRmCommand() command {

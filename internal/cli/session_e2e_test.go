@@ -1,8 +1,11 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -455,5 +458,49 @@ func TestSessionPodman(t *testing.T) {
 	}
 	if _, errs, code := pf(t, ws, "session", "stop", r.ID); code != 0 || !strings.Contains(errs, "1 added") {
 		t.Errorf("stop: %d %q", code, errs)
+	}
+}
+
+func TestSessionPort(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 for a server in the sandbox")
+	}
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	r := startSession(t, ws) // network none: only the agent reaches in
+	_, errs, code := pf(t, ws, "exec", r.ID, "--", "sh", "-c", "cd /tmp && echo served > index.html && (python3 -m http.server --bind 127.0.0.1 8767 >/dev/null 2>&1 &); "+
+		"for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8767))' 2>/dev/null && exit 0; sleep 0.05; done; exit 1")
+	if code != 0 {
+		t.Fatalf("starting a server in the session: %q", errs)
+	}
+	cmd := exec.Command(pinfold, "session", "port", r.ID, "8767")
+	cmd.Dir = ws
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimSpace(line)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("GET /index.html HTTP/1.0\r\n\r\n"))
+	body, _ := io.ReadAll(c)
+	c.Close()
+	if !strings.Contains(string(body), "served") {
+		t.Errorf("through the forwarded port: %q", body)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("session port after SIGINT: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Error("the port is still forwarded")
 	}
 }
