@@ -504,3 +504,25 @@ func TestSessionPort(t *testing.T) {
 		t.Error("the port is still forwarded")
 	}
 }
+
+// TestSessionsIsolated: one session sees nothing of another's processes
+// or files, and cannot signal them.
+func TestSessionsIsolated(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	a, b := startSession(t, ws), startSession(t, ws)
+	pf(t, ws, "exec", a.ID, "--", "sh", "-c", "echo secret > /tmp/only-a; echo h > $HOME/only-a; sleep 8181 >/dev/null 2>&1 &")
+	hostPid := ""
+	if p := conformance.ProcessesWith("sleep 8181"); len(p) == 1 {
+		hostPid = strings.TrimSuffix(strings.Fields(p[0])[1], ":")
+	}
+	out, errs, code := pf(t, ws, "exec", b.ID, "--", "sh", "-c",
+		`ls /tmp/only-a $HOME/only-a 2>&1; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c '^sleep 8181'; kill -9 `+hostPid+` 2>&1; exit 0`)
+	if code != 0 || !strings.Contains(out, "/tmp/only-a: No such file") || !strings.Contains(out, "only-a: No such file") ||
+		!strings.Contains(out, "\n0\n") || !strings.Contains(out, "No such process") {
+		t.Errorf("session b saw a's: %d %q %q", code, out, errs)
+	}
+	if len(conformance.ProcessesWith("sleep 8181")) != 1 {
+		t.Error("session b killed a's process")
+	}
+}
