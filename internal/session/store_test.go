@@ -1,0 +1,66 @@
+package session
+
+import (
+	"os"
+
+	"github.com/pinfold/pinfold/internal/procstat"
+	"testing"
+	"time"
+)
+
+func TestNames(t *testing.T) {
+	for name, ok := range map[string]bool{"work": true, "a.b-c_d": true, "9lives": true, "": false, "-x": false,
+		".hidden": false, "a/b": false, "a b": false, string(make([]byte, 64)): false} {
+		if validName(name) != ok {
+			t.Errorf("%q: %v", name, !ok)
+		}
+	}
+}
+
+// TestStore: records by id, prefix and name, per tenant; a live record
+// whose supervisor is gone is lost.
+func TestStore(t *testing.T) {
+	st := Open(t.TempDir())
+	a, err := st.Create("web", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.Create("", "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create("bad name", ""); err == nil {
+		t.Error("a bad name was accepted")
+	}
+	// a's supervisor: this process, alive.
+	a.State, a.Pid = StateRunning, os.Getpid()
+	a.PidStart = procstat.StartTime(os.Getpid())
+	st.Save(a)
+	if _, err := st.Create("web", ""); err == nil {
+		t.Error("a running session's name was taken twice")
+	}
+	for _, ref := range []string{a.ID, a.ID[:5], "web"} {
+		if r, err := st.Get(ref, ""); err != nil || r.ID != a.ID || r.State != StateRunning {
+			t.Errorf("%q: %+v %v", ref, r, err)
+		}
+	}
+	if _, err := st.Get(b.ID, ""); err != ErrNotFound {
+		t.Errorf("another tenant's session: %v", err)
+	}
+	if _, err := st.Get(a.ID, "tenant"); err != ErrNotFound {
+		t.Errorf("the owner's session for a tenant: %v", err)
+	}
+	// b's supervisor never existed (pid 1's start time is not 1).
+	b.State, b.Pid, b.PidStart = StateRunning, 1, 1
+	st.Save(b)
+	r, err := st.Get(b.ID, "tenant")
+	if err != nil || r.State != StateLost || r.Ended.IsZero() || time.Since(r.Ended) > time.Minute {
+		t.Errorf("a session without its supervisor: %+v %v", r, err)
+	}
+	if err := st.Remove(a); err == nil {
+		t.Error("a running session was removed")
+	}
+	if err := st.Remove(r); err != nil {
+		t.Error(err)
+	}
+}
