@@ -124,6 +124,23 @@ changeset, as a run's are.`,
 		}}
 }
 
+// sessionRefs completes session arguments: the ids and names of live
+// sessions.
+func sessionRefs() []string {
+	st, _ := sessionStore()
+	list, _ := st.List("")
+	var refs []string
+	for _, r := range list {
+		if r.Live() {
+			refs = append(refs, r.ID)
+			if r.Name != "" {
+				refs = append(refs, r.Name)
+			}
+		}
+	}
+	return refs
+}
+
 func parseDuration(s string) (time.Duration, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return d, nil
@@ -216,7 +233,7 @@ func state(r *session.Record) string {
 }
 
 func sessionStatusCommand() command {
-	return command{name: "status", summary: "show a session", use: "status [SESSION] [--json]",
+	return command{name: "status", complete: sessionRefs, summary: "show a session", use: "status [SESSION] [--json]",
 		setup: func(fs *flagSet) runner {
 			var asJSON bool
 			fs.Bool(&asJSON, "json", 0, "print JSON")
@@ -259,7 +276,7 @@ func first(args []string) string {
 }
 
 func sessionLogsCommand() command {
-	return command{name: "logs", summary: "show a session's log", use: "logs [-f] [SESSION]",
+	return command{name: "logs", complete: sessionRefs, summary: "show a session's log", use: "logs [-f] [SESSION]",
 		long: `Shows what the session's agent and sandbox wrote outside any pinfold exec, and
 the session's notices. With -f, follows it until the session ends.`,
 		setup: func(fs *flagSet) runner {
@@ -296,7 +313,7 @@ the session's notices. With -f, follows it until the session ends.`,
 }
 
 func sessionStopCommand() command {
-	return command{name: "stop", summary: "stop a session", use: "stop [SESSION]",
+	return command{name: "stop", complete: sessionRefs, summary: "stop a session", use: "stop [SESSION]",
 		long: `Stops a session: everything running in it ends, and its changeset is recorded
 as a run's is (pinfold diff, apply, discard).`,
 		setup: func(fs *flagSet) runner {
@@ -338,7 +355,7 @@ func sessionPauseCommand(pause bool) command {
 	if !pause {
 		name, summary = "resume", "thaw a paused session"
 	}
-	return command{name: name, summary: summary, use: name + " [SESSION]",
+	return command{name: name, complete: sessionRefs, summary: summary, use: name + " [SESSION]",
 		long: summary + ` (the cgroup freezer; root). A paused session runs no command and
 its idle time does not count.`,
 		setup: func(fs *flagSet) runner {
@@ -362,7 +379,7 @@ its idle time does not count.`,
 }
 
 func sessionSnapshotCommand() command {
-	return command{name: "snapshot", summary: "save a session's changeset as an OCI layer", use: "snapshot [SESSION] [--json]",
+	return command{name: "snapshot", complete: sessionRefs, summary: "save a session's changeset as an OCI layer", use: "snapshot [SESSION] [--json]",
 		long: `Saves what the session has written so far (its changeset) as an OCI layer in the
 store and prints the snapshot's id: pinfold session start --snapshot ID
 restores it into a new session of the same workspace.`,
@@ -518,7 +535,7 @@ func execFlags(fs *flagSet, o *execOptions) {
 }
 
 func shellCommand() command {
-	return command{name: "shell", summary: "open a shell in a session", use: "shell [SESSION]",
+	return command{name: "shell", complete: sessionRefs, summary: "open a shell in a session", use: "shell [SESSION]",
 		long: `Opens an interactive shell (bash when the sandbox has it, else sh) in a
 session: the named one, or the newest running one of this workspace.`,
 		setup: func(fs *flagSet) runner {
