@@ -55,6 +55,8 @@ type command struct {
 	sub   []command
 	// complete offers values for the arguments (changeset ids...).
 	complete func() []string
+	// hidden keeps it out of help and completion (pinfold's own use).
+	hidden bool
 }
 
 func commands() []command {
@@ -75,6 +77,7 @@ func commands() []command {
 		explainCommand(),
 		capabilityCommand(),
 		cleanCommand(),
+		finishCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {
 				fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
@@ -159,6 +162,7 @@ func build(io *IO, c command, code *int) *cobra.Command {
 		Aliases:               c.aliases,
 		Short:                 c.summary,
 		Long:                  c.long,
+		Hidden:                c.hidden,
 		DisableFlagsInUseLine: true,
 	}
 	if cc.Long == "" {
