@@ -144,8 +144,10 @@ type Options struct {
 	// run has nothing left to do but wait for it: the CLI replaces itself
 	// with a small waiter there. If it returns, Wait continues as usual.
 	// Setting it locks the calling goroutine to its thread before the
-	// sandbox is made.
-	Handoff func(sandbox.Process)
+	// sandbox is made. A run with a changeset passes its store and id in
+	// changeset, with the changeset's lock kept across an exec: the waiter
+	// finishes it (FinishHandedOff), or Wait does if Handoff returns.
+	Handoff func(proc sandbox.Process, changeset []string)
 }
 
 // Outcome is how a run ended.
@@ -189,13 +191,15 @@ type Run struct {
 }
 
 // CanHandoff reports whether a run of p has nothing to do once its command
-// runs but wait for it: no changeset to finish, no network stack, limits,
-// terminal or output to watch. Such a run can hand its process to a small
-// waiter (Options.Handoff).
+// runs but wait for it and then record a new changeset of the workspace:
+// no network stack, limits, terminal or output to watch, no captures,
+// disk, --apply or reused changeset. Such a run can hand its process to a
+// small waiter (Options.Handoff).
 func CanHandoff(p *plan.Plan) bool {
 	sp := &p.Sandbox
-	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY && sp.Access != sandbox.AccessChangeset &&
-		len(p.Captures) == 0 && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
+	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY &&
+		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply && p.Disk == 0 &&
+		sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
 		!UsesStack(p) && sp.Base.Kind == sandbox.BaseHost
 }
 
@@ -377,7 +381,17 @@ func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, 
 	}
 	mark("pinfold: command started")
 	if handoff {
-		o.Handoff(proc)
+		var finish []string
+		if r.cs != nil {
+			if r.cs.KeepLockOnExec(true) != nil {
+				return nil // the run finishes in this process
+			}
+			finish = []string{r.e.Store, r.cs.Meta.ID}
+		}
+		o.Handoff(proc, finish)
+		if r.cs != nil {
+			r.cs.KeepLockOnExec(false)
+		}
 	}
 	return nil
 }

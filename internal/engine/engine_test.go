@@ -156,7 +156,9 @@ func TestCanHandoff(t *testing.T) {
 		want bool
 	}{
 		{plan.Flags{Access: "ro"}, true},
-		{plan.Flags{}, false}, // a changeset to finish
+		{plan.Flags{}, true}, // the waiter finishes the changeset
+		{plan.Flags{Apply: true}, false},
+		{plan.Flags{Capture: []string{"/tmp"}}, false},
 		{plan.Flags{Access: "ro", Memory: "64m"}, false},
 		{plan.Flags{Access: "ro", TTY: true}, false},
 		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, false},

@@ -765,7 +765,12 @@ func (p *Process) Signal(sig os.Signal) error {
 // The goroutine must have been locked to its thread (runtime.LockOSThread)
 // since before New, so that the sandbox was started by this thread. It
 // is not available for sandboxes with cgroup limits or a terminal.
-func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
+//
+// finish, when given, names a changeset the waiter finishes once the
+// command ended: the pinfold binary, the store and the changeset's id
+// (see internal/backend/native's Init.Handoff); its lock must survive
+// the exec.
+func (p *Process) Handoff(timeoutMsg, tmpFullMsg string, finish ...string) error {
 	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 || p.inst.net != nil {
 		return errors.New("handoff needs a sandbox without limits, terminal, copied streams or network stack")
 	}
@@ -778,7 +783,7 @@ func (p *Process) Handoff(timeoutMsg, tmpFullMsg string) error {
 			p.timer.Stop()
 		}
 	}
-	return p.inst.init.Handoff(deadline, timeoutMsg, tmpFullMsg)
+	return p.inst.init.Handoff(deadline, timeoutMsg, tmpFullMsg, finish...)
 }
 
 // Sent returns the messages that started the process's sandbox init, for

@@ -426,20 +426,33 @@ func (in *Init) Close() error {
 // with the command's status (128+N for signal N, 124 after the deadline).
 // It returns only if the exec fails.
 //
+// finish, when given, is a run's changeset to finish afterwards: the
+// pinfold binary, the store and the changeset's id, whose lock the caller
+// passes on (see the waiter in initc/init.c). The waiter removes an empty
+// one itself and otherwise execs "pinfold __finish STORE ID STATUS" with
+// this process's environment.
+//
 // It must be called from the OS thread that spawned the init (use
 // runtime.LockOSThread): exec ends every other thread, and the death of
 // the thread that started the sandbox would kill it.
-func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string) error {
+func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, finish ...string) error {
 	exe, err := initPath()
 	if err != nil {
 		return err
 	}
+	if len(finish) != 0 && len(finish) != 3 {
+		return errors.New("handing off: finish needs the binary, the store and the changeset's id")
+	}
 	if _, err := unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("handing off: %w", err)
 	}
-	argv := []string{"pinfold-wait", strconv.Itoa(in.sock), strconv.Itoa(in.pid),
-		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}
-	err = syscall.Exec(exe, argv, []string{})
+	argv := append([]string{"pinfold-wait", strconv.Itoa(in.sock), strconv.Itoa(in.pid),
+		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}, finish...)
+	env := []string{}
+	if len(finish) > 0 {
+		env = os.Environ()
+	}
+	err = syscall.Exec(exe, argv, env)
 	unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, unix.FD_CLOEXEC)
 	return fmt.Errorf("handing off to the waiter: %w", err)
 }
