@@ -59,6 +59,13 @@ func AgentMain(args []string) int {
 	code := <-a.done
 	l.Close()
 	os.Remove(sock)
+	// How it ended, for a supervisor that handed off to the waiter (it
+	// keeps no record of its own): the host reads it in the run directory.
+	reason := "stopped"
+	if code == ExitIdle {
+		reason = "idle"
+	}
+	os.WriteFile(filepath.Join(RunDir, ExitMarker), []byte(reason), 0o600)
 	return code
 }
 

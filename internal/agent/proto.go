@@ -36,6 +36,10 @@ const (
 // AgentCommand is the hidden subcommand that runs the agent.
 const AgentCommand = "__session-agent"
 
+// ExitMarker is the file in the run directory where the agent writes how
+// it ended ("stopped", "idle") as it exits.
+const ExitMarker = "exit"
+
 // SockName is the socket's name in the run directory.
 const SockName = sockName
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
@@ -397,6 +398,12 @@ func finishCommand() command {
 				e.Version = Version
 				e.Report = newReporter(io.Stderr, args[0])
 				co, err := e.FinishHandedOff(ctx, args[1], status)
+				// A session's supervisor hands off too: its record ends here.
+				if co != nil {
+					session.Open(args[0]).Finished(args[1], status, co.Empty, co.Counts.Added, co.Counts.Modified, co.Counts.Deleted)
+				} else {
+					session.Open(args[0]).Finished(args[1], status, false, 0, 0, 0)
+				}
 				if co != nil {
 					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
 				}

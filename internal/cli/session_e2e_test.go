@@ -524,4 +524,14 @@ func TestSessionsIsolated(t *testing.T) {
 	if len(conformance.ProcessesWith("sleep 8181")) != 1 {
 		t.Error("session b killed a's process")
 	}
+	// A session without limits or a network stack is supervised by the
+	// native runtime's small waiter, not a Go process.
+	b2, _ := os.ReadFile("/proc/" + strconv.Itoa(a.Pid) + "/smaps_rollup")
+	for _, l := range strings.Split(string(b2), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Pss:" {
+			if kb, _ := strconv.Atoi(f[1]); kb > 512 {
+				t.Errorf("the supervisor of an idle session uses %d KiB", kb)
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,33 @@ type Record struct {
 	Added    int `json:"added,omitempty"`
 	Modified int `json:"modified,omitempty"`
 	Deleted  int `json:"deleted,omitempty"`
+}
+
+// Finished records the end of the session whose changeset id a handed-off
+// supervisor finished: pinfold __finish, which the waiter execs in the
+// supervisor's process, calls it with the run's status and the changeset's
+// outcome (its counts, or empty).
+func (s *Store) Finished(changesetID string, status int, empty bool, added, modified, deleted int) {
+	ents, _ := os.ReadDir(s.Dir)
+	for _, e := range ents {
+		r, err := s.load(e.Name())
+		if err != nil || r.Changeset != changesetID || !r.Live() || r.Pid != os.Getpid() {
+			continue
+		}
+		r.State, r.Ended = StateStopped, time.Now().UTC()
+		r.Reason = "exited " + strconv.Itoa(status)
+		if b, err := os.ReadFile(filepath.Join(s.Path(r.ID), "run", agent.ExitMarker)); err == nil {
+			r.Reason = string(b)
+		}
+		if empty {
+			r.Changeset = ""
+		}
+		r.Added, r.Modified, r.Deleted = added, modified, deleted
+		s.Save(r)
+		removeFreezer(r.ID)
+		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
+		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
+	}
 }
 
 // Live reports whether the session's sandbox may still be up.
@@ -163,6 +191,14 @@ func (s *Store) check(r *Record) *Record {
 			freeze(r.Freezer, r.FreezerV2, false)
 		}
 		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
+		if b, err := os.ReadFile(filepath.Join(s.Path(r.ID), "run", agent.ExitMarker)); err == nil {
+			// The agent ended as asked and the supervisor (the waiter it
+			// handed off to) left no record: the session stopped.
+			r.State, r.Reason = StateStopped, string(b)
+			if _, err := os.Stat(filepath.Join(filepath.Dir(s.Dir), "changesets", r.Changeset)); r.Changeset != "" && err != nil {
+				r.Changeset = "" // the waiter removed it: nothing was written
+			}
+		}
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
 		s.Save(r)

@@ -224,43 +224,80 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	r.Pid, r.PidStart = os.Getpid(), procstat.StartTime(os.Getpid())
 	r.Workspace, r.Backend = p.Sandbox.Workspace, p.Backend
 	st.Save(r)
-	run, err := eng.Start(ctx, p, engine.Options{Stdout: os.Stdout, Stderr: os.Stderr})
+	// The agent is up once it answers; then the session can be paused
+	// and is recorded running.
+	sock := st.Sock(id)
+	waitUp := func() bool {
+		for i := 0; i < 2000; i++ {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := agent.Call(cctx, sock, &agent.Request{Op: "ping"})
+			cancel()
+			if err == nil {
+				return true
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return false
+	}
+	running := func(proc sandbox.Process) {
+		if np, ok := proc.(interface{ Pid() int }); ok && r.Freezer == "" {
+			// Pausable; a host without a freezer only cannot pause.
+			if dir, v2, err := setupFreezer(id, np.Pid()); err == nil {
+				r.Freezer, r.FreezerV2 = dir, v2
+			} else {
+				fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", id, err)
+			}
+		}
+		r.State = StateRunning
+		st.Save(r)
+		report(map[string]any{"ok": true})
+	}
+	opts := engine.Options{Stdout: os.Stdout, Stderr: os.Stderr}
+	if engine.CanHandoff(p) {
+		// Once the agent runs, this process has nothing to do but wait:
+		// it becomes the native runtime's small waiter, which execs
+		// pinfold __finish to record the changeset when the agent ends
+		// (Store.Finished records the session then). A session then costs
+		// the host its sandbox and a few kilobytes, not a Go process.
+		opts.Handoff = func(proc sandbox.Process, changeset []string) {
+			np, ok := proc.(interface {
+				Handoff(timeoutMsg, tmpFullMsg string, finish ...string) error
+			})
+			if !ok || !waitUp() {
+				return // Start returns and the session goes on as below
+			}
+			var finish []string
+			if changeset != nil {
+				exe, err := os.Executable()
+				if err != nil {
+					return
+				}
+				r.Changeset = changeset[1]
+				finish = append([]string{exe}, changeset...)
+			}
+			running(proc)
+			signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
+			np.Handoff("pinfold: session "+id+": killed: timeout", "pinfold: session "+id+": /tmp is full", finish...)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		}
+	}
+	run, err := eng.Start(ctx, p, opts)
 	if err != nil {
 		return failed(err)
 	}
 	r.Changeset = run.ChangesetID()
-	// The agent is up once it answers.
-	sock := st.Sock(id)
-	up := false
-	for i := 0; i < 2000 && !up; i++ {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := agent.Call(cctx, sock, &agent.Request{Op: "ping"})
-		cancel()
-		up = err == nil
-		if !up {
-			time.Sleep(5 * time.Millisecond)
+	if r.State != StateRunning {
+		if !waitUp() {
+			run.Process.Signal(syscall.SIGKILL)
+			out, _ := run.Wait()
+			why := "its agent did not answer within 10 s"
+			if out != nil && out.Result != nil {
+				why = fmt.Sprintf("its agent ended with status %d", out.Result.ExitCode)
+			}
+			return failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+st.LogPath(id), nil))
 		}
+		running(run.Process)
 	}
-	if !up {
-		run.Process.Signal(syscall.SIGKILL)
-		out, _ := run.Wait()
-		why := "its agent did not answer within 10 s"
-		if out != nil && out.Result != nil {
-			why = fmt.Sprintf("its agent ended with status %d", out.Result.ExitCode)
-		}
-		return failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+st.LogPath(id), nil))
-	}
-	if np, ok := run.Process.(interface{ Pid() int }); ok {
-		// Pausable; a host without a freezer only cannot pause.
-		if dir, v2, err := setupFreezer(id, np.Pid()); err == nil {
-			r.Freezer, r.FreezerV2 = dir, v2
-		} else {
-			fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", id, err)
-		}
-	}
-	r.State = StateRunning
-	st.Save(r)
-	report(map[string]any{"ok": true})
 	go func() {
 		for s := range sigs {
 			run.Signal(s)
