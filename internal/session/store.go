@@ -72,6 +72,9 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		}
 		r.State, r.Ended = StateStopped, time.Now().UTC()
 		r.Reason = "exited " + strconv.Itoa(status)
+		if status == 124 { // the waiter's status for Cmd.Timeout
+			r.Reason = "timeout"
+		}
 		if b, err := os.ReadFile(filepath.Join(s.Path(r.ID), "run", agent.ExitMarker)); err == nil {
 			r.Reason = string(b)
 		}
