@@ -411,7 +411,9 @@ func TestSessionSnapshot(t *testing.T) {
 	_, stopA, _ := pf(t, ws, "session", "stop", a.ID)
 	counts := func(s string) string { return regexp.MustCompile(`\d+ added, \d+ modified, \d+ deleted`).FindString(s) }
 	if !strings.Contains(stopA, "1 modified, 1 deleted") {
-		t.Fatalf("the first session's changeset: %q", stopA)
+		log, _ := os.ReadFile(filepath.Join(store, "sessions", a.ID, "log"))
+		rec, _ := os.ReadFile(filepath.Join(store, "sessions", a.ID, "session.json"))
+		t.Fatalf("the first session's changeset: %q\nits log:\n%s\nits record:\n%s", stopA, log, rec)
 	}
 	if _, errs, code := pf(t, ws, "discard", a.Changeset); code != 0 {
 		t.Fatalf("discard: %q", errs)

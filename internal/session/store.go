@@ -177,9 +177,24 @@ func (s *Store) load(id string) (*Record, error) {
 	return &r, nil
 }
 
-// supervisorAlive reports whether r's supervisor still runs.
+// supervisorAlive reports whether r's supervisor still runs. A supervisor
+// that hands off to the waiter execs from one of its threads; while the
+// kernel makes that thread the process's leader, the old leader shows as
+// a zombie for a moment: it is asked again before being taken for dead.
 func supervisorAlive(r *Record) bool {
-	return r.Pid > 0 && procstat.StartTime(r.Pid) == r.PidStart
+	if r.Pid <= 0 {
+		return false
+	}
+	for i := 0; i < 10; i++ {
+		if procstat.StartTime(r.Pid) == r.PidStart {
+			return true
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(r.Pid)); err != nil {
+			return false // gone, not changing
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
 
 // check marks a live record whose supervisor is gone as lost.
