@@ -152,18 +152,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		// A plain run hands off to a small waiter once the command runs
 		// (see native.Process.Handoff), recording its launch first.
 		record := lr.plan(p)
-		opts.Handoff = func(proc sandbox.Process, changeset []string) {
+		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
 			np, ok := proc.(*native.Process)
 			if !ok {
 				return
 			}
 			var finish []string
-			if changeset != nil {
+			if h.Changeset != nil {
 				exe, err := os.Executable()
 				if err != nil {
 					return
 				}
-				finish = append([]string{exe}, changeset...)
+				finish = append([]string{exe}, h.Changeset...)
 			}
 			r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
 			timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
@@ -171,7 +171,8 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 				lr.write(p, np, timeoutMsg, tmpFullMsg, finish)
 			}
 			// Only a failed hand-off returns: the run then waits in-process.
-			np.Handoff(timeoutMsg, tmpFullMsg, finish...)
+			np.Handoff(native.HandoffOptions{TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg, Finish: finish,
+				Report: io.Stderr, ViolationLog: h.ViolationLog})
 		}
 	}
 	// Signals become the command's once it runs. Enabling them costs the
