@@ -1342,6 +1342,39 @@ static void netdone(int fd)
 }
 
 /*
+ * trash takes the empty changeset dir (open as fd) out of the store at
+ * once, into STORE/trash (where pinfold's own trash goes), and deletes it
+ * in a detached child: the run's status need not wait for the file
+ * system. 0 once it is out of the store.
+ */
+static long trash(const char *store, const char *id, const char *dir, long fd)
+{
+	char dst[4096], num[24];
+	long pid;
+	dst[0] = 0;
+	if (scat(dst, sizeof dst, store) < 0 || scat(dst, sizeof dst, "/trash") < 0)
+		return -1;
+	sys3(__NR_mkdirat, AT_FDCWD, dst, 0700);
+	utoa(num, (unsigned long)sys0(__NR_getpid));
+	if (scat(dst, sizeof dst, "/") < 0 || scat(dst, sizeof dst, id) < 0 || scat(dst, sizeof dst, "-w") < 0 ||
+	    scat(dst, sizeof dst, num) < 0 || sys2(__NR_rename, dir, dst) < 0)
+		return -1;
+	pid = sys0(__NR_fork);
+	if (pid == 0) {
+		/* Nothing of the caller's: a shell waiting for the run's
+		 * output to end must not wait for this. */
+		sys3(__NR_close_range, 0, ~0U, 0);
+		sys0(__NR_setsid);
+		fd = sys4(__NR_openat, AT_FDCWD, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+		if (fd >= 0 && rmtree(fd, 6, 0) == 0)
+			sys3(__NR_unlinkat, AT_FDCWD, dst, AT_REMOVEDIR);
+		die(0);
+	}
+	/* Without a child pinfold's trash cleaning deletes it later. */
+	return 0;
+}
+
+/*
  * finish ends the run with the command's status: the network helper's
  * report (netfd, -1 for none), then the changeset (argv: PINFOLD STORE
  * ID, when argc is 3; see above).
@@ -1370,6 +1403,8 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 		if (up >= 0)
 			sys1(__NR_close, up);
 	}
+	if (r == 0 && trash(argv[1], argv[2], dir, fd) == 0)
+		die(code);
 	if (r == 0)
 		r = rmtree(fd, 6, 0);
 	sys1(__NR_close, fd);
