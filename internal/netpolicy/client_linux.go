@@ -25,6 +25,10 @@ type Stack struct {
 	done  chan struct{} // the reader has stopped
 	bye   chan struct{} // the helper said its last
 	ready chan struct{} // the helper answered the device (startErr says how)
+	// sock and config: the shared helper's socket and the configuration
+	// message sent on it (for launch records); "" with a helper of its own.
+	sock   string
+	config []byte
 
 	mu       sync.Mutex
 	startErr error
@@ -250,6 +254,13 @@ func (s *Stack) Close() error {
 	return nil
 }
 
+// Shared returns the shared helper's socket and the configuration message
+// the stack sent it, for a launch record (see initc/launch.c, which
+// connects and sends the same); ok is false for a helper of its own.
+func (s *Stack) Shared() (sock string, config []byte, ok bool) {
+	return s.sock, s.config, s.sock != ""
+}
+
 // Handoff prepares the stack to outlive this process's exec into the
 // waiter: the helper is told to log the violations to logPath itself (""
 // for no log) and to print their summary on report at the end (Report),
@@ -334,9 +345,10 @@ func launchShared(cfg Config, path, store string) *Stack {
 		return nil
 	}
 	ctl := os.NewFile(uintptr(fd), "ctl")
-	s := &Stack{cfg: cfg, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{}}
+	s := &Stack{cfg: cfg, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{},
+		sock: sock, config: (&Message{Config: cfg.Wire()}).Marshal()}
 	go s.read()
-	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
+	if _, err := ctl.Write(s.config); err != nil {
 		s.Close()
 		return nil
 	}

@@ -808,6 +808,16 @@ func (p *Process) Handoff(o HandoffOptions) error {
 	return p.inst.init.Handoff(deadline, o.TimeoutMsg, o.TmpFullMsg, netFD, o.Finish...)
 }
 
+// NetShared returns the shared network helper's socket and the
+// configuration message sent to it, for launch records; ok is false
+// without a network stack or with a helper of its own.
+func (p *Process) NetShared() (sock string, config []byte, ok bool) {
+	if p.inst.net == nil {
+		return "", nil, false
+	}
+	return p.inst.net.Shared()
+}
+
 // Sent returns the messages that started the process's sandbox init, for
 // pinfold's launch records (see internal/backend/initp.LaunchRecord).
 func (p *Process) Sent() (spawn, config, exec []byte) { return p.inst.init.Sent() }
