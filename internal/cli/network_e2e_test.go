@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -127,5 +130,67 @@ func TestNetworkHandoff(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?s)x\d+\n.*pinfold: changeset \w+: 1 added`).MatchString(errs) {
 		t.Errorf("no changeset summary after the violations: %q", errs)
+	}
+}
+
+// TestSharedHelperUnderLoad runs many network sandboxes at once through
+// the shared helper: every run ends, and the helper still takes new ones
+// (a stale device reader on a reused descriptor once stalled it for good).
+func TestSharedHelperUnderLoad(t *testing.T) {
+	ws := t.TempDir()
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	args := []string{"run", "--access", "ro", "--network", "allow", "--allow", "example.org", "--", "true"}
+	if _, errs, code := pf(t, ws, args...); code != 0 {
+		t.Fatalf("first run: %d %s", code, errs)
+	}
+	const workers, each = 50, 4
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				cmd := exec.Command(pinfold, args...)
+				cmd.Dir = ws
+				cmd.WaitDelay = time.Second
+				done := make(chan error, 1)
+				if err := cmd.Start(); err != nil {
+					failed.Add(1)
+					return
+				}
+				go func() { done <- cmd.Wait() }()
+				select {
+				case err := <-done:
+					if err != nil {
+						failed.Add(1)
+					}
+				case <-time.After(30 * time.Second):
+					cmd.Process.Kill()
+					<-done
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d runs failed or hung", n, workers*each)
+	}
+	socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("shared helper sockets: %v", socks)
+	}
+	// The helper still greets a new connection at once.
+	c, err := net.DialTimeout("unixpacket", socks[0], time.Second)
+	if err != nil {
+		t.Fatalf("the shared helper takes no connection: %v", err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b := make([]byte, 256)
+	if n, err := c.Read(b); err != nil || !strings.Contains(string(b[:n]), `"hello"`) {
+		t.Fatalf("the shared helper does not greet: %q %v", b[:n], err)
 	}
 }
