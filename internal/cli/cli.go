@@ -74,6 +74,7 @@ func commands() []command {
 		gcCommand(),
 		explainCommand(),
 		capabilityCommand(),
+		packCommand(),
 		cleanCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {

@@ -1,0 +1,263 @@
+// Package packer is the pinfold-pack helper: it reads a [pack.Job] on
+// stdin, writes the job's layers as deterministic gzip tars, assembles
+// the image with go-containerregistry, writes it as an OCI layout or
+// archive and pushes it, and answers a [pack.Result] on stdout. It is
+// linked into cmd/pinfold-pack only (see internal/pack).
+//
+// Determinism: entries in walk order with names in byte order, times
+// clamped to the job's epoch and cut to the second, owners shifted back
+// or 0, no user or group names, no access or change times, one fixed gzip
+// level, and a config whose every time is the epoch. The same job on the
+// same files gives the same bytes, so the same digest.
+package packer
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/pinfold/pinfold/internal/pack"
+)
+
+// Main runs one job from stdin and returns the exit status.
+func Main() int {
+	var job pack.Job
+	res := &pack.Result{}
+	dec := json.NewDecoder(os.Stdin)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&job)
+	if err == nil {
+		res, err = Do(context.Background(), &job)
+	}
+	if err != nil {
+		res = &pack.Result{Error: err.Error()}
+	}
+	json.NewEncoder(os.Stdout).Encode(res)
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// Do runs job.
+func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
+	epoch := time.Unix(job.Epoch, 0).UTC()
+	work, err := os.MkdirTemp(workDir(job.Out), ".pinfold-pack-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for i, l := range job.Layers {
+		fl, err := writeLayer(l, epoch, filepath.Join(work, fmt.Sprintf("layer%d", i)))
+		if err != nil {
+			return nil, fmt.Errorf("packing %s: %w", l.Dir, err)
+		}
+		img, err = mutate.Append(img, mutate.Addendum{Layer: fl, MediaType: types.OCILayer,
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "pinfold pack", Comment: l.Comment}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
+	cf.Created = v1.Time{Time: epoch}
+	c := job.Config
+	cf.Config = v1.Config{Env: c.Env, Entrypoint: c.Entrypoint, Cmd: c.Cmd, WorkingDir: c.WorkingDir, Labels: c.Labels}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	res, err := describe(img)
+	if err != nil {
+		return nil, err
+	}
+	if job.Out != "" {
+		if err := write(img, job, epoch, work); err != nil {
+			return nil, err
+		}
+	}
+	if job.Push != "" {
+		ref, err := name.ParseReference(job.Push)
+		if err != nil {
+			return nil, fmt.Errorf("--push %s: %w", job.Push, err)
+		}
+		if err := remoteWrite(ctx, ref, img); err != nil {
+			return nil, fmt.Errorf("pushing to %s: %w", job.Push, err)
+		}
+		res.Pushed = ref.Context().Digest(res.Digest).String()
+	}
+	return res, nil
+}
+
+func describe(img v1.Image) (*pack.Result, error) {
+	d, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	cd, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	raw, _ := img.RawManifest()
+	res := &pack.Result{Digest: d.String(), ConfigDigest: cd.String(), Size: int64(len(raw)) + m.Config.Size}
+	for _, l := range m.Layers {
+		res.Layers = append(res.Layers, l.Digest.String())
+		res.Size += l.Size
+	}
+	return res, nil
+}
+
+// workDir is where temporary files go: beside the output, so that the
+// final rename stays on one file system.
+func workDir(out string) string {
+	if out == "" {
+		return ""
+	}
+	return filepath.Dir(filepath.Clean(out))
+}
+
+// isArchive tells an archive output (FILE.tar, APP.pinfold) from a layout
+// directory.
+func isArchive(out string) bool {
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return false
+	}
+	return strings.HasSuffix(out, ".tar") || strings.HasSuffix(out, ".pinfold")
+}
+
+// write writes img to job.Out.
+func write(img v1.Image, job *pack.Job, epoch time.Time, work string) error {
+	var opts []layout.Option
+	if job.Tag != "" {
+		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": job.Tag}))
+	}
+	if !isArchive(job.Out) {
+		if ents, err := os.ReadDir(job.Out); err == nil && len(ents) > 0 {
+			return fmt.Errorf("%s is a directory that is not empty", job.Out)
+		}
+		p, err := layout.Write(job.Out, empty.Index)
+		if err != nil {
+			return err
+		}
+		return p.AppendImage(img, opts...)
+	}
+	dir := filepath.Join(work, "layout")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, opts...); err != nil {
+		return err
+	}
+	// docker load reads manifest.json (docker 25 writes both forms too).
+	m, err := img.Manifest()
+	if err != nil {
+		return err
+	}
+	dm := []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}{{Config: "blobs/sha256/" + m.Config.Digest.Hex}}
+	if job.Tag != "" {
+		tag := job.Tag
+		if i := strings.LastIndexByte(tag, ':'); i < 0 || strings.Contains(tag[i:], "/") {
+			tag += ":latest"
+		}
+		dm[0].RepoTags = []string{tag}
+	}
+	for _, l := range m.Layers {
+		dm[0].Layers = append(dm[0].Layers, "blobs/sha256/"+l.Digest.Hex)
+	}
+	b, _ := json.Marshal(dm)
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
+		return err
+	}
+	if len(job.Meta) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, "pinfold.json"), job.Meta, 0o644); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(work, "out.tar")
+	if err := tarDir(dir, tmp, epoch); err != nil {
+		return err
+	}
+	return os.Rename(tmp, job.Out)
+}
+
+// tarDir writes the files below dir as a plain tar, in a fixed order with
+// fixed times, modes and owners.
+func tarDir(dir, file string, epoch time.Time) error {
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(names, compareParts)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: n, Mode: 0o644, ModTime: epoch, Typeflag: tar.TypeReg, Size: st.Size()}
+		if st.IsDir() {
+			hdr = &tar.Header{Name: n + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			src, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, src)
+			src.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
