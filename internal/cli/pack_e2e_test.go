@@ -1,0 +1,402 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/conformance"
+)
+
+var (
+	packHelperOnce sync.Once
+	packHelperErr  error
+)
+
+// needPackHelper builds pinfold-pack beside the pinfold under test, where
+// pinfold looks for it.
+func needPackHelper(t *testing.T) {
+	t.Helper()
+	packHelperOnce.Do(func() {
+		build := exec.Command("go", "build", "-o", filepath.Join(filepath.Dir(pinfold), "pinfold-pack"), "github.com/pinfold/pinfold/cmd/pinfold-pack")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			packHelperErr = fmt.Errorf("building pinfold-pack: %v\n%s", err, b)
+		}
+	})
+	if packHelperErr != nil {
+		t.Fatal(packHelperErr)
+	}
+}
+
+// needTool skips when a tool is missing, except on CI, where
+// scripts/setup.sh installs it.
+func needTool(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (scripts/setup.sh installs it)", n)
+			}
+			t.Skipf("%s is not installed", n)
+		}
+	}
+}
+
+// packFixture is a busybox base as a tarball and a git workspace holding
+// hello.txt and run.sh, both outside /tmp (a sandbox has its own /tmp,
+// which would hide a workspace packed below it).
+type packFixture struct {
+	dir, base, ws, store string
+}
+
+func newPackFixture(t *testing.T) *packFixture {
+	t.Helper()
+	needPackHelper(t)
+	needTool(t, "git", "busybox")
+	dir, err := os.MkdirTemp("/var/tmp", "pinfold-pack-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f := &packFixture{dir: dir, base: filepath.Join(dir, "base.tar"), ws: filepath.Join(dir, "ws"), store: filepath.Join(dir, "store")}
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{"bin", "etc", "home/app"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("cp", bb, filepath.Join(root, "bin/busybox")).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, b)
+	}
+	for _, c := range []string{"sh", "cat", "ls", "echo", "true", "id", "stat", "pwd"} {
+		os.Symlink("busybox", filepath.Join(root, "bin", c))
+	}
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n"), 0o644)
+	os.Chown(filepath.Join(root, "home/app"), 1000, 1000)
+	mustRun(t, "", "tar", "-C", root, "--numeric-owner", "-cf", f.base, ".")
+	os.MkdirAll(f.ws, 0o755)
+	os.WriteFile(filepath.Join(f.ws, "hello.txt"), []byte("hello from the image\n"), 0o644)
+	os.WriteFile(filepath.Join(f.ws, "run.sh"), []byte("#!/bin/sh\necho \"run.sh $*\"; cat hello.txt\n"), 0o755)
+	os.WriteFile(filepath.Join(f.ws, ".gitignore"), []byte("build/\n"), 0o644)
+	os.MkdirAll(filepath.Join(f.ws, "build"), 0o755)
+	os.WriteFile(filepath.Join(f.ws, "build/out"), []byte("ignored\n"), 0o644)
+	mustRun(t, f.ws, "git", "init", "-q")
+	mustRun(t, f.ws, "git", "add", ".")
+	// An old commit: the files' times (now) are later and get clamped.
+	t.Setenv("GIT_COMMITTER_DATE", "2020-01-02T03:04:05Z")
+	t.Setenv("GIT_AUTHOR_DATE", "2020-01-02T03:04:05Z")
+	mustRun(t, f.ws, "git", "-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-qm", "init")
+	return f
+}
+
+func mustRun(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// pack runs pinfold pack in the workspace with the fixture's store (or
+// another) and returns stdout, stderr and the status.
+func (f *packFixture) pack(t *testing.T, store string, args ...string) (string, string, int) {
+	t.Helper()
+	if store == "" {
+		store = f.store
+	}
+	t.Setenv("PINFOLD_STORE", store)
+	return pf(t, f.ws, append([]string{"pack"}, args...)...)
+}
+
+// image packs the workspace on the busybox base into out and returns the
+// digest.
+func (f *packFixture) image(t *testing.T, store, out string, more ...string) string {
+	t.Helper()
+	args := append([]string{"image", "--base", "tar:" + f.base, "--out", out}, more...)
+	stdout, errs, code := f.pack(t, store, args...)
+	if code != 0 {
+		t.Fatalf("pack image: %d %s", code, errs)
+	}
+	d := strings.TrimSpace(stdout)
+	if !strings.HasPrefix(d, "sha256:") || len(d) != 71 {
+		t.Fatalf("pack image printed %q", stdout)
+	}
+	return d
+}
+
+func TestPackImageIsDeterministic(t *testing.T) {
+	f := newPackFixture(t)
+	a := filepath.Join(f.dir, "a.tar")
+	b := filepath.Join(f.dir, "b.tar")
+	d1 := f.image(t, filepath.Join(f.dir, "store1"), a, "--tag", "pf/app:1", "--", "./run.sh")
+	// Another store extracts the base again; the workspace's files get
+	// new times (later than its commit, so clamped to it).
+	later := time.Now().Add(time.Hour)
+	os.Chtimes(filepath.Join(f.ws, "hello.txt"), later, later)
+	d2 := f.image(t, filepath.Join(f.dir, "store2"), b, "--tag", "pf/app:1", "--", "./run.sh")
+	if d1 != d2 {
+		t.Fatalf("two packs differ: %s and %s", d1, d2)
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ab, bb) {
+		t.Fatalf("the two archives differ in bytes (%d and %d)", len(ab), len(bb))
+	}
+	// An OCI layout of the same image has the same digest.
+	lay := filepath.Join(f.dir, "layout")
+	if d3 := f.image(t, "", lay, "--tag", "pf/app:1", "--", "./run.sh"); d3 != d1 {
+		t.Fatalf("the layout's digest %s differs from the archive's %s", d3, d1)
+	}
+	// Another epoch, or another command, is another image.
+	t.Setenv("SOURCE_DATE_EPOCH", "1000000000")
+	if d4 := f.image(t, "", filepath.Join(f.dir, "c.tar"), "--", "./run.sh"); d4 == d1 {
+		t.Fatal("SOURCE_DATE_EPOCH did not change the digest")
+	}
+	os.Unsetenv("SOURCE_DATE_EPOCH")
+	// The config says what the sandbox is: its sandbox id is the one
+	// pinfold explain shows, and the same id packs to the same digest.
+	out, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--out", filepath.Join(f.dir, "d.tar"), "--json", "--tag", "pf/app:1", "--", "./run.sh")
+	var r struct {
+		Digest    string `json:"digest"`
+		SandboxID string `json:"sandbox_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Digest != d1 {
+		t.Fatalf("pack --json: %d %q %s", code, out, errs)
+	}
+	explain, _, _ := pf(t, f.ws, "explain", "--base", "tar:"+f.base)
+	if r.SandboxID == "" || !strings.Contains(explain, r.SandboxID) {
+		t.Errorf("sandbox id %q is not in pinfold explain's output:\n%s", r.SandboxID, explain)
+	}
+	inspect := mustRun(t, "", "skopeo", "inspect", "--config", "oci-archive:"+a)
+	if !strings.Contains(inspect, r.SandboxID) {
+		t.Errorf("the image's config lacks the sandbox id: %s", inspect)
+	}
+	// Nothing is left beside the output.
+	ents, _ := os.ReadDir(f.dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".pinfold-pack-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestPackRefusesDirtyWorkspace(t *testing.T) {
+	f := newPackFixture(t)
+	out := filepath.Join(f.dir, "img.tar")
+	os.WriteFile(filepath.Join(f.ws, "hello.txt"), []byte("changed\n"), 0o644)
+	_, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--out", out)
+	if code != 125 || !strings.Contains(errs, "PF190") || !strings.Contains(errs, "hello.txt") {
+		t.Fatalf("modified file: %d %s", code, errs)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused pack wrote its output")
+	}
+	dirty := f.image(t, "", out, "--allow-dirty")
+	mustRun(t, f.ws, "git", "checkout", "hello.txt")
+	os.WriteFile(filepath.Join(f.ws, "new.txt"), []byte("untracked\n"), 0o644)
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--out", out); code != 125 || !strings.Contains(errs, "PF190") {
+		t.Fatalf("untracked file: %d %s", code, errs)
+	}
+	os.Remove(filepath.Join(f.ws, "new.txt"))
+	// Ignored files neither dirty the workspace nor go in.
+	clean := f.image(t, "", out)
+	if clean == dirty {
+		t.Error("the dirty pack has the clean one's digest")
+	}
+	// An open changeset of the workspace is uncommitted work too.
+	if _, errs, code := pf(t, f.ws, "run", "--base", "tar:"+f.base, "--", "sh", "-c", "echo x > written.txt"); code != 0 {
+		t.Fatalf("run: %d %s", code, errs)
+	}
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--out", out); code != 125 || !strings.Contains(errs, "PF190") || !strings.Contains(errs, "changeset") {
+		t.Fatalf("open changeset: %d %s", code, errs)
+	}
+	// The host base is this machine, not an image.
+	if _, errs, code := f.pack(t, "", "image", "--allow-dirty", "--out", out); code != 125 || !strings.Contains(errs, "PF191") {
+		t.Fatalf("host base: %d %s", code, errs)
+	}
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base); code != 125 || !strings.Contains(errs, "PF101") {
+		t.Fatalf("no --out: %d %s", code, errs)
+	}
+}
+
+// TestPackImageTools checks the image with skopeo and umoci: the layout
+// and the archive inspect as OCI images, and the unpacked root holds the
+// base and the workspace with the sandbox's owners, not the host's.
+func TestPackImageTools(t *testing.T) {
+	needTool(t, "skopeo", "umoci")
+	f := newPackFixture(t)
+	lay := filepath.Join(f.dir, "layout")
+	d := f.image(t, "", lay, "--tag", "app", "--", "./run.sh", "x")
+	var info struct {
+		Digest string
+		Layers []string
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "", "skopeo", "inspect", "oci:"+lay+":app")), &info); err != nil || info.Digest != d || len(info.Layers) != 2 {
+		t.Fatalf("skopeo inspect: %+v %v (want %s)", info, err, d)
+	}
+	bundle := filepath.Join(f.dir, "bundle")
+	mustRun(t, "", "umoci", "unpack", "--image", lay+":app", bundle)
+	rootfs := filepath.Join(bundle, "rootfs")
+	if b, err := os.ReadFile(filepath.Join(rootfs, f.ws, "hello.txt")); err != nil || string(b) != "hello from the image\n" {
+		t.Fatalf("workspace file: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(rootfs, f.ws, "build")); err == nil {
+		t.Error("the ignored build/ was packed")
+	}
+	if _, err := os.Stat(filepath.Join(rootfs, f.ws, ".git")); err == nil {
+		t.Error(".git was packed")
+	}
+	st := mustRun(t, "", "stat", "-c", "%u:%g", filepath.Join(rootfs, "home/app"), filepath.Join(rootfs, "bin/busybox"), filepath.Join(rootfs, f.ws, "hello.txt"))
+	if st != "1000:1000\n0:0\n0:0\n" {
+		t.Errorf("owners in the image: %q, want the base's 1000:1000 and 0:0", st)
+	}
+	cfg := mustRun(t, filepath.Dir(bundle), "cat", filepath.Join(bundle, "config.json"))
+	if !strings.Contains(cfg, `"./run.sh"`) || !strings.Contains(cfg, `"cwd": "`+f.ws+`"`) {
+		t.Errorf("the runtime config lacks the command or working directory: %s", cfg)
+	}
+	arch := filepath.Join(f.dir, "img.tar")
+	f.image(t, "", arch, "--tag", "app", "--", "./run.sh", "x")
+	if err := json.Unmarshal([]byte(mustRun(t, "", "skopeo", "inspect", "oci-archive:"+arch)), &info); err != nil || info.Digest != d {
+		t.Fatalf("skopeo inspect of the archive: %+v %v", info, err)
+	}
+}
+
+func TestPackImageRunsInPodman(t *testing.T) {
+	needRoot(t)
+	needTool(t, "podman")
+	f := newPackFixture(t)
+	arch := filepath.Join(f.dir, "img.tar")
+	tag := fmt.Sprintf("localhost/pinfold-pack-test:%d", os.Getpid())
+	f.image(t, "", arch, "--tag", tag, "--", "./run.sh", "from-cmd")
+	mustRun(t, "", "podman", "load", "-i", arch)
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", tag).Run() })
+	out := mustRun(t, "", "podman", "run", "--rm", "--runtime", "runc", "--network", "none",
+		"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000", tag)
+	if out != "run.sh from-cmd\nhello from the image\n" {
+		t.Errorf("podman run: %q", out)
+	}
+}
+
+func TestPackImageRunsInDocker(t *testing.T) {
+	needRoot(t)
+	needTool(t, "docker", "dockerd")
+	f := newPackFixture(t)
+	if exec.Command("docker", "version").Run() != nil {
+		dd, err := os.MkdirTemp("", "pinfold-pack-dockerd-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dd)
+		old, had := os.LookupEnv("DOCKER_HOST")
+		stop, err := conformance.StartDockerd(dd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			stop()
+			if had {
+				os.Setenv("DOCKER_HOST", old)
+			} else {
+				os.Unsetenv("DOCKER_HOST")
+			}
+		}()
+	}
+	arch := filepath.Join(f.dir, "img.tar")
+	tag := fmt.Sprintf("pinfold-pack-test:%d", os.Getpid())
+	f.image(t, "", arch, "--tag", tag, "--", "./run.sh", "in-docker")
+	mustRun(t, "", "docker", "load", "-i", arch)
+	defer exec.Command("docker", "rmi", "-f", tag).Run()
+	out := mustRun(t, "", "docker", "run", "--rm", "--network", "none", tag)
+	if out != "run.sh in-docker\nhello from the image\n" {
+		t.Errorf("docker run: %q", out)
+	}
+}
+
+// startRegistry starts Debian's docker-registry on a free loopback port
+// with its storage in a temporary directory, and returns HOST:PORT.
+func startRegistry(t *testing.T) string {
+	t.Helper()
+	needTool(t, "docker-registry")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfg, []byte("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: "+dir+"/data\nhttp:\n  addr: "+addr+"\n"), 0o644)
+	cmd := exec.Command("docker-registry", "serve", cfg)
+	logf, _ := os.Create(filepath.Join(dir, "log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Fatalf("docker-registry did not listen on %s: %s", addr, b)
+		}
+	}
+}
+
+func TestPackImagePush(t *testing.T) {
+	needTool(t, "skopeo")
+	f := newPackFixture(t)
+	reg := startRegistry(t)
+	ref := reg + "/team/app:1"
+	out, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", ref, "--json", "--", "./run.sh")
+	var r struct{ Digest, Pushed string }
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("pack --push: %d %q %s", code, out, errs)
+	}
+	if r.Pushed != reg+"/team/app@"+r.Digest {
+		t.Errorf("pushed %q, want %s/team/app@%s", r.Pushed, reg, r.Digest)
+	}
+	var info struct{ Digest string }
+	if err := json.Unmarshal([]byte(mustRun(t, "", "skopeo", "inspect", "--tls-verify=false", "docker://"+ref)), &info); err != nil || info.Digest != r.Digest {
+		t.Fatalf("the registry has %q (%v), want %s", info.Digest, err, r.Digest)
+	}
+	// What was pushed runs as a base.
+	t.Setenv("PINFOLD_STORE", filepath.Join(f.dir, "store-pull"))
+	got, errs, code := pf(t, f.ws, "run", "--access", "none", "--base", "oci:"+reg+"/team/app@"+r.Digest, "-w", f.ws, "--", "./run.sh", "pulled")
+	if code != 0 || got != "run.sh pulled\nhello from the image\n" {
+		t.Errorf("run on the pushed image: %d %q %s", code, got, errs)
+	}
+	// A registry that is not there fails with a code, not a hang.
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", "127.0.0.1:1/x/y:1"); code != 125 || !strings.Contains(errs, "PF192") {
+		t.Errorf("push to nowhere: %d %s", code, errs)
+	}
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (container engines, loop of the store's owners)")
+	}
+}
