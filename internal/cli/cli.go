@@ -75,6 +75,7 @@ func commands() []command {
 		explainCommand(),
 		capabilityCommand(),
 		packCommand(),
+		appCommand(),
 		cleanCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {

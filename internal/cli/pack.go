@@ -17,6 +17,7 @@ type packOptions struct {
 	push       string
 	allowDirty bool
 	entrypoint []string
+	signKey    string
 }
 
 func packFlags(fs *flagSet, name string, o *packOptions) {
@@ -28,6 +29,7 @@ func packFlags(fs *flagSet, name string, o *packOptions) {
 	}
 	fs.Bool(&o.allowDirty, "allow-dirty", 0, "pack a workspace with uncommitted changes or open changesets")
 	fs.List(&o.entrypoint, "entrypoint", 0, "ARG", "the image's entrypoint, one argument per flag (repeatable)")
+	fs.String(&o.signKey, "sign-key", 0, "FILE", "sign with this PEM private key (a cosign signature; see docs/pack.md)")
 }
 
 func packCommand() command {
@@ -50,7 +52,24 @@ sandbox (--base, --workspace, --env, -w...).`,
 					var o packOptions
 					packFlags(fs, "pack image", &o)
 					return func(ctx context.Context, io *IO, args []string) int {
-						p, err := packMain(ctx, io, &o, args, nil)
+						p, err := packMain(ctx, io, &o, args, false)
+						if err != nil {
+							return fail(io, err)
+						}
+						return printPacked(io, p, o.run.json)
+					}
+				}},
+			{name: "app", summary: "pack the sandbox into a single-file app", use: "app --out APP.pinfold [flags] [-- COMMAND [ARGS...]]",
+				long: `Packs the sandbox as 'pack image' does into one file, APP.pinfold: an OCI
+archive of the image with pinfold's metadata (and signature, with
+--sign-key). 'pinfold run APP.pinfold -- ARGS' runs it anywhere pinfold
+is, without the project or a container engine; 'pinfold app inspect'
+shows what it holds.`,
+				setup: func(fs *flagSet) runner {
+					var o packOptions
+					packFlags(fs, "pack app", &o)
+					return func(ctx context.Context, io *IO, args []string) int {
+						p, err := packMain(ctx, io, &o, args, true)
 						if err != nil {
 							return fail(io, err)
 						}
@@ -62,9 +81,12 @@ sandbox (--base, --workspace, --env, -w...).`,
 }
 
 // packMain resolves the plan of the flags and packs it.
-func packMain(ctx context.Context, io *IO, o *packOptions, args []string, meta []byte) (*engine.Packed, error) {
+func packMain(ctx context.Context, io *IO, o *packOptions, args []string, app bool) (*engine.Packed, error) {
+	if app && o.out == "" {
+		return nil, usage("pinfold pack app needs --out APP.pinfold", "like --out hello.pinfold")
+	}
 	if o.out == "" && o.push == "" {
-		return nil, usage("pinfold pack needs --out PATH or --push REF", "like --out app.tar or --out ./app-oci/")
+		return nil, usage("pinfold pack image needs --out PATH or --push REF", "like --out app.tar or --out ./app-oci/")
 	}
 	rest := args
 	if len(rest) == 0 {
@@ -82,7 +104,7 @@ func packMain(ctx context.Context, io *IO, o *packOptions, args []string, meta [
 		}
 	}
 	return eng.Pack(ctx, p, engine.PackOptions{Out: out, Tag: o.tag, Push: o.push, AllowDirty: o.allowDirty,
-		Entrypoint: o.entrypoint, Cmd: args, Meta: meta})
+		Entrypoint: o.entrypoint, Cmd: args, App: app, SignKey: o.signKey})
 }
 
 func printPacked(io *IO, p *engine.Packed, asJSON bool) int {
@@ -93,9 +115,10 @@ func printPacked(io *IO, p *engine.Packed, asJSON bool) int {
 			Layers       []string `json:"layers"`
 			Size         int64    `json:"size"`
 			Pushed       string   `json:"pushed,omitempty"`
+			Signature    string   `json:"signature,omitempty"`
 			SandboxID    string   `json:"sandbox_id,omitempty"`
 			Epoch        int64    `json:"epoch"`
-		}{p.Digest, p.ConfigDigest, p.Layers, p.Size, p.Pushed, p.System.SandboxID, p.Epoch})
+		}{p.Digest, p.ConfigDigest, p.Layers, p.Size, p.Pushed, p.Signature, p.System.SandboxID, p.Epoch})
 		return 0
 	}
 	fmt.Fprintln(io.Stdout, p.Digest)
@@ -104,6 +127,9 @@ func printPacked(io *IO, p *engine.Packed, asJSON bool) int {
 	}
 	if p.Pushed != "" {
 		fmt.Fprintf(io.Stderr, "pinfold: pushed %s\n", p.Pushed)
+	}
+	if p.Signature != "" {
+		fmt.Fprintf(io.Stderr, "pinfold: signed (%s)\n", p.Signature)
 	}
 	return 0
 }

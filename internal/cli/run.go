@@ -113,6 +113,10 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if err := eng.Recover(ctx); err != nil {
 		return fail(io, err)
 	}
+	rest, err := appRun(o, rest)
+	if err != nil {
+		return fail(io, err)
+	}
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))

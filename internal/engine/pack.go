@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -29,8 +30,10 @@ type PackOptions struct {
 	AllowDirty bool
 	Entrypoint []string
 	Cmd        []string
-	// Meta is written into an archive as pinfold.json (an app's metadata).
-	Meta []byte
+	// App writes Out as an app file: an archive with its pinfold.json.
+	App bool
+	// SignKey signs the image (see pack.Job).
+	SignKey string
 }
 
 // Packed is what Pack made.
@@ -69,7 +72,10 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		return nil, err
 	}
 	epoch := packEpoch(ws)
-	job := &pack.Job{Epoch: epoch, Out: o.Out, Tag: o.Tag, Push: o.Push, Meta: o.Meta}
+	job := &pack.Job{Epoch: epoch, Out: o.Out, Tag: o.Tag, Push: o.Push, SignKey: o.SignKey, Archive: o.App}
+	if o.App {
+		job.Meta, _ = json.Marshal(pack.AppMeta{Format: pack.AppFormat, SandboxID: sys.SandboxID, BaseID: sys.BaseID, Tag: o.Tag})
+	}
 	// Only content ids go in, never host paths other than the workspace's:
 	// the same base from another file or store gives the same image.
 	comment := "base " + sys.BaseID

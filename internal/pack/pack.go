@@ -37,6 +37,12 @@ type Job struct {
 	Tag string `json:"tag,omitempty"`
 	// Push is a registry reference to push the image to.
 	Push string `json:"push,omitempty"`
+	// Archive writes Out as an archive whatever its name.
+	Archive bool `json:"archive,omitempty"`
+	// SignKey is a PEM private key to sign the image with: a cosign
+	// signature image beside a pushed image, and SignatureFile in an
+	// archive.
+	SignKey string `json:"sign_key,omitempty"`
 	// Meta, if not empty, is added to an archive as pinfold.json (an app's
 	// metadata, see [AppMeta]).
 	Meta json.RawMessage `json:"meta,omitempty"`
@@ -78,7 +84,9 @@ type Result struct {
 	// Size is the bytes of the manifest, config and layers.
 	Size   int64  `json:"size"`
 	Pushed string `json:"pushed,omitempty"` // REPO@DIGEST when pushed
-	Error  string `json:"error,omitempty"`
+	// Signature is the tag of the pushed signature image, or SignatureFile.
+	Signature string `json:"signature,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Labels pinfold sets on the images it packs.
@@ -88,6 +96,33 @@ const (
 	LabelWorkspace = "org.pinfold.workspace"
 	LabelCaps      = "org.pinfold.capabilities"
 )
+
+// Files pinfold adds to an archive besides the OCI layout and docker's
+// manifest.json.
+const (
+	// MetaFile is an app's metadata, [AppMeta].
+	MetaFile = "pinfold.json"
+	// SignatureFile is the archive's signature, [Signature].
+	SignatureFile = "pinfold-signature.json"
+)
+
+// Signature is an embedded cosign-style signature: a simple-signing
+// payload naming the manifest digest, and its signature.
+type Signature struct {
+	Payload   []byte `json:"payload"`   // base64 in JSON
+	Signature []byte `json:"signature"` // base64 in JSON
+}
+
+// AppMeta is what an app file says about itself.
+type AppMeta struct {
+	Format    string `json:"format"` // AppFormat
+	SandboxID string `json:"sandbox_id,omitempty"`
+	BaseID    string `json:"base_id,omitempty"`
+	Tag       string `json:"tag,omitempty"`
+}
+
+// AppFormat is the format of app files this pinfold writes and runs.
+const AppFormat = "pinfold-app/1"
 
 // ErrNoHelper is wrapped when the helper cannot be found.
 var ErrNoHelper = errors.New("the pinfold-pack helper is not installed")

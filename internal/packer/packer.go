@@ -14,6 +14,7 @@ package packer
 import (
 	"archive/tar"
 	"context"
+	"crypto"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/pinfold/pinfold/internal/pack"
+	"github.com/pinfold/pinfold/internal/trust"
 )
 
 // Main runs one job from stdin and returns the exit status.
@@ -91,8 +93,27 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var signer crypto.Signer
+	if job.SignKey != "" {
+		if signer, err = trust.LoadSigner(job.SignKey); err != nil {
+			return nil, err
+		}
+	}
 	if job.Out != "" {
-		if err := write(img, job, epoch, work); err != nil {
+		var sig *pack.Signature
+		if signer != nil {
+			repo := ""
+			if job.Tag != "" {
+				if ref, err := name.ParseReference(job.Tag); err == nil {
+					repo = ref.Context().Name()
+				}
+			}
+			if sig, err = sign(signer, repo, res.Digest); err != nil {
+				return nil, err
+			}
+			res.Signature = pack.SignatureFile
+		}
+		if err := write(img, job, sig, epoch, work); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +126,17 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 			return nil, fmt.Errorf("pushing to %s: %w", job.Push, err)
 		}
 		res.Pushed = ref.Context().Digest(res.Digest).String()
+		if signer != nil {
+			sig, err := sign(signer, ref.Context().Name(), res.Digest)
+			if err != nil {
+				return nil, err
+			}
+			tag, err := pushSignature(ctx, ref, res.Digest, sig)
+			if err != nil {
+				return nil, fmt.Errorf("pushing the signature to %s: %w", job.Push, err)
+			}
+			res.Signature = tag
+		}
 	}
 	return res, nil
 }
@@ -150,12 +182,15 @@ func isArchive(out string) bool {
 }
 
 // write writes img to job.Out.
-func write(img v1.Image, job *pack.Job, epoch time.Time, work string) error {
+func write(img v1.Image, job *pack.Job, sig *pack.Signature, epoch time.Time, work string) error {
 	var opts []layout.Option
 	if job.Tag != "" {
 		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": job.Tag}))
 	}
-	if !isArchive(job.Out) {
+	if !job.Archive && !isArchive(job.Out) {
+		if sig != nil {
+			return fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
+		}
 		if ents, err := os.ReadDir(job.Out); err == nil && len(ents) > 0 {
 			return fmt.Errorf("%s is a directory that is not empty", job.Out)
 		}
@@ -174,31 +209,22 @@ func write(img v1.Image, job *pack.Job, epoch time.Time, work string) error {
 		return err
 	}
 	// docker load reads manifest.json (docker 25 writes both forms too).
-	m, err := img.Manifest()
-	if err != nil {
-		return err
-	}
-	dm := []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}{{Config: "blobs/sha256/" + m.Config.Digest.Hex}}
-	if job.Tag != "" {
-		tag := job.Tag
-		if i := strings.LastIndexByte(tag, ':'); i < 0 || strings.Contains(tag[i:], "/") {
-			tag += ":latest"
+	// An app has none: readers take it as the OCI archive it is, named by
+	// its manifest digest, which is what its signature names.
+	if len(job.Meta) == 0 {
+		if err := dockerManifest(img, job, dir); err != nil {
+			return err
 		}
-		dm[0].RepoTags = []string{tag}
 	}
-	for _, l := range m.Layers {
-		dm[0].Layers = append(dm[0].Layers, "blobs/sha256/"+l.Digest.Hex)
-	}
-	b, _ := json.Marshal(dm)
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
-		return err
-	}
+
 	if len(job.Meta) > 0 {
-		if err := os.WriteFile(filepath.Join(dir, "pinfold.json"), job.Meta, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, pack.MetaFile), job.Meta, 0o644); err != nil {
+			return err
+		}
+	}
+	if sig != nil {
+		b, _ := json.Marshal(sig)
+		if err := os.WriteFile(filepath.Join(dir, pack.SignatureFile), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -260,4 +286,39 @@ func tarDir(dir, file string, epoch time.Time) error {
 		return err
 	}
 	return f.Close()
+}
+
+// sign makes the simple-signing signature of repo@digest.
+func sign(s crypto.Signer, repo, digest string) (*pack.Signature, error) {
+	payload := trust.Payload(repo, digest)
+	b, err := trust.Sign(s, payload)
+	if err != nil {
+		return nil, err
+	}
+	return &pack.Signature{Payload: payload, Signature: b}, nil
+}
+
+// dockerManifest writes docker's manifest.json for img into dir.
+func dockerManifest(img v1.Image, job *pack.Job, dir string) error {
+	m, err := img.Manifest()
+	if err != nil {
+		return err
+	}
+	dm := []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}{{Config: "blobs/sha256/" + m.Config.Digest.Hex}}
+	if job.Tag != "" {
+		tag := job.Tag
+		if i := strings.LastIndexByte(tag, ':'); i < 0 || strings.Contains(tag[i:], "/") {
+			tag += ":latest"
+		}
+		dm[0].RepoTags = []string{tag}
+	}
+	for _, l := range m.Layers {
+		dm[0].Layers = append(dm[0].Layers, "blobs/sha256/"+l.Digest.Hex)
+	}
+	b, _ := json.Marshal(dm)
+	return os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
 }

@@ -1042,10 +1042,11 @@ func resolveImagePolicy(r *Request, ls []layer, p *Plan) error {
 			"name it by digest: oci:"+repoOf(b.Ref)+"@sha256:... (skopeo inspect docker://"+b.Ref+" shows it)", nil)
 	}
 	if ip.Verify {
-		if !registry {
-			return fault.New(fault.Unverified, "verify_signature is set (from "+p.Sources["verify_signature"]+"), but the base "+string(b.Kind)+" is no registry image",
-				"signatures are checked for registry images (oci:HOST/REPO...); pinfold never runs a plan with less checking than it asks for",
-				"use a registry image, or set verify_signature: false for this base", nil)
+		// An image file carries its signature inside (pinfold pack --sign-key).
+		if !registry && b.Kind != sandbox.BaseOCI {
+			return fault.New(fault.Unverified, "verify_signature is set (from "+p.Sources["verify_signature"]+"), but the base "+string(b.Kind)+" is no image",
+				"signatures are checked for registry images (oci:HOST/REPO...) and image files pinfold pack signed; pinfold never runs a plan with less checking than it asks for",
+				"use a signed image, or set verify_signature: false for this base", nil)
 		}
 		if len(ip.Keys) == 0 {
 			return fault.New(fault.Unverified, "verify_signature is set, but no trusted key is given", "",
