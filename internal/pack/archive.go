@@ -229,4 +229,3 @@ func IsApp(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
 }
-
