@@ -1,9 +1,12 @@
 package cli_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -398,5 +401,217 @@ func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (container engines, loop of the store's owners)")
+	}
+}
+
+// newSigningKey writes an ECDSA P-256 key pair (PEM) into dir.
+func newSigningKey(t *testing.T, dir, name string) (priv, pub string) {
+	t.Helper()
+	needTool(t, "openssl")
+	priv, pub = filepath.Join(dir, name+".key"), filepath.Join(dir, name+".pub")
+	mustRun(t, "", "openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", priv)
+	mustRun(t, "", "openssl", "pkey", "-in", priv, "-pubout", "-out", pub)
+	return priv, pub
+}
+
+func TestPackAppRunsWithoutTheProject(t *testing.T) {
+	needRoot(t)
+	f := newPackFixture(t)
+	key, pub := newSigningKey(t, f.dir, "good")
+	app := filepath.Join(f.dir, "hello.pinfold")
+	digest := f.image(t, "", filepath.Join(f.dir, "img.tar"), "--", "./run.sh", "packed")
+	out, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", app, "--sign-key", key, "--tag", "hello:1", "--json", "--", "./run.sh", "packed")
+	var r struct {
+		Digest    string
+		SandboxID string `json:"sandbox_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("pack app: %d %q %s", code, out, errs)
+	}
+	if r.Digest != digest {
+		t.Errorf("the app's image %s is not pack image's %s", r.Digest, digest)
+	}
+	// Elsewhere, with another store and no checkout: the app is all there is.
+	elsewhere := filepath.Join(f.dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o755)
+	os.Rename(f.ws, f.ws+".gone")
+	t.Setenv("PINFOLD_STORE", filepath.Join(f.dir, "store-run"))
+	for _, c := range []struct {
+		dir  string
+		args []string
+		want string
+	}{
+		{elsewhere, []string{"run", app}, "run.sh packed\nhello from the image\n"},
+		{"/", []string{"run", app, "--", "./run.sh", "given"}, "run.sh given\nhello from the image\n"},
+		{elsewhere, []string{"run", app, "cat", "hello.txt"}, "hello from the image\n"},
+		{elsewhere, []string{"run", "--verify-key", pub, app}, "run.sh packed\nhello from the image\n"},
+	} {
+		got, errs, code := pf(t, c.dir, c.args...)
+		if code != 0 || got != c.want {
+			t.Errorf("%v in %s: %d %q %s", c.args, c.dir, code, got, errs)
+		}
+	}
+	// The explain of an app names the sandbox it was packed from.
+	explain, errs, _ := pf(t, elsewhere, "explain", app)
+	if !strings.Contains(explain, "packed from:   sandbox id "+r.SandboxID) || r.SandboxID == "" {
+		t.Errorf("explain: %q %s", explain, errs)
+	}
+	var info struct {
+		Digest     string
+		VerifiedBy string `json:"verified_by"`
+		Signed     bool
+		Cmd        []string
+	}
+	out, errs, code = pf(t, elsewhere, "app", "inspect", app, "--verify-key", pub, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Digest != digest || !info.Signed || info.VerifiedBy != pub ||
+		strings.Join(info.Cmd, " ") != "./run.sh packed" {
+		t.Errorf("app inspect: %d %q %s", code, out, errs)
+	}
+	// Another key's signature, or none, is refused when keys are required.
+	_, other := newSigningKey(t, f.dir, "other")
+	if _, errs, code := pf(t, elsewhere, "run", "--verify-key", other, app); code != 125 || !strings.Contains(errs, "PF177") {
+		t.Errorf("signed by another key: %d %s", code, errs)
+	}
+	if out, errs, code := pf(t, elsewhere, "app", "inspect", app, "--verify-key", other); code != 125 || !strings.Contains(out, "signature:  NOT verified") {
+		t.Errorf("inspect with another key: %d %q %s", code, out, errs)
+	}
+	// The same app through podman, when asked.
+	if _, err := exec.LookPath("podman"); err == nil {
+		got, errs, code := pf(t, elsewhere, "run", "--backend", "podman", app)
+		if code != 0 || got != "run.sh packed\nhello from the image\n" {
+			t.Errorf("run --backend podman APP: %d %q %s", code, got, errs)
+		}
+	}
+	os.Rename(f.ws+".gone", f.ws)
+	t.Setenv("PINFOLD_STORE", f.store)
+	unsigned := filepath.Join(f.dir, "unsigned.pinfold")
+	if _, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", unsigned, "--", "./run.sh"); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	if _, errs, code := pf(t, elsewhere, "run", "--verify-key", pub, unsigned); code != 125 || !strings.Contains(errs, "PF177") || !strings.Contains(errs, "not signed") {
+		t.Errorf("unsigned app with a key required: %d %s", code, errs)
+	}
+	// A file that is no app is refused with a code.
+	bogus := filepath.Join(f.dir, "bogus.pinfold")
+	os.WriteFile(bogus, []byte("not a tar"), 0o644)
+	if _, errs, code := pf(t, elsewhere, "run", bogus); code != 125 || !strings.Contains(errs, "PF193") {
+		t.Errorf("bogus app: %d %s", code, errs)
+	}
+	if _, errs, code := pf(t, elsewhere, "run", filepath.Join(f.dir, "img.tar")+"x"); code == 0 {
+		t.Errorf("a missing file ran: %s", errs)
+	}
+}
+
+// tamper rewrites the archive with the content of its entry named name
+// replaced by data.
+func tamper(t *testing.T, file, name string, data []byte) {
+	t.Helper()
+	in, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var buf bytes.Buffer
+	tr := tar.NewReader(in)
+	tw := tar.NewWriter(&buf)
+	found := false
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		if hdr.Name == name {
+			b, hdr.Size, found = data, int64(len(data)), true
+		}
+		tw.WriteHeader(hdr)
+		tw.Write(b)
+	}
+	tw.Close()
+	if !found {
+		t.Fatalf("%s has no %s", file, name)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPackAppRefusesTampering(t *testing.T) {
+	needRoot(t)
+	f := newPackFixture(t)
+	key, pub := newSigningKey(t, f.dir, "good")
+	app := filepath.Join(f.dir, "app.pinfold")
+	out, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", app, "--sign-key", key, "--json", "--", "cat", "hello.txt")
+	var r struct{ Layers []string }
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Layers) != 2 {
+		t.Fatalf("pack app: %d %q %s", code, out, errs)
+	}
+	orig, _ := os.ReadFile(app)
+	// The workspace layer replaced by another (valid gzip tar) one.
+	var evil bytes.Buffer
+	zw := gzip.NewWriter(&evil)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(f.ws, "/") + "/hello.txt", Mode: 0o644, Size: 5, Typeflag: tar.TypeReg})
+	tw.Write([]byte("evil\n"))
+	tw.Close()
+	zw.Close()
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"layer, no keys", []string{"run", app}},
+		{"layer, keys", []string{"run", "--verify-key", pub, app}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.WriteFile(app, orig, 0o644)
+			tamper(t, app, "blobs/sha256/"+strings.TrimPrefix(r.Layers[1], "sha256:"), evil.Bytes())
+			t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+			got, errs, code := pf(t, f.dir, c.args...)
+			if code == 0 || strings.Contains(got, "evil") {
+				t.Errorf("a tampered layer ran: %d %q %s", code, got, errs)
+			}
+		})
+	}
+	// A signature over another manifest.
+	os.WriteFile(app, orig, 0o644)
+	other := filepath.Join(f.dir, "other.pinfold")
+	os.WriteFile(filepath.Join(f.ws, "hello.txt"), []byte("other\n"), 0o644)
+	if _, errs, code := f.pack(t, "", "app", "--allow-dirty", "--base", "tar:"+f.base, "--out", other, "--sign-key", key, "--", "cat", "hello.txt"); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	sig := mustRun(t, "", "tar", "xOf", other, "pinfold-signature.json")
+	tamper(t, app, "pinfold-signature.json", []byte(sig))
+	if _, errs, code := pf(t, f.dir, "run", "--verify-key", pub, app); code != 125 || !strings.Contains(errs, "PF177") || !strings.Contains(errs, "another manifest") {
+		t.Errorf("a signature of another manifest: %d %s", code, errs)
+	}
+}
+
+func TestPackImageSignedPushVerifies(t *testing.T) {
+	needRoot(t)
+	needTool(t, "skopeo")
+	f := newPackFixture(t)
+	key, pub := newSigningKey(t, f.dir, "good")
+	_, other := newSigningKey(t, f.dir, "other")
+	reg := startRegistry(t)
+	ref := reg + "/team/signed:1"
+	out, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", ref, "--sign-key", key, "--json", "--", "./run.sh")
+	var r struct{ Digest, Signature string }
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("pack --push --sign-key: %d %q %s", code, out, errs)
+	}
+	if want := reg + "/team/signed:" + strings.Replace(r.Digest, ":", "-", 1) + ".sig"; r.Signature != want {
+		t.Errorf("signature at %q, want %q", r.Signature, want)
+	}
+	// pinfold's own verifier (the cosign format, through skopeo) accepts it.
+	t.Setenv("PINFOLD_STORE", filepath.Join(f.dir, "store-pull"))
+	got, errs, code := pf(t, f.ws, "run", "--access", "none", "-w", f.ws, "--base", "oci:"+ref, "--verify-key", pub, "--", "./run.sh", "verified")
+	if code != 0 || got != "run.sh verified\nhello from the image\n" {
+		t.Errorf("run with the signing key trusted: %d %q %s", code, got, errs)
+	}
+	if _, errs, code := pf(t, f.ws, "run", "--access", "none", "--base", "oci:"+ref, "--verify-key", other, "--", "true"); code != 125 || !strings.Contains(errs, "PF177") {
+		t.Errorf("run with another key trusted: %d %s", code, errs)
 	}
 }
