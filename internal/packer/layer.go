@@ -27,7 +27,8 @@ import (
 // Level is the gzip level of every layer: fixed, since it is part of the
 // bytes (and so of the digest). klauspost's gzip at its fastest level is
 // several times faster than the standard library's default and its output
-// is fixed for a given version of the library, which go.sum pins.
+// is fixed for a given version of the library, which go.sum pins. Layers
+// are compressed in blocks on all CPUs (parallelGzip).
 const Level = gzip.BestSpeed
 
 // shiftedIDs is how many ids a sandbox maps (tarentry.ShiftedIDs).
@@ -93,10 +94,7 @@ func writeLayer(l pack.Layer, epoch time.Time, file string) (*fileLayer, error) 
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	comp := &counter{w: bw, h: sha256.New()}
-	z, err := gzip.NewWriterLevel(comp, Level)
-	if err != nil {
-		return nil, err
-	}
+	z := newParallelGzip(comp)
 	raw := &counter{w: z, h: sha256.New()}
 	tw := tar.NewWriter(raw)
 	if err := writeTree(tw, l, epoch); err != nil {
