@@ -156,23 +156,24 @@ func startBench(bin, dir, ws string, runs int) {
 			fmt.Printf("podman load failed, podman left out: %s\n", b)
 		}
 	}
-	sides := []struct {
-		name string
-		args []string
-	}{
-		{"pinfold run APP -- true", []string{bin, "run", app, "--", "true"}},
-		{"pinfold run --base oci:IMAGE -- true", []string{bin, "run", "--access", "none", "--base", "oci:" + img, "--", "true"}},
+	type side struct {
+		name, store string
+		args        []string
+	}
+	// Each side has a store of its own: the app and the image have the
+	// same config, so in one store the second would find the first's root.
+	sides := []side{
+		{"pinfold run APP -- true", store + "-app", []string{bin, "run", app, "--", "true"}},
+		{"pinfold run --base oci:IMAGE -- true", store + "-oci", []string{bin, "run", "--access", "none", "--base", "oci:" + img, "--", "true"}},
 	}
 	if podman {
-		sides = append(sides, struct {
-			name string
-			args []string
-		}{"podman run --rm IMAGE true", []string{"podman", "run", "--rm", "--runtime", "runc", "--network", "none",
+		sides = append(sides, side{"podman run --rm IMAGE true", store, []string{"podman", "run", "--rm", "--runtime", "runc", "--network", "none",
 			"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000", "localhost/pinfold-bench-pack:1", "true"}})
 	}
-	run := func(args []string) time.Duration {
+	run := func(s side) time.Duration {
+		args := s.args
 		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir, cmd.Env = dir, env
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PINFOLD_STORE="+s.store)
 		start := time.Now()
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fail(fmt.Errorf("%v: %v %s", args, err, b))
@@ -181,7 +182,7 @@ func startBench(bin, dir, ws string, runs int) {
 	}
 	fmt.Printf("\n== start-up of a packed app (busybox base), %d paired rounds\n", runs)
 	for _, s := range sides {
-		fmt.Printf("first run (unpacks into the store): %-40s %v\n", s.name, run(s.args).Round(time.Millisecond))
+		fmt.Printf("first run (unpacks into the store): %-40s %v\n", s.name, run(s).Round(time.Millisecond))
 	}
 	times := make([][]time.Duration, len(sides))
 	var ratios, podRatios []float64
@@ -189,7 +190,7 @@ func startBench(bin, dir, ws string, runs int) {
 		got := make([]time.Duration, len(sides))
 		for k := range sides {
 			j := (i + k) % len(sides)
-			got[j] = run(sides[j].args)
+			got[j] = run(sides[j])
 		}
 		for j := range sides {
 			times[j] = append(times[j], got[j])
