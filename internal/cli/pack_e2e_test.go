@@ -329,6 +329,15 @@ func TestPackImageRunsInDocker(t *testing.T) {
 	if out != "run.sh in-docker\nhello from the image\n" {
 		t.Errorf("docker run: %q", out)
 	}
+	// An app through docker, when asked.
+	app := filepath.Join(f.dir, "app.pinfold")
+	if _, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", app, "--", "./run.sh", "app"); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	got, errs, code := pf(t, f.dir, "run", "--backend", "docker", app)
+	if code != 0 || got != "run.sh app\nhello from the image\n" {
+		t.Errorf("run --backend docker APP: %d %q %s", code, got, errs)
+	}
 }
 
 // startRegistry starts Debian's docker-registry on a free loopback port

@@ -199,12 +199,21 @@ func writeTree(tw *tar.Writer, l pack.Layer, epoch time.Time) error {
 		list = append([]string{""}, list...)
 	}
 	links := map[[2]uint64]string{}
+	// Paths that are not directories: nothing is read through them (a
+	// listed "a/b" where "a" is a symbolic link would read outside Dir).
+	leaves := map[string]bool{}
 	buf := make([]byte, 1<<20)
 	for _, rel := range list {
+		if underLeaf(rel, leaves) {
+			continue
+		}
 		src := filepath.Join(l.Dir, rel)
 		fi, err := os.Lstat(src)
 		if err != nil {
 			return err
+		}
+		if !fi.IsDir() {
+			leaves[rel] = true
 		}
 		name := path.Join(prefix, rel)
 		hdr, err := header(fi, name, l.UIDShift, epoch)
@@ -289,4 +298,14 @@ func unshift(id, shift uint32) int {
 		return int(id - shift)
 	}
 	return 0
+}
+
+// underLeaf reports whether a parent of rel is in leaves.
+func underLeaf(rel string, leaves map[string]bool) bool {
+	for p := path.Dir(rel); p != "." && p != "/"; p = path.Dir(p) {
+		if leaves[p] {
+			return true
+		}
+	}
+	return false
 }
