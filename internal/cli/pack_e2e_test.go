@@ -624,3 +624,27 @@ func TestPackImageSignedPushVerifies(t *testing.T) {
 		t.Errorf("run with another key trusted: %d %s", code, errs)
 	}
 }
+
+// TestPackImageSignedArchiveVerifies: an image archive (the form docker
+// loads too) signed by pack verifies as an oci: base with the key, and
+// not with another.
+func TestPackImageSignedArchiveVerifies(t *testing.T) {
+	needRoot(t)
+	f := newPackFixture(t)
+	key, pub := newSigningKey(t, f.dir, "good")
+	_, other := newSigningKey(t, f.dir, "other")
+	arch := filepath.Join(f.dir, "signed.tar")
+	f.image(t, "", arch, "--sign-key", key, "--tag", "signed:1", "--", "./run.sh")
+	t.Setenv("PINFOLD_STORE", filepath.Join(f.dir, "store-run"))
+	got, errs, code := pf(t, f.dir, "run", "--access", "none", "-w", f.ws, "--verify-key", pub, "--base", "oci:"+arch, "--", "./run.sh", "signed")
+	if code != 0 || got != "run.sh signed\nhello from the image\n" || !strings.Contains(errs, "verified the signature") {
+		t.Errorf("run with the key: %d %q %s", code, got, errs)
+	}
+	if _, errs, code := pf(t, f.dir, "run", "--access", "none", "--verify-key", other, "--base", "oci:"+arch, "--", "true"); code != 125 || !strings.Contains(errs, "PF177") {
+		t.Errorf("run with another key: %d %s", code, errs)
+	}
+	// A layout directory cannot carry a signature.
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--out", filepath.Join(f.dir, "layout"), "--sign-key", key); code != 125 || !strings.Contains(errs, "PF192") {
+		t.Errorf("signed layout: %d %s", code, errs)
+	}
+}
