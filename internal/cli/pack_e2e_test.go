@@ -648,3 +648,33 @@ func TestPackImageSignedArchiveVerifies(t *testing.T) {
 		t.Errorf("signed layout: %d %s", code, errs)
 	}
 }
+
+// TestPackConfigSection: pinfold.yaml's pack: section gives the command
+// and tag where the command line gives none.
+func TestPackConfigSection(t *testing.T) {
+	needRoot(t)
+	f := newPackFixture(t)
+	os.WriteFile(filepath.Join(f.ws, "pinfold.yaml"), []byte("version: 1\nbase: tar:"+f.base+"\npack:\n  entrypoint: [./run.sh]\n  cmd: [from-config]\n  tag: cfg:1\n"), 0o644)
+	mustRun(t, f.ws, "git", "add", "pinfold.yaml")
+	mustRun(t, f.ws, "git", "-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-qm", "config")
+	app := filepath.Join(f.dir, "cfg.pinfold")
+	if _, errs, code := f.pack(t, "", "app", "--out", app); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", app}, "run.sh from-config\nhello from the image\n"},
+		{[]string{"run", app, "--", "other"}, "run.sh other\nhello from the image\n"},
+	} {
+		if got, errs, code := pf(t, f.dir, c.args...); code != 0 || got != c.want {
+			t.Errorf("%v: %d %q %s", c.args, code, got, errs)
+		}
+	}
+	out, errs, code := pf(t, f.dir, "app", "inspect", app, "--json")
+	var info struct{ Tag string }
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Tag != "cfg:1" {
+		t.Errorf("app inspect: %d %q %s", code, out, errs)
+	}
+}

@@ -48,6 +48,18 @@ type Packed struct {
 // plan's environment and working directory, and the command. The same
 // sandbox id and workspace content give the same image digest.
 func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed, error) {
+	if c := p.Pack; c != nil {
+		// The config's pack: section, where the command line says nothing.
+		if len(o.Entrypoint) == 0 {
+			o.Entrypoint = c.Entrypoint
+		}
+		if len(o.Cmd) == 0 {
+			o.Cmd = c.Cmd
+		}
+		if o.Tag == "" {
+			o.Tag = c.Tag
+		}
+	}
 	ws := p.Sandbox.Workspace
 	var files []string
 	if ws != "" {

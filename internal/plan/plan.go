@@ -64,6 +64,9 @@ type Plan struct {
 	Dispatched bool
 	// Sources says where each setting came from, by setting name.
 	Sources map[string]string
+	// Pack is the config's pack: section (pinfold pack's entrypoint, cmd
+	// and tag), nil when it has none.
+	Pack *config.Pack `json:"-"`
 	// System is what the sandbox's root is made of, for bases pinfold
 	// builds: Resolve leaves it nil; the engine's resolve fills it from the
 	// store and the workspace.
@@ -246,6 +249,9 @@ func Resolve(r *Request) (*Plan, error) {
 		return nil, err
 	}
 	p.Command.Args = r.Args
+	if r.Config != nil && r.Config.Pack != nil {
+		p.Pack = r.Config.Pack
+	}
 	if p.Command.Env, err = resolveEnv(r, ls, p); err != nil {
 		return nil, err
 	}
