@@ -67,6 +67,21 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 	if !strings.Contains(explain, "lockfile: requirements.txt: lxml==5.2.1") {
 		t.Errorf("explain:\n%s", explain)
 	}
+
+	// The sandbox packed as an app runs on a store that has neither the
+	// base nor the image, with the image's owners (group mail of
+	// /var/mail) and the capability's library.
+	needPackHelper(t)
+	app := filepath.Join(t.TempDir(), "debian.pinfold")
+	if _, errs, code := pf(t, ws, "pack", "app", "--out", app); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	out, errs, code = pf(t, "/", "run", "-w", "/", app, "--", "sh", "-c",
+		"test -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 && stat -c %g /var/mail && cat /etc/debian_version")
+	if code != 0 || !strings.HasPrefix(out, "8\n12.") {
+		t.Errorf("the packed debian-12 with xml: exit %d, out %q, stderr %s", code, out, errs)
+	}
 }
 
 // TestOCIBase runs a command from an OCI image layout whose one layer
