@@ -236,6 +236,26 @@ func TestPackRefusesDirtyWorkspace(t *testing.T) {
 	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base); code != 125 || !strings.Contains(errs, "PF101") {
 		t.Fatalf("no --out: %d %s", code, errs)
 	}
+	// A directory that holds something is not overwritten, and a failed
+	// pack leaves nothing behind.
+	full := filepath.Join(f.dir, "full")
+	os.Mkdir(full, 0o755)
+	os.WriteFile(filepath.Join(full, "keep"), []byte("keep"), 0o644)
+	if _, errs, code := f.pack(t, "", "image", "--allow-dirty", "--base", "tar:"+f.base, "--out", full); code != 125 || !strings.Contains(errs, "PF192") || !strings.Contains(errs, "not empty") {
+		t.Errorf("non-empty --out: %d %s", code, errs)
+	}
+	if ents, _ := os.ReadDir(full); len(ents) != 1 {
+		t.Errorf("the directory was changed: %v", ents)
+	}
+	if _, errs, code := f.pack(t, "", "image", "--allow-dirty", "--base", "tar:"+f.base, "--out", filepath.Join(f.dir, "no/such/dir/x.tar")); code != 125 || !strings.Contains(errs, "PF192") {
+		t.Errorf("--out in a missing directory: %d %s", code, errs)
+	}
+	ents, _ := os.ReadDir(f.dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".pinfold-pack-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
 }
 
 // TestPackImageTools checks the image with skopeo and umoci: the layout

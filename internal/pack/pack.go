@@ -16,6 +16,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // HelperName is the helper's file name, looked up next to the pinfold
@@ -156,6 +158,9 @@ func Run(ctx context.Context, job *Job) (*Result, error) {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, helper)
+	// Asked to stop, the helper removes its temporary files first.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Stdin = bytes.NewReader(in)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -3,6 +3,7 @@ package packer
 import (
 	"archive/tar"
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -86,7 +87,7 @@ func sum(h hash.Hash) v1.Hash {
 }
 
 // writeLayer packs l into a gzip tar at file.
-func writeLayer(l pack.Layer, epoch time.Time, file string) (*fileLayer, error) {
+func writeLayer(ctx context.Context, l pack.Layer, epoch time.Time, file string) (*fileLayer, error) {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func writeLayer(l pack.Layer, epoch time.Time, file string) (*fileLayer, error) 
 	z := newParallelGzip(comp)
 	raw := &counter{w: z, h: sha256.New()}
 	tw := tar.NewWriter(raw)
-	if err := writeTree(tw, l, epoch); err != nil {
+	if err := writeTree(ctx, tw, l, epoch); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {
@@ -181,7 +182,7 @@ func compareParts(a, b string) int {
 }
 
 // writeTree writes the entries of l.
-func writeTree(tw *tar.Writer, l pack.Layer, epoch time.Time) error {
+func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Time) error {
 	list, err := entries(l)
 	if err != nil {
 		return err
@@ -204,6 +205,9 @@ func writeTree(tw *tar.Writer, l pack.Layer, epoch time.Time) error {
 	leaves := map[string]bool{}
 	buf := make([]byte, 1<<20)
 	for _, rel := range list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if underLeaf(rel, leaves) {
 			continue
 		}

@@ -2,6 +2,7 @@ package packer
 
 import (
 	"archive/tar"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestLayerStaysInside(t *testing.T) {
 	os.Symlink(outside, filepath.Join(ws, "link"))
 	epoch := time.Unix(1000, 0)
 	l := pack.Layer{Dir: ws, Prefix: "app", Files: []string{"link/secret", "d/f", "link"}}
-	fl, err := writeLayer(l, epoch, filepath.Join(dir, "layer"))
+	fl, err := writeLayer(context.Background(), l, epoch, filepath.Join(dir, "layer"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -44,7 +46,12 @@ func Main() int {
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&job)
 	if err == nil {
-		res, err = Do(context.Background(), &job)
+		// pinfold sends SIGTERM when its own context ends; Ctrl-C reaches
+		// the whole process group. Either stops the work and removes its
+		// temporary files.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		res, err = Do(ctx, &job)
+		stop()
 	}
 	if err != nil {
 		res = &pack.Result{Error: err.Error()}
@@ -59,6 +66,9 @@ func Main() int {
 // Do runs job.
 func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	epoch := time.Unix(job.Epoch, 0).UTC()
+	if err := checkOut(job); err != nil {
+		return nil, err
+	}
 	work, err := os.MkdirTemp(workDir(job.Out), ".pinfold-pack-")
 	if err != nil {
 		return nil, err
@@ -67,7 +77,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	for i, l := range job.Layers {
-		fl, err := writeLayer(l, epoch, filepath.Join(work, fmt.Sprintf("layer%d", i)))
+		fl, err := writeLayer(ctx, l, epoch, filepath.Join(work, fmt.Sprintf("layer%d", i)))
 		if err != nil {
 			return nil, fmt.Errorf("packing %s: %w", l.Dir, err)
 		}
@@ -94,6 +104,9 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 		return nil, err
 	}
 	var signer crypto.Signer
+	if job.SignKey != "" && job.Out != "" && !job.Archive && !isArchive(job.Out) {
+		return nil, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
+	}
 	if job.SignKey != "" {
 		if signer, err = trust.LoadSigner(job.SignKey); err != nil {
 			return nil, err
@@ -163,6 +176,30 @@ func describe(img v1.Image) (*pack.Result, error) {
 	return res, nil
 }
 
+// checkOut refuses an output that cannot be written before any work.
+func checkOut(job *pack.Job) error {
+	if job.Out == "" {
+		return nil
+	}
+	st, err := os.Stat(job.Out)
+	switch {
+	case os.IsNotExist(err):
+		return nil
+	case err != nil:
+		return err
+	case st.IsDir() && job.Archive:
+		return fmt.Errorf("%s is a directory, not a file", job.Out)
+	case st.IsDir():
+		if job.SignKey != "" {
+			return fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
+		}
+		if ents, err := os.ReadDir(job.Out); err != nil || len(ents) > 0 {
+			return fmt.Errorf("%s is a directory that is not empty", job.Out)
+		}
+	}
+	return nil
+}
+
 // workDir is where temporary files go: beside the output, so that the
 // final rename stays on one file system.
 func workDir(out string) string {
@@ -187,20 +224,21 @@ func write(img v1.Image, job *pack.Job, sig *pack.Signature, epoch time.Time, wo
 	if job.Tag != "" {
 		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": job.Tag}))
 	}
+	dir := filepath.Join(work, "layout")
 	if !job.Archive && !isArchive(job.Out) {
-		if sig != nil {
-			return fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
-		}
-		if ents, err := os.ReadDir(job.Out); err == nil && len(ents) > 0 {
-			return fmt.Errorf("%s is a directory that is not empty", job.Out)
-		}
-		p, err := layout.Write(job.Out, empty.Index)
+		// Written aside, then renamed into place whole.
+		p, err := layout.Write(dir, empty.Index)
 		if err != nil {
 			return err
 		}
-		return p.AppendImage(img, opts...)
+		if err := p.AppendImage(img, opts...); err != nil {
+			return err
+		}
+		if err := os.Remove(job.Out); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%s: %w", job.Out, err) // a directory that is not empty
+		}
+		return os.Rename(dir, job.Out)
 	}
-	dir := filepath.Join(work, "layout")
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
