@@ -22,6 +22,12 @@ type packOptions struct {
 
 func packFlags(fs *flagSet, name string, o *packOptions) {
 	runFlags(fs, name, &o.run)
+	// Accepted, so that a run's flags can be reused as they are, but they
+	// change nothing in an image: not shown in the help.
+	for _, f := range []string{"backend", "capture", "changeset", "mount", "user", "hostname", "network", "allow", "deny",
+		"host-loopback", "publish", "dns", "cap-add", "memory", "pids", "cpus", "timeout", "tmp-size", "disk", "tty", "interactive"} {
+		fs.fs.MarkHidden(f)
+	}
 	fs.String(&o.tag, "tag", 0, "NAME[:TAG]", "name the image in what --out holds (and docker/podman load)")
 	fs.String(&o.out, "out", 'o', "PATH", "write the image: a DIR (an OCI layout) or FILE.tar (an OCI archive docker load reads too)")
 	if name == "pack image" {

@@ -285,6 +285,13 @@ func TestPackImageTools(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rootfs, f.ws, ".git")); err == nil {
 		t.Error(".git was packed")
 	}
+	// --access none: the base alone, whatever the workspace holds.
+	os.WriteFile(filepath.Join(f.ws, "dirty.txt"), []byte("x"), 0o644)
+	f.image(t, "", filepath.Join(f.dir, "base-only"), "--access", "none")
+	if err := json.Unmarshal([]byte(mustRun(t, "", "skopeo", "inspect", "oci:"+f.dir+"/base-only")), &info); err != nil || len(info.Layers) != 1 {
+		t.Errorf("--access none: %+v %v", info, err)
+	}
+	os.Remove(filepath.Join(f.ws, "dirty.txt"))
 	st := mustRun(t, "", "stat", "-c", "%u:%g", filepath.Join(rootfs, "home/app"), filepath.Join(rootfs, "bin/busybox"), filepath.Join(rootfs, f.ws, "hello.txt"))
 	if st != "1000:1000\n0:0\n0:0\n" {
 		t.Errorf("owners in the image: %q, want the base's 1000:1000 and 0:0", st)

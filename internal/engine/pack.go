@@ -44,7 +44,8 @@ type Packed struct {
 }
 
 // Pack makes the OCI image of p's sandbox: the base (with its
-// capabilities) as one layer, the workspace at its path as another, the
+// capabilities) as one layer, the workspace at its path as another
+// (unless its access is none), the
 // plan's environment and working directory, and the command. The same
 // sandbox id and workspace content give the same image digest.
 func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed, error) {
@@ -61,6 +62,9 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		}
 	}
 	ws := p.Sandbox.Workspace
+	if p.Sandbox.Access == sandbox.AccessNone {
+		ws = "" // --access none: an image of the base alone
+	}
 	var files []string
 	if ws != "" {
 		if err := e.checkClean(ws, o.AllowDirty); err != nil {
