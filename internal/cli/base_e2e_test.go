@@ -70,16 +70,31 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 
 	// The sandbox packed as an app runs on a store that has neither the
 	// base nor the image, with the image's owners (group mail of
-	// /var/mail) and the capability's library.
+	// /var/mail), the capability's library, and what installing it
+	// removed still removed (apt's lists, whiteouts in the layer).
 	needPackHelper(t)
 	app := filepath.Join(t.TempDir(), "debian.pinfold")
-	if _, errs, code := pf(t, ws, "pack", "app", "--out", app); code != 0 {
-		t.Fatalf("pack app: %d %s", code, errs)
+	packed, errs, code := pf(t, ws, "pack", "app", "--out", app, "--json")
+	var r struct{ Layers []string }
+	if code != 0 || json.Unmarshal([]byte(packed), &r) != nil {
+		t.Fatalf("pack app: %d %q %s", code, packed, errs)
+	}
+	if len(r.Layers) != 3 {
+		t.Errorf("want 3 layers (the base, the capability's packages, the workspace): %q", r.Layers)
+	}
+	// Every path, type, mode and owner of the system is as the image has it.
+	list := "find /usr /etc /var /opt /bin /sbin /lib /lib64 -xdev -printf '%p %y %m %U %G\\n' 2>/dev/null | sort | sha256sum"
+	want, errs, code := pf(t, ws, "run", "--access", "ro", "--", "sh", "-c", list)
+	if code != 0 {
+		t.Fatalf("listing the image: %d %s", code, errs)
 	}
 	t.Setenv("PINFOLD_STORE", t.TempDir())
+	if got, errs, code := pf(t, "/", "run", "-w", "/", app, "--", "sh", "-c", list); code != 0 || got != want {
+		t.Errorf("the app's system differs from the image's: %q, want %q (%d %s)", got, want, code, errs)
+	}
 	out, errs, code = pf(t, "/", "run", "-w", "/", app, "--", "sh", "-c",
-		"test -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 && stat -c %g /var/mail && cat /etc/debian_version")
-	if code != 0 || !strings.HasPrefix(out, "8\n12.") {
+		"test -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 && stat -c %g /var/mail && ls /var/lib/apt/lists | grep -c _ ; cat /etc/debian_version")
+	if code != 0 || !strings.HasPrefix(out, "8\n0\n12.") {
 		t.Errorf("the packed debian-12 with xml: exit %d, out %q, stderr %s", code, out, errs)
 	}
 }

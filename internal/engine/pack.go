@@ -94,11 +94,22 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	}
 	// Only content ids go in, never host paths other than the workspace's:
 	// the same base from another file or store gives the same image.
-	comment := "base " + sys.BaseID
-	if len(sys.Capabilities) > 0 {
-		comment += " with " + strings.Join(sys.Capabilities, ", ")
+	base := pack.Layer{Dir: root, UIDShift: shift, Comment: "base " + sys.BaseID}
+	if p.Sandbox.Base.Kind == sandbox.BaseDebian12 && len(sys.Capabilities) > 0 {
+		// The curated base, then what its capabilities installed, as the
+		// image keeps it (overlayfs upper directories beside its rootfs):
+		// the base layer is the same for every set of capabilities.
+		cb, err := st.CuratedBase(string(p.Sandbox.Base.Kind))
+		if err != nil {
+			return nil, fault.New(fault.BadBase, err.Error(), "", "pinfold base build debian-12", err)
+		}
+		store.UseBase(cb.Root)
+		base.Dir = cb.Root
+		job.Layers = append(job.Layers, base, pack.Layer{Dir: filepath.Join(filepath.Dir(root), "layer"), Overlay: true, UIDShift: shift,
+			Comment: "capabilities " + strings.Join(sys.Capabilities, ", ") + " (packages " + strings.Join(sys.Packages, " ") + ")"})
+	} else {
+		job.Layers = append(job.Layers, base)
 	}
-	job.Layers = append(job.Layers, pack.Layer{Dir: root, UIDShift: shift, Comment: comment})
 	if ws != "" {
 		job.Layers = append(job.Layers, pack.Layer{Dir: ws, Prefix: ws, Files: files, Comment: "workspace " + ws})
 	}

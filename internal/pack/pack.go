@@ -59,6 +59,11 @@ type Layer struct {
 	Files []string `json:"files,omitempty"`
 	// Skip are top-level names of Dir left out (proc, dev...).
 	Skip []string `json:"skip,omitempty"`
+	// Overlay says Dir holds overlayfs upper directories, as an image of
+	// capabilities keeps them (Dir/<top>/upper is the image's /<top>):
+	// whiteouts (0:0 character devices) become OCI ".wh." files and
+	// opaque directories get their ".wh..wh..opq" marker.
+	Overlay bool `json:"overlay,omitempty"`
 	// UIDShift is the host id that id 0 of the files was shifted to when
 	// they were extracted (a root-owned store); ids in
 	// [UIDShift, UIDShift+65536) are shifted back, every other id becomes 0.

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
+	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/pack"
 )
@@ -143,7 +144,23 @@ func entries(l pack.Layer) ([]string, error) {
 	var out []string
 	var walk func(rel string) error
 	walk = func(rel string) error {
-		d, err := os.Open(filepath.Join(l.Dir, rel))
+		if rel == "" && l.Overlay {
+			// The image's top-level directories: Dir/<top>/upper.
+			tops, err := os.ReadDir(l.Dir)
+			if err != nil {
+				return err
+			}
+			for _, t := range tops {
+				if st, err := os.Lstat(filepath.Join(l.Dir, t.Name(), "upper")); err == nil && st.IsDir() {
+					out = append(out, t.Name())
+					if err := walk(t.Name()); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		d, err := os.Open(srcPath(l, rel))
 		if err != nil {
 			return err
 		}
@@ -161,7 +178,7 @@ func entries(l pack.Layer) ([]string, error) {
 				continue
 			}
 			out = append(out, p)
-			fi, err := os.Lstat(filepath.Join(l.Dir, p))
+			fi, err := os.Lstat(srcPath(l, p))
 			if err != nil {
 				return err
 			}
@@ -211,7 +228,7 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		if underLeaf(rel, leaves) {
 			continue
 		}
-		src := filepath.Join(l.Dir, rel)
+		src := srcPath(l, rel)
 		fi, err := os.Lstat(src)
 		if err != nil {
 			return err
@@ -224,6 +241,11 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		if err != nil {
 			return err
 		}
+		whiteout := l.Overlay && isWhiteout(fi)
+		if whiteout {
+			dir, base := path.Split(name)
+			hdr = &tar.Header{Typeflag: tar.TypeReg, Name: dir + ".wh." + base, ModTime: epoch}
+		}
 		if hdr == nil {
 			continue // devices, fifos, sockets: a sandbox makes its own /dev
 		}
@@ -233,7 +255,9 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 			}
 		}
 		st, _ := fi.Sys().(*syscall.Stat_t)
-		if hdr.Typeflag == tar.TypeReg && st != nil && st.Nlink > 1 {
+		// overlayfs makes whiteouts as links to one shared inode: each is
+		// its own entry.
+		if hdr.Typeflag == tar.TypeReg && st != nil && st.Nlink > 1 && !whiteout {
 			key := [2]uint64{st.Dev, st.Ino}
 			if first, ok := links[key]; ok {
 				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
@@ -243,6 +267,12 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return fmt.Errorf("%s: %w", src, err)
+		}
+		if l.Overlay && hdr.Typeflag == tar.TypeDir && isOpaque(src) {
+			// What the lower layers have here is hidden.
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name + "/.wh..wh..opq", ModTime: epoch}); err != nil {
+				return err
+			}
 		}
 		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
 			f, err := os.Open(src)
@@ -308,6 +338,33 @@ func unshift(id, shift uint32) int {
 func underLeaf(rel string, leaves map[string]bool) bool {
 	for p := path.Dir(rel); p != "." && p != "/"; p = path.Dir(p) {
 		if leaves[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// srcPath is where the image path rel of l is on the host.
+func srcPath(l pack.Layer, rel string) string {
+	if l.Overlay && rel != "" {
+		top, rest, _ := strings.Cut(rel, "/")
+		return filepath.Join(l.Dir, top, "upper", rest)
+	}
+	return filepath.Join(l.Dir, rel)
+}
+
+// isWhiteout reports an overlayfs whiteout: a 0:0 character device.
+func isWhiteout(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0
+}
+
+// isOpaque reports an overlayfs opaque directory (as the store marks
+// them: user.overlay.opaque in a user namespace, trusted. as root).
+func isOpaque(dir string) bool {
+	var b [4]byte
+	for _, name := range []string{"user.overlay.opaque", "trusted.overlay.opaque"} {
+		if n, err := unix.Lgetxattr(dir, name, b[:]); err == nil && n == 1 && b[0] == 'y' {
 			return true
 		}
 	}
