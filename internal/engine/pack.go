@@ -43,11 +43,11 @@ type Packed struct {
 	Epoch  int64
 }
 
-// Pack makes the OCI image of p's sandbox: the base (with its
-// capabilities) as one layer, the workspace at its path as another
-// (unless its access is none), the
-// plan's environment and working directory, and the command. The same
-// sandbox id and workspace content give the same image digest.
+// Pack makes the OCI image of p's sandbox: the base as one layer, what
+// its capabilities installed as another, the workspace at its path as the
+// last (unless its access is none), the plan's environment and working
+// directory, and the command. The same sandbox id and workspace content
+// give the same image digest.
 func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed, error) {
 	if c := p.Pack; c != nil {
 		// The config's pack: section, where the command line says nothing.
@@ -166,11 +166,24 @@ func (e *Engine) packRoot(ctx context.Context, p *plan.Plan) (string, uint32, er
 		// Its owners are the host's: every one becomes 0.
 		return b.Path, 0, nil
 	case sandbox.BaseDebian12:
+		// Built if need be; with capabilities, their image's root.
 		nb, err := e.ensureSystem(ctx, p)
 		if err != nil {
 			return "", 0, err
 		}
-		return nb.Path, shift, nil
+		if nb.Kind == sandbox.BaseDir {
+			return nb.Path, shift, nil
+		}
+		st, err := e.OpenStore()
+		if err != nil {
+			return "", 0, err
+		}
+		cb, err := st.CuratedBase(string(b.Kind))
+		if err != nil {
+			return "", 0, fault.New(fault.BadBase, err.Error(), "", "pinfold base build debian-12", err)
+		}
+		store.UseBase(cb.Root)
+		return cb.Root, shift, nil
 	}
 	st, err := e.OpenStore()
 	if err != nil {
