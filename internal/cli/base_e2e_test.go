@@ -82,6 +82,14 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 	if len(r.Layers) != 3 {
 		t.Errorf("want 3 layers (the base, the capability's packages, the workspace): %q", r.Layers)
 	}
+	// Without capabilities, the same base layer and the workspace.
+	ws2 := t.TempDir()
+	os.WriteFile(filepath.Join(ws2, "pinfold.yaml"), []byte("version: 1\nbase: debian-12\n"), 0o644)
+	packed, errs, code = pf(t, ws2, "pack", "image", "--out", filepath.Join(t.TempDir(), "plain.tar"), "--json")
+	var plain struct{ Layers []string }
+	if code != 0 || json.Unmarshal([]byte(packed), &plain) != nil || len(plain.Layers) != 2 || len(r.Layers) == 0 || plain.Layers[0] != r.Layers[0] {
+		t.Errorf("plain debian-12: %d %q %s (the capability image's layers: %q)", code, packed, errs, r.Layers)
+	}
 	// Every path of the system is there, as the same type, and nothing
 	// the capability's install removed is (whiteouts, opaque directories).
 	// Modes and owners may differ: an image file's set-id bits are dropped
