@@ -76,11 +76,22 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	defer os.RemoveAll(work)
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	// Layers are written where the layout keeps them, under their digest:
+	// writing the layout then finds them there and copies nothing.
+	blobs := filepath.Join(work, "layout", "blobs", "sha256")
+	if err := os.MkdirAll(blobs, 0o755); err != nil {
+		return nil, err
+	}
 	for i, l := range job.Layers {
-		fl, err := writeLayer(ctx, l, epoch, filepath.Join(work, fmt.Sprintf("layer%d", i)))
+		fl, err := writeLayer(ctx, l, epoch, filepath.Join(blobs, fmt.Sprintf(".layer%d", i)))
 		if err != nil {
 			return nil, fmt.Errorf("packing %s: %w", l.Dir, err)
 		}
+		final := filepath.Join(blobs, fl.digest.Hex)
+		if err := os.Rename(fl.path, final); err != nil {
+			return nil, err
+		}
+		fl.path = final
 		img, err = mutate.Append(img, mutate.Addendum{Layer: fl, MediaType: types.OCILayer,
 			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "pinfold pack", Comment: l.Comment}})
 		if err != nil {
@@ -313,7 +324,7 @@ func tarDir(dir, file string, epoch time.Time) error {
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(tw, src)
+			_, err = io.CopyBuffer(tw, src, make([]byte, 1<<20))
 			src.Close()
 			if err != nil {
 				return err
