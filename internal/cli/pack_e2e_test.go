@@ -265,7 +265,8 @@ func TestPackImageTools(t *testing.T) {
 	needTool(t, "skopeo", "umoci")
 	f := newPackFixture(t)
 	lay := filepath.Join(f.dir, "layout")
-	d := f.image(t, "", lay, "--tag", "app", "--", "./run.sh", "x")
+	t.Setenv("PINFOLD_PACK_HOST_VALUE", "from-the-host")
+	d := f.image(t, "", lay, "--tag", "app", "-e", "PACKED=yes", "-e", "PINFOLD_PACK_HOST_VALUE", "--", "./run.sh", "x")
 	var info struct {
 		Digest string
 		Layers []string
@@ -300,8 +301,11 @@ func TestPackImageTools(t *testing.T) {
 	if !strings.Contains(cfg, `"./run.sh"`) || !strings.Contains(cfg, `"cwd": "`+f.ws+`"`) {
 		t.Errorf("the runtime config lacks the command or working directory: %s", cfg)
 	}
+	if !strings.Contains(cfg, `"PACKED=yes"`) || strings.Contains(cfg, "from-the-host") {
+		t.Errorf("the image's environment: want PACKED=yes and no value of the host's: %s", cfg)
+	}
 	arch := filepath.Join(f.dir, "img.tar")
-	f.image(t, "", arch, "--tag", "app", "--", "./run.sh", "x")
+	f.image(t, "", arch, "--tag", "app", "-e", "PACKED=yes", "-e", "PINFOLD_PACK_HOST_VALUE", "--", "./run.sh", "x")
 	if err := json.Unmarshal([]byte(mustRun(t, "", "skopeo", "inspect", "oci-archive:"+arch)), &info); err != nil || info.Digest != d {
 		t.Fatalf("skopeo inspect of the archive: %+v %v", info, err)
 	}

@@ -115,7 +115,10 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	}
 	c := &job.Config
 	for _, v := range p.Command.Env {
-		if (v.From == plan.FromDefault && v.Name != "PATH") || strings.HasPrefix(v.From, plan.FromHost) || v.Secret {
+		// Not the host's values, nor where a secret file is mounted (the
+		// image does not have it).
+		if (v.From == plan.FromDefault && v.Name != "PATH") || strings.HasPrefix(v.From, plan.FromHost) || v.Secret ||
+			strings.Contains(v.From, "(secret ") {
 			continue
 		}
 		c.Env = append(c.Env, v.Name+"="+v.Value)
