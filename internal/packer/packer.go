@@ -66,8 +66,28 @@ func Main() int {
 // Do runs job.
 func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	epoch := time.Unix(job.Epoch, 0).UTC()
+	// What can be refused is refused before any work.
 	if err := checkOut(job); err != nil {
 		return nil, err
+	}
+	var pushRef name.Reference
+	if job.Push != "" {
+		r, err := name.ParseReference(job.Push)
+		if err != nil {
+			return nil, fmt.Errorf("--push %s: %w", job.Push, err)
+		}
+		pushRef = r
+	}
+	var signer crypto.Signer
+	if job.SignKey != "" {
+		if job.Out != "" && !job.Archive && !isArchive(job.Out) {
+			return nil, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
+		}
+		s, err := trust.LoadSigner(job.SignKey)
+		if err != nil {
+			return nil, err
+		}
+		signer = s
 	}
 	work, err := os.MkdirTemp(workDir(job.Out), ".pinfold-pack-")
 	if err != nil {
@@ -114,15 +134,6 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var signer crypto.Signer
-	if job.SignKey != "" && job.Out != "" && !job.Archive && !isArchive(job.Out) {
-		return nil, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
-	}
-	if job.SignKey != "" {
-		if signer, err = trust.LoadSigner(job.SignKey); err != nil {
-			return nil, err
-		}
-	}
 	if job.Out != "" {
 		var sig *pack.Signature
 		if signer != nil {
@@ -141,11 +152,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 			return nil, err
 		}
 	}
-	if job.Push != "" {
-		ref, err := name.ParseReference(job.Push)
-		if err != nil {
-			return nil, fmt.Errorf("--push %s: %w", job.Push, err)
-		}
+	if ref := pushRef; ref != nil {
 		if err := remoteWrite(ctx, ref, img); err != nil {
 			return nil, fmt.Errorf("pushing to %s: %w", job.Push, err)
 		}
@@ -201,9 +208,6 @@ func checkOut(job *pack.Job) error {
 	case st.IsDir() && job.Archive:
 		return fmt.Errorf("%s is a directory, not a file", job.Out)
 	case st.IsDir():
-		if job.SignKey != "" {
-			return fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
-		}
 		if ents, err := os.ReadDir(job.Out); err != nil || len(ents) > 0 {
 			return fmt.Errorf("%s is a directory that is not empty", job.Out)
 		}
