@@ -144,9 +144,19 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	}
 	res, err := pack.Run(ctx, job)
 	if err != nil {
-		fix := "see the message; check the disk and the --out path"
-		if errors.Is(err, pack.ErrNoHelper) {
+		fix := "see the message"
+		var pe *pack.Error
+		switch {
+		case errors.Is(err, pack.ErrNoHelper):
 			fix = "install pinfold-pack beside pinfold (scripts/build.sh builds it)"
+		case errors.As(err, &pe) && pe.Stage == pack.StageOut:
+			fix = "check the --out path: its directory must exist and be writable, a directory must be new or empty, and only an archive (FILE.tar) holds a signature"
+		case errors.As(err, &pe) && pe.Stage == pack.StagePush:
+			fix = "check the --push reference (HOST[:PORT]/REPO[:TAG]), that the registry is reachable, and its credentials (docker login)"
+		case errors.As(err, &pe) && pe.Stage == pack.StageKey:
+			fix = "give --sign-key an unencrypted PEM private key (see docs/pack.md#signing)"
+		case errors.As(err, &pe) && pe.Stage == pack.StageLayers:
+			fix = "check that the files can be read and do not change while they are packed"
 		}
 		return nil, fault.New(fault.PackFailed, "packing the image: "+err.Error(), "", fix, err)
 	}

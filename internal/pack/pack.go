@@ -94,7 +94,25 @@ type Result struct {
 	// Signature is the tag of the pushed signature image, or SignatureFile.
 	Signature string `json:"signature,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Stage is the step that failed (Stage*), with Error.
+	Stage string `json:"stage,omitempty"`
 }
+
+// Steps of a job, as a failed Result names them.
+const (
+	StageOut    = "out"    // the output cannot be written
+	StageLayers = "layers" // a layer's files could not be read
+	StagePush   = "push"   // the reference, or the registry
+	StageKey    = "key"    // the signing key
+)
+
+// Error is a failed job.
+type Error struct {
+	Stage string
+	Msg   string
+}
+
+func (e *Error) Error() string { return e.Msg }
 
 // Labels pinfold sets on the images it packs.
 const (
@@ -179,7 +197,7 @@ func Run(ctx context.Context, job *Job) (*Result, error) {
 		return nil, fmt.Errorf("%s answered %q: %v", HelperName, out.String(), err)
 	}
 	if res.Error != "" {
-		return nil, errors.New(res.Error)
+		return nil, &Error{Stage: res.Stage, Msg: res.Error}
 	}
 	if runErr != nil {
 		return nil, fmt.Errorf("%s: %v: %s", HelperName, runErr, strings.TrimSpace(stderr.String()))

@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +56,10 @@ func Main() int {
 	}
 	if err != nil {
 		res = &pack.Result{Error: err.Error()}
+		var se *stageError
+		if errors.As(err, &se) {
+			res.Stage = se.stage
+		}
 	}
 	json.NewEncoder(os.Stdout).Encode(res)
 	if err != nil {
@@ -68,30 +73,30 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	epoch := time.Unix(job.Epoch, 0).UTC()
 	// What can be refused is refused before any work.
 	if err := checkOut(job); err != nil {
-		return nil, err
+		return nil, staged(pack.StageOut, err)
 	}
 	var pushRef name.Reference
 	if job.Push != "" {
 		r, err := name.ParseReference(job.Push)
 		if err != nil {
-			return nil, fmt.Errorf("--push %s: %w", job.Push, err)
+			return nil, staged(pack.StagePush, fmt.Errorf("--push %s: %w", job.Push, err))
 		}
 		pushRef = r
 	}
 	var signer crypto.Signer
 	if job.SignKey != "" {
 		if job.Out != "" && !job.Archive && !isArchive(job.Out) {
-			return nil, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory")
+			return nil, staged(pack.StageOut, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory"))
 		}
 		s, err := trust.LoadSigner(job.SignKey)
 		if err != nil {
-			return nil, err
+			return nil, staged(pack.StageKey, err)
 		}
 		signer = s
 	}
 	work, err := os.MkdirTemp(workDir(job.Out), ".pinfold-pack-")
 	if err != nil {
-		return nil, err
+		return nil, staged(pack.StageOut, err)
 	}
 	defer os.RemoveAll(work)
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
@@ -105,7 +110,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	for i, l := range job.Layers {
 		fl, err := writeLayer(ctx, l, epoch, filepath.Join(blobs, fmt.Sprintf(".layer%d", i)))
 		if err != nil {
-			return nil, fmt.Errorf("packing %s: %w", l.Dir, err)
+			return nil, staged(pack.StageLayers, fmt.Errorf("packing %s: %w", l.Dir, err))
 		}
 		final := filepath.Join(blobs, fl.digest.Hex)
 		if err := os.Rename(fl.path, final); err != nil {
@@ -144,27 +149,27 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 				}
 			}
 			if sig, err = sign(signer, repo, res.Digest); err != nil {
-				return nil, err
+				return nil, staged(pack.StageKey, err)
 			}
 			res.Signature = pack.SignatureFile
 		}
 		if err := write(img, job, sig, epoch, work); err != nil {
-			return nil, err
+			return nil, staged(pack.StageOut, err)
 		}
 	}
 	if ref := pushRef; ref != nil {
 		if err := remoteWrite(ctx, ref, img); err != nil {
-			return nil, fmt.Errorf("pushing to %s: %w", job.Push, err)
+			return nil, staged(pack.StagePush, fmt.Errorf("pushing to %s: %w", job.Push, err))
 		}
 		res.Pushed = ref.Context().Digest(res.Digest).String()
 		if signer != nil {
 			sig, err := sign(signer, ref.Context().Name(), res.Digest)
 			if err != nil {
-				return nil, err
+				return nil, staged(pack.StageKey, err)
 			}
 			tag, err := pushSignature(ctx, ref, res.Digest, sig)
 			if err != nil {
-				return nil, fmt.Errorf("pushing the signature to %s: %w", job.Push, err)
+				return nil, staged(pack.StagePush, fmt.Errorf("pushing the signature to %s: %w", job.Push, err))
 			}
 			res.Signature = tag
 		}
@@ -375,3 +380,14 @@ func dockerManifest(img v1.Image, job *pack.Job, dir string) error {
 	b, _ := json.Marshal(dm)
 	return os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644)
 }
+
+// stageError says which step failed, so that pinfold can say what to fix.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+func staged(stage string, err error) error { return &stageError{stage, err} }
