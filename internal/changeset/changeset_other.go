@@ -31,6 +31,8 @@ func Recover(ctx context.Context, journalDir string, roots []Root) error { retur
 // Lock needs Linux.
 func (c *Changeset) Lock() (unlock func(), err error) { return nil, ErrUnsupported }
 
+func (c *Changeset) KeepLockOnExec(keep bool) error { return ErrUnsupported }
+
 func lstatPath(path string) (*Stat, error) { return nil, ErrUnsupported }
 
 func upperWhiteout(path string, st *Stat) bool { return false }

@@ -46,11 +46,30 @@ func (c *Changeset) Lock() (unlock func(), err error) {
 	}
 	f.Truncate(0)
 	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	c.lock = f
 	return func() {
+		c.lock = nil
 		f.Truncate(0)
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// KeepLockOnExec makes the lock this process holds survive (keep) or not
+// survive an exec: a run that hands off to the waiter passes it on, so
+// the changeset stays locked until the run is recorded (the lock belongs
+// to the open file, whoever holds its descriptor). The pid in the lock
+// file stays right, as an exec keeps the pid.
+func (c *Changeset) KeepLockOnExec(keep bool) error {
+	if c.lock == nil {
+		return fmt.Errorf("changeset %s is not locked by this process", c.Meta.ID)
+	}
+	flags := unix.FD_CLOEXEC
+	if keep {
+		flags = 0
+	}
+	_, err := unix.FcntlInt(c.lock.Fd(), unix.F_SETFD, flags)
+	return err
 }
 
 // LockRoots serialises the applies to the same directories: it takes an

@@ -56,6 +56,8 @@ type MetaRoot struct {
 type Changeset struct {
 	Dir  string
 	Meta Meta
+
+	lock *os.File // while this process holds the lock
 }
 
 const (

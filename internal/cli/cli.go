@@ -55,6 +55,8 @@ type command struct {
 	sub   []command
 	// complete offers values for the arguments (changeset ids...).
 	complete func() []string
+	// hidden keeps it out of help and completion (pinfold's own use).
+	hidden bool
 }
 
 func commands() []command {
@@ -77,6 +79,7 @@ func commands() []command {
 		packCommand(),
 		appCommand(),
 		cleanCommand(),
+		finishCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {
 				fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)
@@ -161,6 +164,7 @@ func build(io *IO, c command, code *int) *cobra.Command {
 		Aliases:               c.aliases,
 		Short:                 c.summary,
 		Long:                  c.long,
+		Hidden:                c.hidden,
 		DisableFlagsInUseLine: true,
 	}
 	if cc.Long == "" {

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/config"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/plan"
@@ -157,10 +161,15 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 	}
 	sp := &p.Sandbox
 	if p.Mode != "sandbox" || p.Backend != "native" || sp.Base.Kind != sandbox.BaseHost ||
-		sp.Network != sandbox.NetworkNone || len(sp.Net.Publish) > 0 || sp.Access == sandbox.AccessChangeset ||
+		sp.Network != sandbox.NetworkNone || len(sp.Net.Publish) > 0 ||
 		len(p.Hooks) > 0 || len(p.Caches) > 0 || len(p.Secrets) > 0 || len(p.Captures) > 0 ||
 		len(p.Capabilities) > 0 || p.Changeset != "" || p.Apply || p.Disk > 0 || p.TTY ||
 		p.Audit.Lockfile != "none configured" {
+		return false
+	}
+	// A replay writes the command line's command into the changeset's
+	// record; the plan's must be that one.
+	if sp.Access == sandbox.AccessChangeset && !slices.Equal(p.Command.Args, lr.rest) {
 		return false
 	}
 	if !lr.key() {
@@ -199,7 +208,10 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 // write stores the record of a run whose command has just started, if
 // every dependency still reads as it did before the plan was made and
 // none changed too recently to tell.
-func (lr *launchRecorder) write(p *plan.Plan, proc *native.Process, timeoutMsg, tmpFullMsg string) {
+//
+// finish is the changeset's finish (the binary, the store and the id) when
+// the run keeps one.
+func (lr *launchRecorder) write(p *plan.Plan, proc *native.Process, timeoutMsg, tmpFullMsg string, finish []string) {
 	for _, d := range lr.deps {
 		now, err := initp.StatDep(d.Kind, d.Path)
 		if err != nil || !now.Same(d) || lr.start.Sub(d.Changed()) < racyAge {
@@ -207,11 +219,77 @@ func (lr *launchRecorder) write(p *plan.Plan, proc *native.Process, timeoutMsg, 
 		}
 	}
 	spawn, cfg, exec := proc.Sent()
-	initp.WriteLaunch(filepath.Join(lr.store, "launch"), &initp.LaunchRecord{
+	rec := &initp.LaunchRecord{
 		Prefix: lr.prefix, Cwd: lr.cwd, Environ: os.Environ(), Deps: lr.deps,
 		Empty: engine.PendingDirs(lr.store),
 		Spawn: spawn, Config: cfg, Exec: exec,
 		AnyCommand: !p.Dispatched, Stdin: p.Interactive, Timeout: p.Timeout,
 		TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg,
-	})
+	}
+	if p.Sandbox.Access == sandbox.AccessChangeset {
+		if len(finish) != 3 || finish[1] != lr.store {
+			return
+		}
+		if rec.Changeset = launchChangeset(cfg, finish[0], finish[1], finish[2], p.Command.Args); rec.Changeset == nil {
+			return
+		}
+	}
+	initp.WriteLaunch(filepath.Join(lr.store, "launch"), rec)
+}
+
+// launchChangeset describes how a replay makes a changeset like the one
+// this run made (id): where the id stands in the config message (only in
+// paths under the store's changesets), and meta.json after its command,
+// checked by rebuilding the file as launch.c will and reading it back.
+// nil when anything does not match.
+func launchChangeset(cfg []byte, exe, storeDir, id string, command []string) *initp.LaunchChangeset {
+	if len(id) != initp.ChangesetIDLen {
+		return nil
+	}
+	c := &initp.LaunchChangeset{Store: storeDir, Exe: exe}
+	prefix := []byte(filepath.Join(storeDir, "changesets") + "/")
+	for off := 0; ; {
+		i := bytes.Index(cfg[off:], []byte(id))
+		if i < 0 {
+			break
+		}
+		at := off + i
+		if at < len(prefix) || !bytes.Equal(cfg[at-len(prefix):at], prefix) {
+			return nil
+		}
+		c.IDOffsets = append(c.IDOffsets, uint32(at))
+		off = at + len(id)
+	}
+	if len(c.IDOffsets) == 0 {
+		return nil
+	}
+	dir := filepath.Join(storeDir, "changesets", id)
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(dir, "r0", "upper"), &st) != nil {
+		return nil
+	}
+	c.UID, c.GID = st.Uid, st.Gid
+	data, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return nil
+	}
+	i := bytes.Index(data, []byte(",\n  \"workspace\": "))
+	if i < 0 {
+		return nil
+	}
+	c.MetaTail = string(data[i:])
+	var want, got changeset.Meta
+	cmd, err := json.Marshal(command)
+	if err != nil || json.Unmarshal(data, &want) != nil {
+		return nil
+	}
+	rebuilt := `{"id": "` + id + `", "created": "2006-01-02T15:04:05.999999999Z", "command": ` + string(cmd) + c.MetaTail
+	if json.Unmarshal([]byte(rebuilt), &got) != nil {
+		return nil
+	}
+	got.Created = want.Created
+	if !reflect.DeepEqual(got, want) {
+		return nil
+	}
+	return c
 }

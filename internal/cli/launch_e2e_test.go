@@ -3,10 +3,12 @@ package cli_test
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -367,5 +369,68 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 	prime(t, st, ws, runRO("true")...)
 	if out := run(); out != "1\n" {
 		t.Errorf("a replay: the command read pinfold's caller's fd 3: %q", out)
+	}
+}
+
+// TestLaunchCacheChangesets replays the default run, which keeps a
+// changeset: the replay makes it (directories, lock, record), the waiter
+// removes it when the command wrote nothing, and pinfold __finish records
+// and reports it when it did, as the Go side would.
+func TestLaunchCacheChangesets(t *testing.T) {
+	st := needLaunchCache(t)
+	t.Cleanup(func() { waitTrashCleaners(st) })
+	ws := freshWorkspace(t)
+	prime(t, st, ws, "run", "--", "true")
+	left := func() []string {
+		ids, _ := filepath.Glob(filepath.Join(st, "changesets", "*"))
+		return ids
+	}
+	if ids := left(); len(ids) != 0 {
+		t.Fatalf("a run that wrote nothing left changesets %v", ids)
+	}
+	if !replayed(t, ws, append([]string{"run", "--"}, echoMark...)...) {
+		t.Fatal("a repeated changeset run was not replayed")
+	}
+	if ids := left(); len(ids) != 0 {
+		t.Fatalf("a replay that wrote nothing left changesets %v", ids)
+	}
+
+	cmd := []string{"sh", "-c", `echo $PINFOLD_REPLAYED; printf 'a"b\\c' > "new file"; exit 3`}
+	out, errs, code := pf(t, ws, append([]string{"run", "--"}, cmd...)...)
+	if out != "1\n" || code != 3 {
+		t.Fatalf("not replayed, or the status is lost: %q, status %d: %s", out, code, errs)
+	}
+	ids := left()
+	if len(ids) != 1 {
+		t.Fatalf("changesets after a replay that wrote: %v", ids)
+	}
+	id := filepath.Base(ids[0])
+	if !strings.Contains(errs, "pinfold: changeset "+id+": 1 added, 0 modified, 0 deleted") {
+		t.Errorf("no summary of changeset %s: %q", id, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new file")); err == nil {
+		t.Error("the write reached the workspace before apply")
+	}
+	js, errs, code := pf(t, ws, "changes", "--json")
+	var list []struct {
+		ID        string   `json:"id"`
+		Status    string   `json:"status"`
+		Workspace string   `json:"workspace"`
+		Command   []string `json:"command"`
+		Added     int      `json:"added"`
+		ExitCode  int      `json:"exit_code"`
+	}
+	if code != 0 || json.Unmarshal([]byte(js), &list) != nil || len(list) != 1 {
+		t.Fatalf("changes --json: status %d %q %s", code, js, errs)
+	}
+	c := list[0]
+	if c.ID != id || c.Status != "open" || c.Workspace != ws || !slices.Equal(c.Command, cmd) || c.Added != 1 || c.ExitCode != 3 {
+		t.Errorf("the replay's changeset: %+v, want id %s, open, %s, %q, 1 added, exit 3", c, id, ws, cmd)
+	}
+	if _, errs, code := pf(t, ws, "apply", id); code != 0 {
+		t.Fatalf("apply: status %d: %s", code, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "new file")); err != nil || string(b) != `a"b\c` {
+		t.Errorf("applied file: %q %v", b, err)
 	}
 }

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -149,23 +152,34 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 			}
 		}
 	}
-	handoff := tr == nil && !o.json && engine.CanHandoff(p)
+	// A quiet run's changeset summary is not printed; the finish after a
+	// handoff always prints it.
+	handoff := tr == nil && !o.json && engine.CanHandoff(p) && !(o.quiet && p.Sandbox.Access == sandbox.AccessChangeset)
 	if handoff {
 		// A plain run hands off to a small waiter once the command runs
 		// (see native.Process.Handoff), recording its launch first.
 		record := lr.plan(p)
-		opts.Handoff = func(proc sandbox.Process) {
+		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
 			np, ok := proc.(*native.Process)
 			if !ok {
 				return
 			}
+			var finish []string
+			if h.Changeset != nil {
+				exe, err := os.Executable()
+				if err != nil {
+					return
+				}
+				finish = append([]string{exe}, h.Changeset...)
+			}
 			r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
 			timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
 			if record {
-				lr.write(p, np, timeoutMsg, tmpFullMsg)
+				lr.write(p, np, timeoutMsg, tmpFullMsg, finish)
 			}
 			// Only a failed hand-off returns: the run then waits in-process.
-			np.Handoff(timeoutMsg, tmpFullMsg)
+			np.Handoff(native.HandoffOptions{TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg, Finish: finish,
+				Report: io.Stderr, ViolationLog: h.ViolationLog})
 		}
 	}
 	// Signals become the command's once it runs. Enabling them costs the
@@ -365,4 +379,36 @@ func printStripped(io *IO, paths []string) {
 	}
 	fmt.Fprintf(io.Stderr, "pinfold: applied without their set-user-id/set-group-id bits (a sandbox never plants set-id programs; see docs/security.md): %s%s\n",
 		strings.Join(shown, ", "), more)
+}
+
+// finishCommand is what the waiter of a run that handed off with a
+// changeset becomes once the command ended and its changeset holds
+// something (see engine.Options.Handoff): "pinfold __finish STORE ID
+// STATUS" records and reports the changeset as the run would have, and
+// exits with the command's status.
+func finishCommand() command {
+	return command{name: "__finish", use: "__finish STORE ID STATUS", hidden: true,
+		summary: "record the changeset of a run that handed off (pinfold's own use)",
+		setup: func(fs *flagSet) runner {
+			return func(ctx context.Context, io *IO, args []string) int {
+				status := -1
+				if len(args) == 3 {
+					status, _ = strconv.Atoi(args[2])
+				}
+				if status < 0 || status > 255 || !filepath.IsAbs(args[0]) {
+					return fail(io, usageError(errors.New("usage: pinfold __finish STORE ID STATUS")))
+				}
+				e := engine.New(args[0])
+				e.Version = Version
+				e.Report = newReporter(io.Stderr, args[0])
+				co, err := e.FinishHandedOff(ctx, args[1], status)
+				if co != nil {
+					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
+				}
+				if err != nil {
+					fail(io, classify(err, nil))
+				}
+				return status
+			}
+		}}
 }

@@ -249,6 +249,24 @@ func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p
 	return out, nil
 }
 
+// FinishHandedOff records the changeset of a run whose process handed
+// off to the waiter (Options.Handoff) and then came back as this one: it
+// still holds the changeset's lock, passed across the exec. exitCode is
+// the command's status.
+func (e *Engine) FinishHandedOff(ctx context.Context, id string, exitCode int) (*ChangesetOutcome, error) {
+	cs, err := changeset.Open(e.Store, id)
+	if err != nil {
+		return nil, storeError("cannot find the run's changeset "+id, err)
+	}
+	for _, r := range cs.Roots() {
+		if _, err := os.Lstat(r.Upper); errors.Is(err, os.ErrNotExist) {
+			// The waiter's removal of an empty one stopped half way.
+			return &ChangesetOutcome{ID: id, Empty: true}, cs.Remove()
+		}
+	}
+	return e.finishChangeset(ctx, cs, &plan.Plan{}, &sandbox.Result{ExitCode: exitCode})
+}
+
 // emptyUppers reports whether no root's upper directory holds anything.
 func emptyUppers(roots []changeset.Root) bool {
 	for _, r := range roots {

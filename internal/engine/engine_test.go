@@ -156,10 +156,12 @@ func TestCanHandoff(t *testing.T) {
 		want bool
 	}{
 		{plan.Flags{Access: "ro"}, true},
-		{plan.Flags{}, false}, // a changeset to finish
+		{plan.Flags{}, true}, // the waiter finishes the changeset
+		{plan.Flags{Apply: true}, false},
+		{plan.Flags{Capture: []string{"/tmp"}}, false},
 		{plan.Flags{Access: "ro", Memory: "64m"}, false},
 		{plan.Flags{Access: "ro", TTY: true}, false},
-		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, false},
+		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, true}, // the helper reports
 	}
 	for _, c := range cases {
 		if got := engine.CanHandoff(resolve(t, e, ws, c.f, "true")); got != c.want {

@@ -250,6 +250,32 @@ func (s *Stack) Close() error {
 	return nil
 }
 
+// Handoff prepares the stack to outlive this process's exec into the
+// waiter: the helper is told to log the violations to logPath itself (""
+// for no log) and to print their summary on report at the end (Report),
+// and the control socket is kept across exec. It returns the socket's
+// descriptor, which the waiter shuts when the command ended and then
+// reads until the helper's last word.
+func (s *Stack) Handoff(report *os.File, logPath string) (int, error) {
+	if s.cmd != nil {
+		// A helper of its own is this process's child, which the
+		// parent-death signal would kill with the exec'ing thread.
+		return -1, errors.New("handing off: the network helper is not shared")
+	}
+	b := (&Message{Report: &Report{Log: logPath}}).Marshal()
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(int(report.Fd())), nil, 0); err != nil {
+		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)
+	}
+	s.mu.Lock()
+	s.cfg.Log = nil // the helper writes it now
+	s.mu.Unlock()
+	fd := int(s.ctl.Fd())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)
+	}
+	return fd, nil
+}
+
 // sharedSocket names the shared helper's socket for the helper binary at
 // path in store: a rebuilt helper gets a socket of its own. "" when the
 // path would be too long for a socket address.
@@ -276,13 +302,21 @@ func launchShared(cfg Config, path, store string) *Stack {
 	if sock == "" {
 		return nil
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	// Non-blocking: a helper that stopped accepting (its queue full) must
+	// not hang the run, which then serves itself.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
 		unix.Close(fd)
-		startShared(path, sock)
+		if err != unix.EAGAIN {
+			startShared(path, sock)
+		}
+		return nil
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
 		return nil
 	}
 	// The greeting says the helper took the connection (one about to

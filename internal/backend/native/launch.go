@@ -28,6 +28,7 @@ const (
 	rEmpty, rSpawn   = 3, 4
 	rConfig, rExec   = 5, 6
 	rWait, rOpts     = 7, 8
+	rChangeset       = 9
 	launchAnyCommand = 1
 	launchStdin      = 2
 )
@@ -125,7 +126,28 @@ type LaunchRecord struct {
 	Timeout    time.Duration
 	TimeoutMsg string
 	TmpFullMsg string
+	// Changeset, when set, makes every replay create a new changeset of
+	// one directory as the recorded run did (see LaunchChangeset).
+	Changeset *LaunchChangeset
 }
+
+// LaunchChangeset is how a replay makes the run's changeset: launch.c
+// creates <Store>/changesets/<new id>/{r0/upper,r0/work,lock,meta.json},
+// writes the new id over the recorded one at IDOffsets in the M_CONFIG
+// message, and hands the waiter Exe, Store and the id to finish it with.
+type LaunchChangeset struct {
+	IDOffsets []uint32
+	// UID and GID own r0, its upper and its work directory.
+	UID, GID uint32
+	Store    string
+	Exe      string
+	// MetaTail is meta.json after its "command" array: from the comma
+	// before "workspace" to the end.
+	MetaTail string
+}
+
+// ChangesetIDLen is the length of a changeset id (CHANGESET_ID_LEN).
+const ChangesetIDLen = 12
 
 // LaunchKey is the exact key a record is stored under; launch.c builds the
 // same bytes from its argv, cwd, environment, ids and the boot id.
@@ -234,6 +256,19 @@ func (r *LaunchRecord) encode() (key, b []byte, err error) {
 	binary.NativeEndian.PutUint32(opts[0:], flags)
 	binary.NativeEndian.PutUint64(opts[8:], uint64(r.Timeout))
 	rec(rOpts, opts[:])
+	if c := r.Changeset; c != nil {
+		v := make([]byte, 16, 16+4*len(c.IDOffsets)+len(c.Store)+len(c.Exe)+len(c.MetaTail)+3)
+		binary.NativeEndian.PutUint32(v, uint32(len(c.IDOffsets)))
+		binary.NativeEndian.PutUint32(v[4:], c.UID)
+		binary.NativeEndian.PutUint32(v[8:], c.GID)
+		for _, o := range c.IDOffsets {
+			v = binary.NativeEndian.AppendUint32(v, o)
+		}
+		for _, str := range []string{c.Store, c.Exe, c.MetaTail} {
+			v = append(append(v, str...), 0)
+		}
+		rec(rChangeset, v)
+	}
 	if len(b) > launchMaxRecord {
 		return nil, nil, ErrTooLarge
 	}

@@ -521,14 +521,14 @@ static void release(int v)
 	sys4(__NR_futex, &G.go, FUTEX_WAKE, 1, 0);
 }
 
-static __attribute__((noreturn)) void waiter_main(int argc, char **argv);
+static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **envp);
 
 void pf_main(long *sp)
 {
 	long n, pid, r = 0;
 	i32 p32;
 	if (sp[0] >= 1 && !memcmp((char *)sp[1], "pinfold-wait", 13))
-		waiter_main((int)sp[0], (char **)(sp + 1));
+		waiter_main((int)sp[0], (char **)(sp + 1), (char **)(sp + 2 + sp[0]));
 	G.umask = (u32)sys1(__NR_umask, 0);
 	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
 	n = recv_msg(spawnbuf, sizeof spawnbuf, 0, 0, 0);
@@ -1219,10 +1219,21 @@ static int stage2(void *arg)
  * thread that exec'd us spawned it), so its parent-death signal still ties
  * it to us.
  *
- *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG
+ *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [-n NETFD] [PINFOLD STORE ID]
  *
  * DEADLINE is CLOCK_MONOTONIC nanoseconds, 0 for none. The messages are
  * printed on stderr when the timeout fires or /tmp filled up.
+ *
+ * With -n, NETFD is the network helper's control socket (see netpolicy's
+ * helper.go): once the command ended the waiter shuts its end and reads
+ * until the helper's "bye" (by then the helper printed its summary of
+ * what the policy blocked), at most 2 s.
+ *
+ * With PINFOLD, STORE and ID the run keeps a changeset (STORE/changesets/ID,
+ * whose lock the waiter inherited): once the command ended and the sandbox
+ * is gone, an empty changeset is removed here, as most runs write nothing;
+ * otherwise the waiter becomes "PINFOLD __finish STORE ID STATUS", which
+ * records and reports it in Go and exits with STATUS.
  */
 
 #define SFD_CLOEXEC O_CLOEXEC
@@ -1255,15 +1266,138 @@ static void say(const char *msg)
 	}
 }
 
-static __attribute__((noreturn)) void waiter_main(int argc, char **argv)
+/* The getdents64 record. */
+struct dirent64 {
+	u64 ino;
+	long long off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+#define DT_DIR 4
+#define O_DIRECTORY 0200000
+#define AT_REMOVEDIR 0x200
+
+static int dots(const char *n) { return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])); }
+
+/*
+ * rmtree removes what dirfd holds, depth levels deep at most (a
+ * changeset's own directories, which are few and small). With only_empty
+ * it instead reports whether the directory holds nothing. 0 on success.
+ */
+static long rmtree(long dirfd, int depth, int only_empty)
+{
+	char buf[1024];
+	long n, r = 0;
+	for (;;) {
+		n = sys3(__NR_getdents64, dirfd, buf, sizeof buf);
+		if (n <= 0)
+			return n < 0 ? n : r;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->reclen;
+			if (dots(d->name))
+				continue;
+			if (only_empty || depth <= 0)
+				return -1;
+			if (d->type == DT_DIR) {
+				long sub = sys4(__NR_openat, dirfd, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+				if (sub < 0)
+					return sub;
+				r = rmtree(sub, depth - 1, 0);
+				sys1(__NR_close, sub);
+				if (r < 0)
+					return r;
+			}
+			r = sys3(__NR_unlinkat, dirfd, d->name, d->type == DT_DIR ? AT_REMOVEDIR : 0);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
+#define SHUT_WR 1
+
+/* netdone waits for the network helper's last word (see above). */
+static void netdone(int fd)
+{
+	char b[4096];
+	sys2(__NR_shutdown, fd, SHUT_WR);
+	for (;;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		long ts[2] = {2, 0}, n;
+		if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) <= 0)
+			return;
+		n = sys3(__NR_read, fd, b, sizeof b - 1);
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		b[n] = 0;
+		for (long i = 0; i + 5 <= n; i++)
+			if (!memcmp(b + i, "\"bye\"", 5))
+				return;
+	}
+}
+
+/*
+ * finish ends the run with the command's status: the network helper's
+ * report (netfd, -1 for none), then the changeset (argv: PINFOLD STORE
+ * ID, when argc is 3; see above).
+ */
+static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp, long init, int code, int netfd)
+{
+	char dir[4096], num[24];
+	long fd, r;
+	char *fargv[] = {"pinfold", "__finish", 0, 0, num, 0};
+	if (netfd >= 0)
+		netdone(netfd);
+	if (argc < 3)
+		die(code);
+	/* The sandbox's mounts (the overlay on the upper directory) go with it. */
+	sys4(__NR_wait4, init, 0, WALL, 0);
+	dir[0] = 0;
+	if (scat(dir, sizeof dir, argv[1]) < 0 || scat(dir, sizeof dir, "/changesets/") < 0 ||
+	    scat(dir, sizeof dir, argv[2]) < 0)
+		goto go;
+	fd = sys4(__NR_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		goto go;
+	{
+		long up = sys4(__NR_openat, fd, "r0/upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+		r = up < 0 ? up : rmtree(up, 0, 1);
+		if (up >= 0)
+			sys1(__NR_close, up);
+	}
+	if (r == 0)
+		r = rmtree(fd, 6, 0);
+	sys1(__NR_close, fd);
+	if (r == 0 && sys3(__NR_unlinkat, AT_FDCWD, dir, AT_REMOVEDIR) == 0)
+		die(code);
+go:
+	utoa(num, (unsigned long)code);
+	fargv[2] = argv[1], fargv[3] = argv[2];
+	sys3(__NR_execve, argv[0], fargv, envp);
+	say("pinfold: the run's changeset was kept but not recorded: run any pinfold command to recover it");
+	die(code);
+}
+
+static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **envp)
 {
 	int sock, sfd;
 	long init, deadline;
 	u64 set = 0;
 	const int fwd[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM};
-	int timedout = 0;
+	int timedout = 0, netfd = -1, nfin;
+	char **fin;
 	if (argc < 6)
 		die(125);
+	fin = argv + 6, nfin = argc - 6;
+	if (nfin >= 2 && !memcmp(fin[0], "-n", 3)) {
+		netfd = (int)parse_num(fin[1]);
+		fin += 2, nfin -= 2;
+	}
 	sock = (int)parse_num(argv[1]);
 	init = parse_num(argv[2]);
 	deadline = parse_num(argv[3]);
@@ -1306,9 +1440,9 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv)
 			if (n == 0) { /* the init died without a report */
 				if (timedout) {
 					say(argv[4]);
-					die(124);
+					finish(nfin, fin, envp, init, 124, netfd);
 				}
-				die(128 + SIGKILL);
+				finish(nfin, fin, envp, init, 128 + SIGKILL, netfd);
 			}
 			if (n >= 16) {
 				memcpy(h, b, 16);
@@ -1316,13 +1450,13 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv)
 					int st = (int)h[2];
 					if (timedout) {
 						say(argv[4]);
-						die(124);
+						finish(nfin, fin, envp, init, 124, netfd);
 					}
 					if (h[3] & EXIT_TMP_FULL)
 						say(argv[5]);
 					if ((st & 0x7f) == 0)
-						die((st >> 8) & 0xff);
-					die(128 + (st & 0x7f));
+						finish(nfin, fin, envp, init, (st >> 8) & 0xff, netfd);
+					finish(nfin, fin, envp, init, 128 + (st & 0x7f), netfd);
 				}
 			}
 		}

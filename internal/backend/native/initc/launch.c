@@ -224,6 +224,14 @@ struct launch {
 	u32 spawn_len, config_len, exec_len, wait_len;
 	u32 flags;
 	u64 timeout;
+	/* R_CHANGESET */
+	const u32 *idoffs;
+	u32 nids, uid, gid;
+	const char *store, *exe, *metatail;
+	/* the new changeset: its id, directory and lock */
+	char id[CHANGESET_ID_LEN + 1];
+	char csdir[4096];
+	long lockfd;
 };
 
 /* check parses the record and verifies the key and every dependency. */
@@ -281,6 +289,29 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			memcpy(&l->flags, data, 4);
 			memcpy(&l->timeout, data + 8, 8);
 			break;
+		case R_CHANGESET: {
+			const char *q, *qend = data + len;
+			u32 cnt;
+			if (len < 16 || data[len - 1])
+				return 0;
+			memcpy(&cnt, data, 4);
+			memcpy(&l->uid, data + 4, 4);
+			memcpy(&l->gid, data + 8, 4);
+			if (cnt == 0 || cnt > 64 || (u64)len < 16 + 4 * (u64)cnt + 3)
+				return 0;
+			l->idoffs = (const u32 *)(data + 16), l->nids = cnt;
+			q = data + 16 + 4 * cnt;
+			l->store = q, q += slen(q) + 1;
+			if (q >= qend)
+				return 0;
+			l->exe = q, q += slen(q) + 1;
+			if (q >= qend)
+				return 0;
+			l->metatail = q;
+			if (*l->store != '/' || *l->exe != '/')
+				return 0;
+			break;
+		}
 		default:
 			return 0; /* a record this build does not know */
 		}
@@ -288,7 +319,205 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 	if (!have_key || !l->spawn || !l->config || !l->exec || !l->waitmsg || l->wait_len < 2 ||
 	    l->waitmsg[l->wait_len - 1] || slen(l->waitmsg) + 2 > l->wait_len)
 		return 0; /* the two messages must both be there */
+	for (u32 i = 0; i < l->nids; i++)
+		if ((u64)l->idoffs[i] + CHANGESET_ID_LEN > l->config_len)
+			return 0;
 	return 1;
+}
+
+/* ---- a new changeset (R_CHANGESET), as changeset.Create makes one ---- */
+
+#define LOCK_EX 2
+#define LOCK_NB 4
+#define CLOCK_REALTIME 0
+#define AT_REMOVEDIR 0x200
+#define DT_DIR 4
+
+/* jsonstr appends s as a JSON string. */
+static int jsonstr(char **p, const char *end, const char *s)
+{
+	static const char hx[] = "0123456789abcdef";
+	if (put(p, end, "\"", 1) < 0)
+		return -1;
+	for (; *s; s++) {
+		u8 c = (u8)*s;
+		char e[6] = {'\\', 'u', '0', '0', hx[c >> 4], hx[c & 15]};
+		int r;
+		if (c == '"' || c == '\\')
+			e[1] = (char)c, r = put(p, end, e, 2);
+		else if (c < 0x20)
+			r = put(p, end, e, 6);
+		else
+			r = put(p, end, s, 1);
+		if (r < 0)
+			return -1;
+	}
+	return put(p, end, "\"", 1);
+}
+
+/* rfc3339 writes the UTC time sec.nsec as 2006-01-02T15:04:05.999999999Z. */
+static void rfc3339(char *d, long sec, long nsec)
+{
+	/* Days since 1970-01-01 to a civil date (proleptic Gregorian). */
+	long days = sec / 86400 + 719468, rem = sec % 86400;
+	long era = days / 146097, doe = days - era * 146097;
+	long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	long doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+	long m = mp < 10 ? mp + 3 : mp - 9;
+	long v[7] = {yoe + era * 400 + (m <= 2), m, doy - (153 * mp + 2) / 5 + 1, rem / 3600, rem / 60 % 60, rem % 60, nsec};
+	static const char sep[7] = {'-', '-', 'T', ':', ':', '.', 'Z'};
+	static const char width[7] = {4, 2, 2, 2, 2, 2, 9};
+	for (int i = 0; i < 7; i++) {
+		for (int j = width[i] - 1; j >= 0; j--, v[i] /= 10)
+			d[j] = (char)('0' + v[i] % 10);
+		d += width[i];
+		*d++ = sep[i];
+	}
+	*d = 0;
+}
+
+/* rmcs removes what a failed launch made of its changeset. */
+static void rmcs(long dirfd, int depth)
+{
+	char buf[512];
+	long n;
+	while ((n = sys3(__NR_getdents64, dirfd, buf, sizeof buf)) > 0)
+		for (long off = 0; off < n;) {
+			u16 reclen;
+			const char *name = buf + off + 19;
+			u8 type = (u8)buf[off + 18];
+			memcpy(&reclen, buf + off + 16, 2);
+			off += reclen;
+			if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+				continue;
+			if (type == DT_DIR && depth > 0) {
+				long sub = sys4(__NR_openat, dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+				if (sub >= 0) {
+					rmcs(sub, depth - 1);
+					sys1(__NR_close, sub);
+				}
+			}
+			sys3(__NR_unlinkat, dirfd, name, type == DT_DIR ? AT_REMOVEDIR : 0);
+		}
+}
+
+static void drop_changeset(struct launch *l)
+{
+	long fd;
+	if (!l->csdir[0])
+		return;
+	fd = sys3(__NR_open, l->csdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd >= 0) {
+		rmcs(fd, 6);
+		sys1(__NR_close, fd);
+	}
+	sys3(__NR_unlinkat, AT_FDCWD, l->csdir, AT_REMOVEDIR);
+	if (l->lockfd >= 0)
+		sys1(__NR_close, l->lockfd);
+	l->csdir[0] = 0, l->lockfd = -1;
+}
+
+/*
+ * new_changeset creates the run's changeset (directories, lock, meta.json
+ * with the status "running") and returns the M_CONFIG message with its
+ * id, or 0 having made nothing.
+ */
+static char *new_changeset(struct launch *l, int argc, char **argv, int cmd)
+{
+	char path[4200], num[24], created[40], *cfg, *meta = 0, *q, *mend;
+	size_t need;
+	long fd, ts[2], r;
+	int tries;
+	u8 rnd[6];
+	l->lockfd = -1;
+	for (tries = 0; tries < 4; tries++) {
+		if (sys3(__NR_getrandom, rnd, sizeof rnd, 0) != (long)sizeof rnd)
+			return 0;
+		for (int i = 0; i < 6; i++) {
+			l->id[2 * i] = "0123456789abcdef"[rnd[i] >> 4];
+			l->id[2 * i + 1] = "0123456789abcdef"[rnd[i] & 15];
+		}
+		l->id[CHANGESET_ID_LEN] = 0;
+		l->csdir[0] = 0;
+		if (scat(l->csdir, sizeof l->csdir, l->store) < 0 || scat(l->csdir, sizeof l->csdir, "/changesets/") < 0 ||
+		    scat(l->csdir, sizeof l->csdir, l->id) < 0)
+			return 0;
+		r = sys3(__NR_mkdirat, AT_FDCWD, l->csdir, 0700);
+		if (r == 0)
+			break;
+		l->csdir[0] = 0;
+		if (r != -EEXIST)
+			return 0;
+	}
+	if (!l->csdir[0])
+		return 0;
+	/* r0, r0/upper, r0/work (no table of strings: the blob has no relocations) */
+	for (int i = 0; i < 3; i++) {
+		path[0] = 0;
+		if (scat(path, sizeof path, l->csdir) < 0 || scat(path, sizeof path, "/r0") < 0 ||
+		    (i == 1 && scat(path, sizeof path, "/upper") < 0) || (i == 2 && scat(path, sizeof path, "/work") < 0) ||
+		    sys3(__NR_mkdirat, AT_FDCWD, path, 0700) < 0 ||
+		    sys5(__NR_fchownat, AT_FDCWD, path, l->uid, l->gid, AT_SYMLINK_NOFOLLOW) < 0)
+			goto fail;
+	}
+	/* The lock, passed on to the waiter and to pinfold __finish after it. */
+	path[0] = 0;
+	scat(path, sizeof path, l->csdir);
+	scat(path, sizeof path, "/lock");
+	l->lockfd = sys4(__NR_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (l->lockfd < 0 || sys2(__NR_flock, l->lockfd, LOCK_EX | LOCK_NB) < 0)
+		goto fail;
+	utoa(num, (unsigned long)sys0(__NR_getpid));
+	scat(num, sizeof num, "\n");
+	sys3(__NR_write, l->lockfd, num, slen(num));
+	/* meta.json, as changeset.Create writes it (the command array compact). */
+	sys2(__NR_clock_gettime, CLOCK_REALTIME, ts);
+	rfc3339(created, ts[0], ts[1]);
+	need = 128 + slen(l->metatail) + slen(l->id) + slen(created);
+	for (int i = cmd; i < argc; i++)
+		need += 6 * slen(argv[i]) + 4;
+	if (need > LAUNCH_MAX_MESSAGE || !(meta = map_anon(need)))
+		goto fail;
+	q = meta, mend = meta + need;
+#define PUTS(lit) put(&q, mend, lit, sizeof lit - 1)
+	r = PUTS("{\n  \"id\": \"") | put(&q, mend, l->id, CHANGESET_ID_LEN) | PUTS("\",\n  \"created\": \"") |
+	    put(&q, mend, created, slen(created)) | PUTS("\",\n  \"command\": [");
+	for (int i = cmd; i < argc && r == 0; i++)
+		r = (i > cmd ? put(&q, mend, ",", 1) : 0) | jsonstr(&q, mend, argv[i]);
+	r |= PUTS("]") | put(&q, mend, l->metatail, slen(l->metatail));
+#undef PUTS
+	if (r < 0)
+		goto fail;
+	path[0] = 0;
+	scat(path, sizeof path, l->csdir);
+	scat(path, sizeof path, "/meta.json.tmp");
+	fd = sys4(__NR_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	r = sys3(__NR_write, fd, meta, (size_t)(q - meta));
+	sys1(__NR_close, fd);
+	{
+		char dst[4200];
+		dst[0] = 0;
+		scat(dst, sizeof dst, l->csdir);
+		scat(dst, sizeof dst, "/meta.json");
+		if (r != q - meta || sys2(__NR_rename, path, dst) < 0)
+			goto fail;
+	}
+	sys2(__NR_munmap, meta, need);
+	meta = 0;
+	/* The config with the new id where the recorded one stood. */
+	if (!(cfg = map_anon(l->config_len)))
+		goto fail;
+	memcpy(cfg, l->config, l->config_len);
+	for (u32 i = 0; i < l->nids; i++)
+		memcpy(cfg + l->idoffs[i], l->id, CHANGESET_ID_LEN);
+	return cfg;
+fail:
+	if (meta)
+		sys2(__NR_munmap, meta, need);
+	drop_changeset(l);
+	return 0;
 }
 
 /*
@@ -392,11 +621,11 @@ static void fdpath(char *d, long fd)
  * returns only when something failed before the command ran, having
  * undone everything: the Go side then starts over and reports the error.
  */
-static void launch(struct launch *l, const struct goslice *init, const char *exec, size_t exec_len)
+static void launch(struct launch *l, const struct goslice *init, const char *exec, size_t exec_len, char **envp)
 {
 	char exe[40], buf[512], child_stack[8192];
 	char sockstr[24], pidstr[24], deadstr[24];
-	char *wargv[7], *wenv[] = {0};
+	char *wargv[10], *wenv[] = {0}, **wenvp = wenv;
 	int sv[2], stdio[3] = {-1, 1, 2};
 	long memfd, stage1, stage2 = 0, n;
 	u64 deadline = 0;
@@ -465,8 +694,15 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	wargv[4] = (char *)l->waitmsg;
 	wargv[5] = (char *)l->waitmsg + slen(l->waitmsg) + 1;
 	wargv[6] = 0;
+	if (l->csdir[0]) {
+		/* The waiter finishes the changeset, holding its lock. */
+		wargv[6] = (char *)l->exe, wargv[7] = (char *)l->store, wargv[8] = l->id, wargv[9] = 0;
+		wenvp = envp;
+		if (sys3(__NR_fcntl, l->lockfd, F_SETFD, 0) < 0)
+			wargv[6] = 0;
+	}
 	if (sys3(__NR_fcntl, sv[0], F_SETFD, 0) == 0)
-		sys3(__NR_execve, exe, wargv, wenv);
+		sys3(__NR_execve, exe, wargv, wenvp);
 	/* The command runs and the waiter cannot: end it, and say why. */
 	sys2(__NR_kill, stage2, SIGKILL);
 	sys4(__NR_wait4, stage2, 0, WALL, 0);
@@ -549,7 +785,15 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	memset(&l, 0, sizeof l);
 	if (check(rec, (size_t)st.size, k, klen, &l) &&
 	    (exec = command(&l, argc, argv, cmd, &exec_len)) != 0) {
-		launch(&l, init, exec, exec_len);
+		char *cfg = 0;
+		if (!l.nids || (cfg = new_changeset(&l, argc, argv, cmd)) != 0) {
+			if (cfg)
+				l.config = cfg;
+			launch(&l, init, exec, exec_len, envp);
+			drop_changeset(&l);
+			if (cfg)
+				sys2(__NR_munmap, cfg, l.config_len);
+		}
 		if (exec != l.exec)
 			sys2(__NR_munmap, exec, exec_len);
 	}

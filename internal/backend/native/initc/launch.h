@@ -24,6 +24,17 @@
 #define R_EXEC 6   /* the M_EXEC message, its E_ARG records first */
 #define R_WAIT 7   /* the waiter's timeout and /tmp-full messages, NUL-terminated */
 #define R_OPTS 8   /* u32 flags, u32 zero, u64 timeout in ns (0: none) */
+/*
+ * R_CHANGESET: the run keeps a new changeset of one directory. u32 count,
+ * u32 uid, u32 gid (the owner of its r0, upper and work directories: the
+ * sandbox's root when ids are mapped), u32 zero, then count u32 offsets in
+ * the M_CONFIG message where the recorded
+ * run's 12-digit changeset id stands (in its upper and work paths), then
+ * NUL-terminated: the store, the pinfold binary, and the end of the
+ * changeset's meta.json after its "command" (see launch.go).
+ */
+#define R_CHANGESET 9
+#define CHANGESET_ID_LEN 12
 
 /* R_OPTS flags */
 #define LAUNCH_ANY_COMMAND 1 /* the plan does not depend on the command: any may replace it */
