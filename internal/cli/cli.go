@@ -76,6 +76,8 @@ func commands() []command {
 		gcCommand(),
 		explainCommand(),
 		capabilityCommand(),
+		packCommand(),
+		appCommand(),
 		cleanCommand(),
 		finishCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {

@@ -84,9 +84,12 @@ func runFlags(fs *flagSet, name string, o *runOptions) {
 	fs.String(&f.Disk, "disk", 0, "SIZE", "cap what the run may write into its changeset and /tmp, like 2g (default none; root)")
 	fs.Bool(&f.TTY, "tty", 't', "run the command on a pseudo-terminal")
 	fs.Bool(&f.Interactive, "interactive", 'i', "keep stdin attached")
-	if name == "run" {
+	switch {
+	case name == "run":
 		fs.Bool(&o.json, "json", 0, "print the result as JSON on stdout when the command ends")
-	} else {
+	case strings.HasPrefix(name, "pack "):
+		fs.Bool(&o.json, "json", 0, "print the digest, layers, size, sandbox id and epoch as JSON")
+	default:
 		fs.Bool(&o.json, "json", 0, "print the plan as JSON")
 	}
 }
@@ -114,6 +117,10 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	eng := engineFor(io)
 	eng.Report.(*reporter).quiet = o.quiet
 	if err := eng.Recover(ctx); err != nil {
+		return fail(io, err)
+	}
+	rest, err := appRun(o, rest)
+	if err != nil {
 		return fail(io, err)
 	}
 	p, err := resolve(ctx, eng, o, rest)

@@ -261,7 +261,11 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	if p.Image.Verify {
 		// What runs is the manifest whose signature checked out, by
 		// digest, whatever the tag names by the time it is pulled.
-		if base.Ref, err = e.verifyImage(ctx, p, base.Ref); err != nil {
+		if base.Kind == sandbox.BaseOCI && base.Path != "" {
+			if base.Ref, err = e.verifyArchive(p, base.Path); err != nil {
+				return nil, err
+			}
+		} else if base.Ref, err = e.verifyImage(ctx, p, base.Ref); err != nil {
 			return nil, err
 		}
 	}
