@@ -66,8 +66,12 @@ func (s *Spec) Normalize() error {
 		if err != nil {
 			return &SpecError{"workspace", err}
 		}
-		if err := checkWorkspace(ws); err != nil {
-			return &SpecError{"workspace", err}
+		// With access none nothing of it is shown (a run from / with
+		// --access none, an app run anywhere).
+		if s.Access != AccessNone {
+			if err := checkWorkspace(ws); err != nil {
+				return &SpecError{"workspace", err}
+			}
 		}
 		s.Workspace = ws
 	} else {

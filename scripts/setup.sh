@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need=""
-for pkg in gcc git e2fsprogs xz-utils zstd bzip2 iproute2 bubblewrap hyperfine podman uidmap slirp4netns passt debootstrap skopeo docker.io runc tini python3; do
+for pkg in gcc git e2fsprogs xz-utils zstd bzip2 iproute2 bubblewrap hyperfine podman uidmap slirp4netns passt debootstrap skopeo docker.io runc tini python3 docker-registry umoci openssl busybox; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 if [ -n "$need" ]; then
@@ -26,5 +26,6 @@ fi
 ./scripts/build.sh
 install -m 0755 bin/pinfold-net /usr/local/bin/pinfold-net
 install -m 0755 bin/pinfold-api /usr/local/bin/pinfold-api
+install -m 0755 bin/pinfold-pack /usr/local/bin/pinfold-pack
 install -m 0755 bin/pinfold /usr/local/bin/pinfold
 echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"

@@ -76,6 +76,8 @@ func commands() []command {
 		gcCommand(),
 		explainCommand(),
 		capabilityCommand(),
+		packCommand(),
+		appCommand(),
 		cleanCommand(),
 		sessionCommand(),
 		execCommand(),

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/pinfold/pinfold/internal/capability"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 func explainCommand() command {
@@ -31,11 +34,16 @@ func explainMain(ctx context.Context, io *IO, o *runOptions, rest []string) int 
 	if len(rest) == 0 {
 		rest = []string{"true"}
 	}
+	rest, err := appRun(o, rest)
+	if err != nil {
+		return fail(io, err)
+	}
 	eng := engineFor(io)
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
+	packed := packedFrom(p.Sandbox.Base)
 	st, err := eng.OpenStore()
 	if err != nil {
 		return fail(io, err)
@@ -49,7 +57,10 @@ func explainMain(ctx context.Context, io *IO, o *runOptions, rest []string) int 
 		return printJSON(io, struct {
 			Base string `json:"base"`
 			*plan.System
-		}{engine.BaseName(p.Sandbox.Base), sys})
+			// PackedSandboxID is the sandbox id an image file pinfold
+			// packed was made from.
+			PackedSandboxID string `json:"packed_sandbox_id,omitempty"`
+		}{engine.BaseName(p.Sandbox.Base), sys, packed})
 	}
 	baseID := sys.BaseID
 	if baseID == "" {
@@ -85,7 +96,27 @@ func explainMain(ctx context.Context, io *IO, o *runOptions, rest []string) int 
 	default:
 		fmt.Fprintf(w, "sandbox id:    %s\n", sys.SandboxID)
 	}
+	if packed != "" {
+		fmt.Fprintf(w, "packed from:   sandbox id %s\n", packed)
+	}
 	return 0
+}
+
+// packedFrom is the sandbox id an image file pinfold packed (an app, or
+// pack image's FILE.tar) was made from, from its signed config's labels;
+// "" for other bases.
+func packedFrom(b sandbox.Base) string {
+	if b.Kind != sandbox.BaseOCI || b.Path == "" {
+		return ""
+	}
+	if st, err := os.Stat(b.Path); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	a, err := pack.ReadArchive(b.Path)
+	if err != nil {
+		return ""
+	}
+	return a.Config.Config.Labels[pack.LabelSandboxID]
 }
 
 func imagesCommand() command {

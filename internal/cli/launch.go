@@ -161,7 +161,8 @@ func (lr *launchRecorder) plan(p *plan.Plan) bool {
 	}
 	sp := &p.Sandbox
 	if p.Mode != "sandbox" || p.Backend != "native" || sp.Base.Kind != sandbox.BaseHost ||
-		sp.Network != sandbox.NetworkNone || len(sp.Net.Publish) > 0 ||
+		(sp.Network != sandbox.NetworkNone && sp.Network != sandbox.NetworkAllow && sp.Network != sandbox.NetworkOutbound) ||
+		len(sp.Net.Publish) > 0 ||
 		len(p.Hooks) > 0 || len(p.Caches) > 0 || len(p.Secrets) > 0 || len(p.Captures) > 0 ||
 		len(p.Capabilities) > 0 || p.Changeset != "" || p.Apply || p.Disk > 0 || p.TTY ||
 		p.Audit.Lockfile != "none configured" {
@@ -233,6 +234,15 @@ func (lr *launchRecorder) write(p *plan.Plan, proc *native.Process, timeoutMsg, 
 		if rec.Changeset = launchChangeset(cfg, finish[0], finish[1], finish[2], p.Command.Args); rec.Changeset == nil {
 			return
 		}
+	}
+	if p.Sandbox.Network != sandbox.NetworkNone {
+		// Replayed through the shared helper only: one of its own would
+		// be this process's child.
+		sock, cfgMsg, ok := proc.NetShared()
+		if !ok {
+			return
+		}
+		rec.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(lr.store, "runs"), Config: cfgMsg}
 	}
 	initp.WriteLaunch(filepath.Join(lr.store, "launch"), rec)
 }

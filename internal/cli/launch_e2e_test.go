@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -433,4 +435,70 @@ func TestLaunchCacheChangesets(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "new file")); err != nil || string(b) != `a"b\c` {
 		t.Errorf("applied file: %q %v", b, err)
 	}
+}
+
+// TestLaunchCacheNetwork replays a run with --network allow served by the
+// shared network helper: the launcher connects to it, passes the
+// sandbox's device on and hands the report off to it; without a shared
+// helper the Go side runs it.
+func TestLaunchCacheNetwork(t *testing.T) {
+	st := needLaunchCache(t)
+	t.Cleanup(func() { waitTrashCleaners(st) })
+	ws := freshWorkspace(t)
+	allow := []string{"run", "--network", "allow", "--allow", "example.org", "--"}
+	// The first run starts the shared helper, which the record needs.
+	if _, errs, code := pf(t, ws, append(allow, "true")...); code != 0 {
+		t.Fatalf("first run: %d %s", code, errs)
+	}
+	var sock string
+	for end := time.Now().Add(5 * time.Second); sock == ""; time.Sleep(20 * time.Millisecond) {
+		if socks, _ := filepath.Glob(filepath.Join(st, "net-*.sock")); len(socks) == 1 {
+			sock = socks[0]
+		} else if time.Now().After(end) {
+			t.Fatal("no shared network helper")
+		}
+	}
+	prime(t, st, ws, append(allow, "true")...)
+	if !replayed(t, ws, append(allow, echoMark...)...) {
+		t.Fatal("a repeated network run was not replayed")
+	}
+	out, errs, code := pf(t, ws, append(allow, "sh", "-c", `echo $PINFOLD_REPLAYED; getent hosts x.invalid; exit 4`)...)
+	if out != "1\n" || code != 4 {
+		t.Fatalf("not replayed, or the status is lost: %q, status %d: %s", out, code, errs)
+	}
+	m := regexp.MustCompile(`blocked (\d+) attempts \(log: (\S+)\):\n\s+dns\s+x\.invalid: not in the allow list`).FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no violation summary from the helper: %q", errs)
+	}
+	if log, err := os.ReadFile(m[2]); err != nil || fmt.Sprint(strings.Count(string(log), "\n")) != m[1] ||
+		!strings.HasPrefix(m[2], filepath.Join(st, "runs")+"/") {
+		t.Errorf("log %s: %q %v", m[2], log, err)
+	}
+
+	// Without the shared helper the launcher leaves the run to the Go side.
+	killHelper(t, sock)
+	if replayed(t, ws, append(allow, echoMark...)...) {
+		t.Error("replayed without a shared helper")
+	}
+}
+
+// killHelper ends the shared network helper serving sock.
+func killHelper(t *testing.T, sock string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if args := strings.Split(string(b), "\x00"); len(args) >= 3 && args[1] == "serve" && args[2] == sock {
+			pid, _ := strconv.Atoi(e.Name())
+			syscall.Kill(pid, syscall.SIGKILL)
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat("/proc/" + e.Name()); err != nil {
+					break
+				}
+			}
+			os.Remove(sock)
+			return
+		}
+	}
+	t.Fatalf("no helper serves %s", sock)
 }

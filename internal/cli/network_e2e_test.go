@@ -1,12 +1,20 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestNetworkViolationsReported checks the CLI's side of the network
@@ -65,5 +73,124 @@ func TestNetworkFlagsChecked(t *testing.T) {
 	out, _, code := pf(t, ws, "plan", "--access", "ro", "--allow", "*.example.org", "--host-loopback", "--", "true")
 	if code != 0 || !strings.Contains(out, "network:    allow") || !strings.Contains(out, "allow:    *.example.org") || !strings.Contains(out, "host loopback") {
 		t.Errorf("plan: %d %q", code, out)
+	}
+}
+
+// TestNetworkHandoff checks a network run that hands off to the waiter
+// (the shared helper serves it): the helper logs the violations and
+// prints their summary, the waiter waits for it, then the changeset is
+// recorded, and the command's status is pinfold's.
+func TestNetworkHandoff(t *testing.T) {
+	ws := t.TempDir()
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	t.Cleanup(func() { waitTrashCleaners(store) })
+	// The first run starts the shared helper for the runs after it.
+	if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
+		t.Fatalf("first run: %d %s", code, errs)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no shared network helper")
+		}
+	}
+	cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--",
+		"sh", "-c", "getent hosts blocked.invalid; getent hosts blocked.invalid; echo x > f; sleep 1.3; exit 7")
+	cmd.Dir = ws
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waiter := false
+	for end := time.Now().Add(time.Second); !waiter && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		args := strings.Split(string(b), "\x00")
+		waiter = args[0] == "pinfold-wait" && slices.Contains(args, "-n")
+	}
+	err := cmd.Wait()
+	errs := errb.String()
+	if !waiter {
+		t.Errorf("the run did not hand off to the waiter with the network helper's socket")
+	}
+	if cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("status %v, want 7: %s", err, errs)
+	}
+	// getent asks twice (A and AAAA) per call.
+	m := regexp.MustCompile(`blocked (\d+) attempts \(log: (\S+)\):\n\s+dns\s+blocked\.invalid: not in the allow list x(\d+)\n`).FindStringSubmatch(errs)
+	if m == nil || m[1] != m[3] || m[1] < "2" {
+		t.Fatalf("no violation summary in %q", errs)
+	}
+	log, err := os.ReadFile(m[2])
+	if err != nil || fmt.Sprint(strings.Count(string(log), "\n")) != m[1] || !strings.HasPrefix(m[2], filepath.Join(store, "runs")) {
+		t.Errorf("log %s: %q %v", m[2], log, err)
+	}
+	if !regexp.MustCompile(`(?s)x\d+\n.*pinfold: changeset \w+: 1 added`).MatchString(errs) {
+		t.Errorf("no changeset summary after the violations: %q", errs)
+	}
+}
+
+// TestSharedHelperUnderLoad runs many network sandboxes at once through
+// the shared helper: every run ends, and the helper still takes new ones
+// (a stale device reader on a reused descriptor once stalled it for good).
+func TestSharedHelperUnderLoad(t *testing.T) {
+	ws := t.TempDir()
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	args := []string{"run", "--access", "ro", "--network", "allow", "--allow", "example.org", "--", "true"}
+	if _, errs, code := pf(t, ws, args...); code != 0 {
+		t.Fatalf("first run: %d %s", code, errs)
+	}
+	const workers, each = 50, 4
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				cmd := exec.Command(pinfold, args...)
+				cmd.Dir = ws
+				cmd.WaitDelay = time.Second
+				done := make(chan error, 1)
+				if err := cmd.Start(); err != nil {
+					failed.Add(1)
+					return
+				}
+				go func() { done <- cmd.Wait() }()
+				select {
+				case err := <-done:
+					if err != nil {
+						failed.Add(1)
+					}
+				case <-time.After(30 * time.Second):
+					cmd.Process.Kill()
+					<-done
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d runs failed or hung", n, workers*each)
+	}
+	socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("shared helper sockets: %v", socks)
+	}
+	// The helper still greets a new connection at once.
+	c, err := net.DialTimeout("unixpacket", socks[0], time.Second)
+	if err != nil {
+		t.Fatalf("the shared helper takes no connection: %v", err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b := make([]byte, 256)
+	if n, err := c.Read(b); err != nil || !strings.Contains(string(b[:n]), `"hello"`) {
+		t.Fatalf("the shared helper does not greet: %q %v", b[:n], err)
 	}
 }

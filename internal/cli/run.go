@@ -85,11 +85,13 @@ func runFlags(fs *flagSet, name string, o *runOptions) {
 	fs.String(&f.Disk, "disk", 0, "SIZE", "cap what the run may write into its changeset and /tmp, like 2g (default none; root)")
 	fs.Bool(&f.TTY, "tty", 't', "run the command on a pseudo-terminal")
 	fs.Bool(&f.Interactive, "interactive", 'i', "keep stdin attached")
-	switch name {
-	case "run":
+	switch {
+	case name == "run":
 		fs.Bool(&o.json, "json", 0, "print the result as JSON on stdout when the command ends")
-	case "session":
+	case name == "session":
 		fs.Bool(&o.json, "json", 0, "print the session as JSON")
+	case strings.HasPrefix(name, "pack "):
+		fs.Bool(&o.json, "json", 0, "print the digest, layers, size, sandbox id and epoch as JSON")
 	default:
 		fs.Bool(&o.json, "json", 0, "print the plan as JSON")
 	}
@@ -118,6 +120,10 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	eng := engineFor(io)
 	eng.Report.(*reporter).quiet = o.quiet
 	if err := eng.Recover(ctx); err != nil {
+		return fail(io, err)
+	}
+	rest, err := appRun(o, rest)
+	if err != nil {
 		return fail(io, err)
 	}
 	p, err := resolve(ctx, eng, o, rest)
@@ -156,18 +162,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		// A plain run hands off to a small waiter once the command runs
 		// (see native.Process.Handoff), recording its launch first.
 		record := lr.plan(p)
-		opts.Handoff = func(proc sandbox.Process, changeset []string) {
+		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
 			np, ok := proc.(*native.Process)
 			if !ok {
 				return
 			}
 			var finish []string
-			if changeset != nil {
+			if h.Changeset != nil {
 				exe, err := os.Executable()
 				if err != nil {
 					return
 				}
-				finish = append([]string{exe}, changeset...)
+				finish = append([]string{exe}, h.Changeset...)
 			}
 			r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
 			timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
@@ -175,7 +181,8 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 				lr.write(p, np, timeoutMsg, tmpFullMsg, finish)
 			}
 			// Only a failed hand-off returns: the run then waits in-process.
-			np.Handoff(timeoutMsg, tmpFullMsg, finish...)
+			np.Handoff(native.HandoffOptions{TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg, Finish: finish,
+				Report: io.Stderr, ViolationLog: h.ViolationLog})
 		}
 	}
 	// Signals become the command's once it runs. Enabling them costs the

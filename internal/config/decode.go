@@ -91,6 +91,11 @@ func (d *decoder) file(root *node) (*File, error) {
 			profiles = v
 		case "dispatch":
 			dispatch = v
+		case "pack":
+			var err error
+			if f.Pack, err = d.pack(k, v); err != nil {
+				return nil, err
+			}
 		default:
 			ok, err := d.setting(&f.Settings, k, v, top)
 			if err != nil {
@@ -120,6 +125,32 @@ func (d *decoder) file(root *node) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// pack decodes the top-level pack: section.
+func (d *decoder) pack(key, v *node) (*Pack, error) {
+	if err := d.want(v, mapNode, "pack", "a mapping (entrypoint:, cmd:, tag:)"); err != nil {
+		return nil, err
+	}
+	p := &Pack{Pos: key.pos}
+	for i := 0; i < len(v.items); i += 2 {
+		k, pv := &v.items[i], &v.items[i+1]
+		var err error
+		switch k.value {
+		case "entrypoint":
+			p.Entrypoint, err = d.strings(pv, "pack.entrypoint", anyString)
+		case "cmd":
+			p.Cmd, err = d.strings(pv, "pack.cmd", anyString)
+		case "tag":
+			p.Tag, err = d.scalar(pv, "pack.tag")
+		default:
+			return nil, d.unknown(k, where{section: "pack"}, packKeys[:])
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // checkLockfiles refuses require_lockfile: true where no lockfile_files
@@ -957,3 +988,6 @@ func (d *decoder) host(s *Settings, key, v *node, w where) (*HostPolicy, error) 
 	}
 	return h, nil
 }
+
+// anyString accepts every value.
+func anyString(string) string { return "" }

@@ -7,7 +7,7 @@ package config
 
 var topKeys = [...]string{
 	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny",
-	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports",
+	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "pack", "ports",
 	"pre_run", "profiles", "require_lockfile", "require_pinned_image", "role", "secrets", "trusted_keys", "user",
 	"verify_signature", "version", "workdir", "workspace",
 }
@@ -17,6 +17,8 @@ var profileKeys = [...]string{
 	"host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "ports", "pre_run",
 	"require_lockfile", "require_pinned_image", "role", "secrets", "trusted_keys", "user", "verify_signature", "workdir",
 }
+
+var packKeys = [...]string{"cmd", "entrypoint", "tag"}
 
 var envKeys = [...]string{"deny", "pass", "set"}
 

@@ -27,6 +27,17 @@ type File struct {
 	Settings Settings
 	Profiles []Profile // in file order
 	Dispatch []Rule    // in file order; the first match wins
+	// Pack is how pinfold pack's images run (top level only).
+	Pack *Pack
+}
+
+// Pack is the pack: section: the entrypoint and cmd of the images
+// pinfold pack makes, and their tag, where the command line gives none.
+type Pack struct {
+	Pos        Pos
+	Entrypoint []string
+	Cmd        []string
+	Tag        string
 }
 
 // Profile is a named set of settings.

@@ -429,15 +429,16 @@ func TestSchemaRefuses(t *testing.T) {
 // that describes the same mapping.
 func decoderTables() map[string][]string {
 	return map[string][]string{
-		"#":                topKeys[:],
-		"#/$defs/settings": profileKeys[:],
-		"#/$defs/env":      envKeys[:],
-		"#/$defs/limits":   limitsKeys[:],
-		"#/$defs/host":     hostKeys[:],
-		"#/$defs/cache":    cacheKeys[:],
-		"#/$defs/secret":   secretKeys[:],
-		"#/$defs/mountMap": mountKeys[:],
-		"#/$defs/rule":     ruleKeys[:],
+		"#":                 topKeys[:],
+		"#/$defs/settings":  profileKeys[:],
+		"#/$defs/env":       envKeys[:],
+		"#/$defs/limits":    limitsKeys[:],
+		"#/$defs/host":      hostKeys[:],
+		"#/$defs/cache":     cacheKeys[:],
+		"#/$defs/secret":    secretKeys[:],
+		"#/$defs/mountMap":  mountKeys[:],
+		"#/$defs/rule":      ruleKeys[:],
+		"#/properties/pack": packKeys[:],
 	}
 }
 

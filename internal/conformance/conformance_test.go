@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	stopDockerd := func() {}
 	if os.Geteuid() == 0 {
 		dd, _ := os.MkdirTemp("", "pinfold-dockerd-")
-		if stop, err := startDockerd(dd); err != nil {
+		if stop, err := conformance.StartDockerd(dd); err != nil {
 			dockerErr = err
 		} else {
 			stopDockerd = func() { stop(); os.RemoveAll(dd) }

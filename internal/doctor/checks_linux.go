@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
+	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/trust"
 	"golang.org/x/sys/unix"
@@ -34,7 +35,7 @@ func Run(ctx context.Context, opt Options) *Report {
 			return append(cs, landlockCheck())
 		},
 		func() []Check { return append(h.storeChecks(opt.StoreDir), h.basesCheck(opt.StoreDir)) },
-		func() []Check { return []Check{signaturesCheck(), netHelperCheck()} },
+		func() []Check { return []Check{signaturesCheck(), netHelperCheck(), packHelperCheck()} },
 	}
 	if opt.Workspace != "" {
 		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })
@@ -715,6 +716,23 @@ func netHelperCheck() Check {
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 		c.Status, c.Detail = Warn, path+" is not an executable file"
 		c.Fix = "install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path"
+		return c
+	}
+	c.Status, c.Detail = Pass, path
+	return c
+}
+
+// packHelperCheck says whether pinfold pack can write images.
+func packHelperCheck() Check {
+	c := Check{ID: "pack.helper", Title: "image writer (pinfold-pack)"}
+	fix := "install pinfold-pack beside pinfold (scripts/setup.sh does), or set PINFOLD_PACK_HELPER to its path"
+	path, err := pack.HelperPath()
+	if err != nil {
+		c.Status, c.Detail, c.Fix = Warn, "not found: pinfold pack cannot write images (running apps needs no helper)", fix
+		return c
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		c.Status, c.Detail, c.Fix = Warn, path+" is not an executable file", fix
 		return c
 	}
 	c.Status, c.Detail = Pass, path

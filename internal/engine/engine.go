@@ -28,6 +28,7 @@ import (
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/disk"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -144,10 +145,19 @@ type Options struct {
 	// run has nothing left to do but wait for it: the CLI replaces itself
 	// with a small waiter there. If it returns, Wait continues as usual.
 	// Setting it locks the calling goroutine to its thread before the
-	// sandbox is made. A run with a changeset passes its store and id in
-	// changeset, with the changeset's lock kept across an exec: the waiter
-	// finishes it (FinishHandedOff), or Wait does if Handoff returns.
-	Handoff func(proc sandbox.Process, changeset []string)
+	// sandbox is made.
+	Handoff func(proc sandbox.Process, h HandoffInfo)
+}
+
+// HandoffInfo is what a run that hands off leaves to the waiter.
+type HandoffInfo struct {
+	// Changeset is the store and the id of the run's changeset, whose
+	// lock is kept across an exec: the waiter finishes it
+	// (FinishHandedOff), or Wait does if Handoff returns.
+	Changeset []string
+	// ViolationLog is the run's violation log, which the network helper
+	// writes once the run handed off ("" for none).
+	ViolationLog string
 }
 
 // Outcome is how a run ended.
@@ -183,7 +193,7 @@ type Run struct {
 	cs      *changeset.Changeset
 	unlock  func()
 	vol     *disk.Volume
-	vlog    *violationLog
+	vlog    *netpolicy.RunLog
 	errTail *tailBuffer
 	once    sync.Once
 	out     *Outcome
@@ -191,16 +201,16 @@ type Run struct {
 }
 
 // CanHandoff reports whether a run of p has nothing to do once its command
-// runs but wait for it and then record a new changeset of the workspace:
-// no network stack, limits, terminal or output to watch, no captures,
-// disk, --apply or reused changeset. Such a run can hand its process to a
-// small waiter (Options.Handoff).
+// runs but wait for it, then record a new changeset of the workspace and
+// have the network helper report what it blocked: no limits, terminal or
+// output to watch, no captures, disk, --apply or reused changeset. Such a
+// run can hand its process to a small waiter (Options.Handoff).
 func CanHandoff(p *plan.Plan) bool {
 	sp := &p.Sandbox
 	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY &&
 		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply && p.Disk == 0 &&
 		sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
-		!UsesStack(p) && sp.Base.Kind == sandbox.BaseHost
+		sp.Base.Kind == sandbox.BaseHost
 }
 
 // UsesStack reports whether the plan's network goes through pinfold's
@@ -251,7 +261,11 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	if p.Image.Verify {
 		// What runs is the manifest whose signature checked out, by
 		// digest, whatever the tag names by the time it is pulled.
-		if base.Ref, err = e.verifyImage(ctx, p, base.Ref); err != nil {
+		if base.Kind == sandbox.BaseOCI && base.Path != "" {
+			if base.Ref, err = e.verifyArchive(p, base.Path); err != nil {
+				return nil, err
+			}
+		} else if base.Ref, err = e.verifyImage(ctx, p, base.Ref); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +283,7 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 		}
 	}
 	if UsesStack(p) {
-		if r.vlog = newViolationLog(e.Store); r.vlog != nil {
+		if r.vlog = netpolicy.NewRunLog(e.Store); r.vlog != nil {
 			spec.Net.Log = r.vlog
 		}
 	} else if spec.Network == sandbox.NetworkHost {
@@ -285,7 +299,7 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 			e.dropDisk(r.cs, r.vol)
 		}
 		r.dropChangeset()
-		r.vlog.close()
+		r.vlog.Close()
 		return nil, err
 	}
 	return r, nil
@@ -381,14 +395,14 @@ func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, 
 	}
 	mark("pinfold: command started")
 	if handoff {
-		var finish []string
+		h := HandoffInfo{ViolationLog: r.vlog.Path()}
 		if r.cs != nil {
 			if r.cs.KeepLockOnExec(true) != nil {
 				return nil // the run finishes in this process
 			}
-			finish = []string{r.e.Store, r.cs.Meta.ID}
+			h.Changeset = []string{r.e.Store, r.cs.Meta.ID}
 		}
-		o.Handoff(proc, finish)
+		o.Handoff(proc, h)
 		if r.cs != nil {
 			r.cs.KeepLockOnExec(false)
 		}
@@ -423,7 +437,7 @@ func (r *Run) wait() (*Outcome, error) {
 		r.o.Mark("pinfold: command ended")
 	}
 	r.sb.Close()
-	r.vlog.close()
+	r.vlog.Close()
 	if err != nil {
 		if r.vol != nil {
 			r.e.dropDisk(r.cs, r.vol)
@@ -431,7 +445,7 @@ func (r *Run) wait() (*Outcome, error) {
 		r.dropChangeset()
 		return nil, err
 	}
-	out := &Outcome{Result: res, Backend: r.p.Backend, ViolationLog: r.vlog.written()}
+	out := &Outcome{Result: res, Backend: r.p.Backend, ViolationLog: r.vlog.Written()}
 	if r.vol != nil {
 		full, err := r.e.closeDisk(context.Background(), r.cs, r.vol)
 		if err != nil {

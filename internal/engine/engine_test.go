@@ -161,7 +161,7 @@ func TestCanHandoff(t *testing.T) {
 		{plan.Flags{Capture: []string{"/tmp"}}, false},
 		{plan.Flags{Access: "ro", Memory: "64m"}, false},
 		{plan.Flags{Access: "ro", TTY: true}, false},
-		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, false},
+		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, true}, // the helper reports
 	}
 	for _, c := range cases {
 		if got := engine.CanHandoff(resolve(t, e, ws, c.f, "true")); got != c.want {

@@ -25,6 +25,10 @@ type Stack struct {
 	done  chan struct{} // the reader has stopped
 	bye   chan struct{} // the helper said its last
 	ready chan struct{} // the helper answered the device (startErr says how)
+	// sock and config: the shared helper's socket and the configuration
+	// message sent on it (for launch records); "" with a helper of its own.
+	sock   string
+	config []byte
 
 	mu       sync.Mutex
 	startErr error
@@ -250,6 +254,39 @@ func (s *Stack) Close() error {
 	return nil
 }
 
+// Shared returns the shared helper's socket and the configuration message
+// the stack sent it, for a launch record (see initc/launch.c, which
+// connects and sends the same); ok is false for a helper of its own.
+func (s *Stack) Shared() (sock string, config []byte, ok bool) {
+	return s.sock, s.config, s.sock != ""
+}
+
+// Handoff prepares the stack to outlive this process's exec into the
+// waiter: the helper is told to log the violations to logPath itself (""
+// for no log) and to print their summary on report at the end (Report),
+// and the control socket is kept across exec. It returns the socket's
+// descriptor, which the waiter shuts when the command ended and then
+// reads until the helper's last word.
+func (s *Stack) Handoff(report *os.File, logPath string) (int, error) {
+	if s.cmd != nil {
+		// A helper of its own is this process's child, which the
+		// parent-death signal would kill with the exec'ing thread.
+		return -1, errors.New("handing off: the network helper is not shared")
+	}
+	b := (&Message{Report: &Report{Log: logPath}}).Marshal()
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(int(report.Fd())), nil, 0); err != nil {
+		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)
+	}
+	s.mu.Lock()
+	s.cfg.Log = nil // the helper writes it now
+	s.mu.Unlock()
+	fd := int(s.ctl.Fd())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)
+	}
+	return fd, nil
+}
+
 // sharedSocket names the shared helper's socket for the helper binary at
 // path in store: a rebuilt helper gets a socket of its own. "" when the
 // path would be too long for a socket address.
@@ -276,13 +313,21 @@ func launchShared(cfg Config, path, store string) *Stack {
 	if sock == "" {
 		return nil
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	// Non-blocking: a helper that stopped accepting (its queue full) must
+	// not hang the run, which then serves itself.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
 		unix.Close(fd)
-		startShared(path, sock)
+		if err != unix.EAGAIN {
+			startShared(path, sock)
+		}
+		return nil
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
 		return nil
 	}
 	// The greeting says the helper took the connection (one about to
@@ -300,9 +345,10 @@ func launchShared(cfg Config, path, store string) *Stack {
 		return nil
 	}
 	ctl := os.NewFile(uintptr(fd), "ctl")
-	s := &Stack{cfg: cfg, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{}}
+	s := &Stack{cfg: cfg, ctl: ctl, done: make(chan struct{}), bye: make(chan struct{}), ready: make(chan struct{}), vindex: map[string]int{},
+		sock: sock, config: (&Message{Config: cfg.Wire()}).Marshal()}
 	go s.read()
-	if _, err := ctl.Write((&Message{Config: cfg.Wire()}).Marshal()); err != nil {
+	if _, err := ctl.Write(s.config); err != nil {
 		s.Close()
 		return nil
 	}

@@ -20,6 +20,13 @@ import (
 //	                       {"violation": {...}} as they happen, then
 //	                       {"bye": true} once the supervisor's end shut
 //
+// A supervisor that hands its run off to the waiter (a small C program
+// that only waits for the command) first sends {"report": {"log": PATH}}
+// carrying its stderr (SCM_RIGHTS): from then on the helper appends the
+// violations to the run's log at PATH itself, and before its last word it
+// prints the summary the supervisor would have printed on that stderr.
+// The waiter then only shuts its end and waits for the "bye".
+//
 // The helper stops when the supervisor's end shuts (at the end of the run,
 // or when the supervisor dies); the supervisor does not wait for it to
 // exit (dropping a sandbox's TUN device takes milliseconds).
@@ -46,6 +53,13 @@ type Message struct {
 	Bye       bool        `json:"bye,omitempty"`
 	Hello     bool        `json:"hello,omitempty"` // a shared helper took the connection
 	TUN       bool        `json:"tun,omitempty"`
+	Report    *Report     `json:"report,omitempty"`
+}
+
+// Report asks the helper to log the violations and print their summary
+// (see above): Log is the run's log file.
+type Report struct {
+	Log string `json:"log"`
 }
 
 // WireConfig is a Config as the helper receives it (Log stays with the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,7 +59,14 @@ func serveConn(ctl *os.File) int {
 	// The stack is built while the sandbox is: the device follows, in a
 	// message of its own.
 	pol := netpolicy.NewPolicy(cfg)
-	pol.OnViolation = func(v netpolicy.Violation) { send(&netpolicy.Message{Violation: &v}) }
+	// After a handoff nobody reads them: a full socket would stall the
+	// stack. The helper logs and summarizes them itself then.
+	var handedOff atomic.Bool
+	pol.OnViolation = func(v netpolicy.Violation) {
+		if !handedOff.Load() {
+			send(&netpolicy.Message{Violation: &v})
+		}
+	}
 	srv := New(pol)
 	tunFD := -1
 	defer func() {
@@ -89,14 +97,51 @@ func serveConn(ctl *os.File) int {
 		return 1
 	}
 	send(&netpolicy.Message{Ready: true})
+	var report *os.File // the handed-off run's stderr
+	var runLog *netpolicy.RunLog
 	for {
-		if _, err := ctl.Read(buf); err != nil {
+		n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
 			break
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, cm := range msgs {
+				if f, err := unix.ParseUnixRights(&cm); err == nil {
+					fds = append(fds, f...)
+				}
+			}
+		}
+		var m netpolicy.Message
+		if json.Unmarshal(buf[:n], &m) == nil && m.Report != nil && len(fds) == 1 && report == nil {
+			if m.Report.Log == "" {
+				report = os.NewFile(uintptr(fds[0]), "report")
+				handedOff.Store(true)
+				continue
+			}
+			if l, err := netpolicy.OpenRunLog(m.Report.Log); err == nil {
+				report, runLog = os.NewFile(uintptr(fds[0]), "report"), l
+				pol.SetLog(l)
+				handedOff.Store(true)
+				continue
+			}
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
 	}
 	// The supervisor's run is over: what the sandbox sent before it
 	// ended is checked, and every violation sent, before the last word.
 	srv.Drain(500 * time.Millisecond)
+	if report != nil {
+		pol.SetLog(nil)
+		runLog.Close()
+		netpolicy.Summarize(report, pol.Violations(), runLog.Written())
+		report.Close()
+	}
 	send(&netpolicy.Message{Bye: true})
 	return 0
 }
@@ -136,6 +181,13 @@ func daemon(sock string) int {
 			if err == unix.EINTR || err == unix.ECONNABORTED {
 				continue
 			}
+			if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM {
+				// Out of descriptors or memory for now: the runs
+				// waiting in the queue get served once some end.
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "pinfold-net: accept:", err)
 			return 1
 		}
 		cred, err := unix.GetsockoptUcred(nfd, unix.SOL_SOCKET, unix.SO_PEERCRED)
@@ -176,7 +228,7 @@ func listen(sock string) (int, error) {
 		}
 		err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
 		if err == nil {
-			if err = unix.Listen(fd, 128); err == nil {
+			if err = unix.Listen(fd, 1024); err == nil {
 				return fd, nil
 			}
 		}

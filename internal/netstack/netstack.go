@@ -159,6 +159,11 @@ func (s *Server) Close() error {
 		c()
 	}
 	s.st.Close()
+	// The device's reader must have stopped before the caller closes the
+	// device: a descriptor number closed under it is soon another
+	// connection's (a blocking socket, whose read would then hold a P of
+	// the shared helper for good, and take that connection's messages).
+	s.st.Wait()
 	s.wg.Wait()
 	return nil
 }

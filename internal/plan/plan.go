@@ -64,6 +64,9 @@ type Plan struct {
 	Dispatched bool
 	// Sources says where each setting came from, by setting name.
 	Sources map[string]string
+	// Pack is the config's pack: section (pinfold pack's entrypoint, cmd
+	// and tag), nil when it has none.
+	Pack *config.Pack `json:"-"`
 	// System is what the sandbox's root is made of, for bases pinfold
 	// builds: Resolve leaves it nil; the engine's resolve fills it from the
 	// store and the workspace.
@@ -246,6 +249,9 @@ func Resolve(r *Request) (*Plan, error) {
 		return nil, err
 	}
 	p.Command.Args = r.Args
+	if r.Config != nil && r.Config.Pack != nil {
+		p.Pack = r.Config.Pack
+	}
 	if p.Command.Env, err = resolveEnv(r, ls, p); err != nil {
 		return nil, err
 	}
@@ -1042,10 +1048,11 @@ func resolveImagePolicy(r *Request, ls []layer, p *Plan) error {
 			"name it by digest: oci:"+repoOf(b.Ref)+"@sha256:... (skopeo inspect docker://"+b.Ref+" shows it)", nil)
 	}
 	if ip.Verify {
-		if !registry {
-			return fault.New(fault.Unverified, "verify_signature is set (from "+p.Sources["verify_signature"]+"), but the base "+string(b.Kind)+" is no registry image",
-				"signatures are checked for registry images (oci:HOST/REPO...); pinfold never runs a plan with less checking than it asks for",
-				"use a registry image, or set verify_signature: false for this base", nil)
+		// An image file carries its signature inside (pinfold pack --sign-key).
+		if !registry && b.Kind != sandbox.BaseOCI {
+			return fault.New(fault.Unverified, "verify_signature is set (from "+p.Sources["verify_signature"]+"), but the base "+string(b.Kind)+" is no image",
+				"signatures are checked for registry images (oci:HOST/REPO...) and image files pinfold pack signed; pinfold never runs a plan with less checking than it asks for",
+				"use a signed image, or set verify_signature: false for this base", nil)
 		}
 		if len(ip.Keys) == 0 {
 			return fault.New(fault.Unverified, "verify_signature is set, but no trusted key is given", "",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pinfold/pinfold/internal/agent"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,11 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // SuperviseCommand is the hidden subcommand of the supervisor.
@@ -259,25 +260,26 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 		// pinfold __finish to record the changeset when the agent ends
 		// (Store.Finished records the session then). A session then costs
 		// the host its sandbox and a few kilobytes, not a Go process.
-		opts.Handoff = func(proc sandbox.Process, changeset []string) {
-			np, ok := proc.(interface {
-				Handoff(timeoutMsg, tmpFullMsg string, finish ...string) error
-			})
+		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
+			np, ok := proc.(*native.Process)
 			if !ok || !waitUp() {
 				return // Start returns and the session goes on as below
 			}
 			var finish []string
-			if changeset != nil {
+			if h.Changeset != nil {
 				exe, err := os.Executable()
 				if err != nil {
 					return
 				}
-				r.Changeset = changeset[1]
-				finish = append([]string{exe}, changeset...)
+				r.Changeset = h.Changeset[1]
+				finish = append([]string{exe}, h.Changeset...)
 			}
 			running(proc)
 			signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
-			np.Handoff("pinfold: session "+id+": killed: timeout", "pinfold: session "+id+": /tmp is full", finish...)
+			// The network helper reports what it blocked in the session's log.
+			np.Handoff(native.HandoffOptions{TimeoutMsg: "pinfold: session " + id + ": killed: timeout",
+				TmpFullMsg: "pinfold: session " + id + ": /tmp is full", Finish: finish,
+				Report: os.Stderr, ViolationLog: h.ViolationLog})
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 		}
 	}

@@ -754,25 +754,48 @@ func (p *Process) Signal(sig os.Signal) error {
 	return p.inst.init.Signal(s)
 }
 
+// HandoffOptions is what the waiter needs to know besides the command.
+type HandoffOptions struct {
+	// TimeoutMsg and TmpFullMsg are printed on stderr when the timeout
+	// fires or /tmp filled up.
+	TimeoutMsg, TmpFullMsg string
+	// Finish names a changeset the waiter finishes once the command ended:
+	// the pinfold binary, the store and the changeset's id (see
+	// internal/backend/native's Init.Handoff); its lock must survive the
+	// exec.
+	Finish []string
+	// Report is where the network helper prints the summary of what the
+	// policy blocked, for a sandbox with a network stack; ViolationLog is
+	// the run's log, which the helper then writes ("" for none).
+	Report       *os.File
+	ViolationLog string
+}
+
 // Handoff replaces the calling process with a minimal waiter for the
 // command: it forwards SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTERM,
-// applies Cmd.Timeout, prints timeoutMsg or tmpFullMsg on stderr when those
-// happen, and exits with the command's exit status (see Result.ExitCode).
-// A command-line program calls it when it has nothing to do but wait: the
+// applies Cmd.Timeout, prints the messages of o when those happen, and
+// exits with the command's exit status (see Result.ExitCode). A
+// command-line program calls it when it has nothing to do but wait: the
 // Go runtime's memory is released while the command runs and the exit is
 // quick. It returns only on failure; the process is then unchanged.
 //
 // The goroutine must have been locked to its thread (runtime.LockOSThread)
 // since before New, so that the sandbox was started by this thread. It
-// is not available for sandboxes with cgroup limits or a terminal.
-//
-// finish, when given, names a changeset the waiter finishes once the
-// command ended: the pinfold binary, the store and the changeset's id
-// (see internal/backend/native's Init.Handoff); its lock must survive
-// the exec.
-func (p *Process) Handoff(timeoutMsg, tmpFullMsg string, finish ...string) error {
-	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 || p.inst.net != nil {
-		return errors.New("handoff needs a sandbox without limits, terminal, copied streams or network stack")
+// is not available for sandboxes with cgroup limits or a terminal, nor
+// with a network stack whose helper is not shared.
+func (p *Process) Handoff(o HandoffOptions) error {
+	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 {
+		return errors.New("handoff needs a sandbox without limits, terminal or copied streams")
+	}
+	netFD := -1
+	if p.inst.net != nil {
+		if o.Report == nil {
+			return errors.New("handoff of a network stack needs a stderr to report on")
+		}
+		var err error
+		if netFD, err = p.inst.net.Handoff(o.Report, o.ViolationLog); err != nil {
+			return err
+		}
 	}
 	var deadline int64
 	if p.timeout > 0 {
@@ -783,7 +806,17 @@ func (p *Process) Handoff(timeoutMsg, tmpFullMsg string, finish ...string) error
 			p.timer.Stop()
 		}
 	}
-	return p.inst.init.Handoff(deadline, timeoutMsg, tmpFullMsg, finish...)
+	return p.inst.init.Handoff(deadline, o.TimeoutMsg, o.TmpFullMsg, netFD, o.Finish...)
+}
+
+// NetShared returns the shared network helper's socket and the
+// configuration message sent to it, for launch records; ok is false
+// without a network stack or with a helper of its own.
+func (p *Process) NetShared() (sock string, config []byte, ok bool) {
+	if p.inst.net == nil {
+		return "", nil, false
+	}
+	return p.inst.net.Shared()
 }
 
 // Sent returns the messages that started the process's sandbox init, for

@@ -29,6 +29,7 @@ const (
 	rConfig, rExec   = 5, 6
 	rWait, rOpts     = 7, 8
 	rChangeset       = 9
+	rNet             = 10
 	launchAnyCommand = 1
 	launchStdin      = 2
 )
@@ -129,6 +130,21 @@ type LaunchRecord struct {
 	// Changeset, when set, makes every replay create a new changeset of
 	// one directory as the recorded run did (see LaunchChangeset).
 	Changeset *LaunchChangeset
+	// Net, when set, makes every replay connect to the shared network
+	// helper as the recorded run did (see LaunchNet).
+	Net *LaunchNet
+}
+
+// LaunchNet is how a replay gets its network stack: launch.c connects to
+// the shared helper's socket Sock (a replay without one, the helper
+// having exited, is left to the Go side), sends Config, passes on the
+// sandbox's TUN device when the init sends it, and before it becomes the
+// waiter hands the run off (netpolicy.Report: its stderr, and a new log
+// in Runs).
+type LaunchNet struct {
+	Sock   string
+	Runs   string
+	Config []byte
 }
 
 // LaunchChangeset is how a replay makes the run's changeset: launch.c
@@ -268,6 +284,9 @@ func (r *LaunchRecord) encode() (key, b []byte, err error) {
 			v = append(append(v, str...), 0)
 		}
 		rec(rChangeset, v)
+	}
+	if n := r.Net; n != nil {
+		rec(rNet, append([]byte(n.Sock+"\x00"+n.Runs+"\x00"), n.Config...))
 	}
 	if len(b) > launchMaxRecord {
 		return nil, nil, ErrTooLarge

@@ -426,6 +426,10 @@ func (in *Init) Close() error {
 // with the command's status (128+N for signal N, 124 after the deadline).
 // It returns only if the exec fails.
 //
+// netFD, when not -1, is the network helper's control socket, handed off
+// (netpolicy.Stack.Handoff): the waiter shuts it once the command ended
+// and waits for the helper's last word (its summary printed).
+//
 // finish, when given, is a run's changeset to finish afterwards: the
 // pinfold binary, the store and the changeset's id, whose lock the caller
 // passes on (see the waiter in initc/init.c). The waiter removes an empty
@@ -435,7 +439,7 @@ func (in *Init) Close() error {
 // It must be called from the OS thread that spawned the init (use
 // runtime.LockOSThread): exec ends every other thread, and the death of
 // the thread that started the sandbox would kill it.
-func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, finish ...string) error {
+func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int, finish ...string) error {
 	exe, err := initPath()
 	if err != nil {
 		return err
@@ -446,8 +450,12 @@ func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, finish ..
 	if _, err := unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("handing off: %w", err)
 	}
-	argv := append([]string{"pinfold-wait", strconv.Itoa(in.sock), strconv.Itoa(in.pid),
-		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}, finish...)
+	argv := []string{"pinfold-wait", strconv.Itoa(in.sock), strconv.Itoa(in.pid),
+		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}
+	if netFD >= 0 {
+		argv = append(argv, "-n", strconv.Itoa(netFD))
+	}
+	argv = append(argv, finish...)
 	env := []string{}
 	if len(finish) > 0 {
 		env = os.Environ()

@@ -1219,10 +1219,15 @@ static int stage2(void *arg)
  * thread that exec'd us spawned it), so its parent-death signal still ties
  * it to us.
  *
- *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [PINFOLD STORE ID]
+ *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [-n NETFD] [PINFOLD STORE ID]
  *
  * DEADLINE is CLOCK_MONOTONIC nanoseconds, 0 for none. The messages are
  * printed on stderr when the timeout fires or /tmp filled up.
+ *
+ * With -n, NETFD is the network helper's control socket (see netpolicy's
+ * helper.go): once the command ended the waiter shuts its end and reads
+ * until the helper's "bye" (by then the helper printed its summary of
+ * what the policy blocked), at most 2 s.
  *
  * With PINFOLD, STORE and ID the run keeps a changeset (STORE/changesets/ID,
  * whose lock the waiter inherited): once the command ended and the sandbox
@@ -1312,19 +1317,82 @@ static long rmtree(long dirfd, int depth, int only_empty)
 	}
 }
 
-/* finish ends a changeset run (see above) with the command's status. */
-static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp, long init, int code)
+#define SHUT_WR 1
+
+/* netdone waits for the network helper's last word (see above). */
+static void netdone(int fd)
+{
+	char b[4096];
+	sys2(__NR_shutdown, fd, SHUT_WR);
+	for (;;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		long ts[2] = {2, 0}, n;
+		if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) <= 0)
+			return;
+		n = sys3(__NR_read, fd, b, sizeof b - 1);
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		b[n] = 0;
+		for (long i = 0; i + 5 <= n; i++)
+			if (!memcmp(b + i, "\"bye\"", 5))
+				return;
+	}
+}
+
+/*
+ * trash takes the empty changeset dir (open as fd) out of the store at
+ * once, into STORE/trash (where pinfold's own trash goes), and deletes it
+ * in a detached child: the run's status need not wait for the file
+ * system. 0 once it is out of the store.
+ */
+static long trash(const char *store, const char *id, const char *dir, long fd)
+{
+	char dst[4096], num[24];
+	long pid;
+	dst[0] = 0;
+	if (scat(dst, sizeof dst, store) < 0 || scat(dst, sizeof dst, "/trash") < 0)
+		return -1;
+	sys3(__NR_mkdirat, AT_FDCWD, dst, 0700);
+	utoa(num, (unsigned long)sys0(__NR_getpid));
+	if (scat(dst, sizeof dst, "/") < 0 || scat(dst, sizeof dst, id) < 0 || scat(dst, sizeof dst, "-w") < 0 ||
+	    scat(dst, sizeof dst, num) < 0 || sys2(__NR_rename, dir, dst) < 0)
+		return -1;
+	pid = sys0(__NR_fork);
+	if (pid == 0) {
+		/* Nothing of the caller's: a shell waiting for the run's
+		 * output to end must not wait for this. */
+		sys3(__NR_close_range, 0, ~0U, 0);
+		sys0(__NR_setsid);
+		fd = sys4(__NR_openat, AT_FDCWD, dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+		if (fd >= 0 && rmtree(fd, 6, 0) == 0)
+			sys3(__NR_unlinkat, AT_FDCWD, dst, AT_REMOVEDIR);
+		die(0);
+	}
+	/* Without a child pinfold's trash cleaning deletes it later. */
+	return 0;
+}
+
+/*
+ * finish ends the run with the command's status: the network helper's
+ * report (netfd, -1 for none), then the changeset (argv: PINFOLD STORE
+ * ID, when argc is 3; see above).
+ */
+static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp, long init, int code, int netfd)
 {
 	char dir[4096], num[24];
 	long fd, r;
 	char *fargv[] = {"pinfold", "__finish", 0, 0, num, 0};
-	if (argc < 9)
+	if (netfd >= 0)
+		netdone(netfd);
+	if (argc < 3)
 		die(code);
 	/* The sandbox's mounts (the overlay on the upper directory) go with it. */
 	sys4(__NR_wait4, init, 0, WALL, 0);
 	dir[0] = 0;
-	if (scat(dir, sizeof dir, argv[7]) < 0 || scat(dir, sizeof dir, "/changesets/") < 0 ||
-	    scat(dir, sizeof dir, argv[8]) < 0)
+	if (scat(dir, sizeof dir, argv[1]) < 0 || scat(dir, sizeof dir, "/changesets/") < 0 ||
+	    scat(dir, sizeof dir, argv[2]) < 0)
 		goto go;
 	fd = sys4(__NR_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
@@ -1335,6 +1403,8 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 		if (up >= 0)
 			sys1(__NR_close, up);
 	}
+	if (r == 0 && trash(argv[1], argv[2], dir, fd) == 0)
+		die(code);
 	if (r == 0)
 		r = rmtree(fd, 6, 0);
 	sys1(__NR_close, fd);
@@ -1342,8 +1412,8 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 		die(code);
 go:
 	utoa(num, (unsigned long)code);
-	fargv[2] = argv[7], fargv[3] = argv[8];
-	sys3(__NR_execve, argv[6], fargv, envp);
+	fargv[2] = argv[1], fargv[3] = argv[2];
+	sys3(__NR_execve, argv[0], fargv, envp);
 	say("pinfold: the run's changeset was kept but not recorded: run any pinfold command to recover it");
 	die(code);
 }
@@ -1354,9 +1424,15 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 	long init, deadline;
 	u64 set = 0;
 	const int fwd[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM};
-	int timedout = 0;
+	int timedout = 0, netfd = -1, nfin;
+	char **fin;
 	if (argc < 6)
 		die(125);
+	fin = argv + 6, nfin = argc - 6;
+	if (nfin >= 2 && !memcmp(fin[0], "-n", 3)) {
+		netfd = (int)parse_num(fin[1]);
+		fin += 2, nfin -= 2;
+	}
 	sock = (int)parse_num(argv[1]);
 	init = parse_num(argv[2]);
 	deadline = parse_num(argv[3]);
@@ -1399,9 +1475,9 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 			if (n == 0) { /* the init died without a report */
 				if (timedout) {
 					say(argv[4]);
-					finish(argc, argv, envp, init, 124);
+					finish(nfin, fin, envp, init, 124, netfd);
 				}
-				finish(argc, argv, envp, init, 128 + SIGKILL);
+				finish(nfin, fin, envp, init, 128 + SIGKILL, netfd);
 			}
 			if (n >= 16) {
 				memcpy(h, b, 16);
@@ -1409,13 +1485,13 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 					int st = (int)h[2];
 					if (timedout) {
 						say(argv[4]);
-						finish(argc, argv, envp, init, 124);
+						finish(nfin, fin, envp, init, 124, netfd);
 					}
 					if (h[3] & EXIT_TMP_FULL)
 						say(argv[5]);
 					if ((st & 0x7f) == 0)
-						finish(argc, argv, envp, init, (st >> 8) & 0xff);
-					finish(argc, argv, envp, init, 128 + (st & 0x7f));
+						finish(nfin, fin, envp, init, (st >> 8) & 0xff, netfd);
+					finish(nfin, fin, envp, init, 128 + (st & 0x7f), netfd);
 				}
 			}
 		}

@@ -232,6 +232,10 @@ struct launch {
 	char id[CHANGESET_ID_LEN + 1];
 	char csdir[4096];
 	long lockfd;
+	/* R_NET, and the connection to the helper (-1: none) */
+	const char *netsock, *netruns, *netcfg;
+	u32 netcfg_len;
+	long netfd;
 };
 
 /* check parses the record and verifies the key and every dependency. */
@@ -289,6 +293,19 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			memcpy(&l->flags, data, 4);
 			memcpy(&l->timeout, data + 8, 8);
 			break;
+		case R_NET: {
+			const char *q = data, *qend = data + len;
+			l->netsock = q;
+			q += slen(q) + 1;
+			if (q >= qend || *l->netsock != '/')
+				return 0;
+			l->netruns = q;
+			q += slen(q) + 1;
+			if (q >= qend || *l->netruns != '/')
+				return 0;
+			l->netcfg = q, l->netcfg_len = (u32)(qend - q);
+			break;
+		}
 		case R_CHANGESET: {
 			const char *q, *qend = data + len;
 			u32 cnt;
@@ -578,6 +595,101 @@ static char *command(struct launch *l, int argc, char **argv, int cmd, size_t *l
 	return m;
 }
 
+/* ---- the shared network helper (R_NET), as netpolicy's client ---- */
+
+#define SOCK_NONBLOCK 04000
+#define F_GETFL 3
+#define F_SETFL 4
+#define POLLIN 1
+
+struct pollfd_ {
+	int fd;
+	short events, revents;
+};
+
+/*
+ * net_connect connects to the shared helper, waits (at most 1 s) for its
+ * greeting and sends the recorded configuration. -1 when there is none
+ * to take the run (it exited when idle, or its queue is full): the Go
+ * side then starts over.
+ */
+static long net_connect(struct launch *l)
+{
+	struct {
+		u16 family;
+		char path[108];
+	} sa;
+	char b[256];
+	size_t n = slen(l->netsock);
+	long fd, r, fl;
+	struct pollfd_ p;
+	long ts[2] = {1, 0};
+	if (n >= sizeof sa.path)
+		return -1;
+	fd = sys3(__NR_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.family = AF_UNIX;
+	memcpy(sa.path, l->netsock, n + 1);
+	if (sys3(__NR_connect, fd, &sa, 2 + n + 1) < 0 || (fl = sys2(__NR_fcntl, fd, F_GETFL)) < 0 ||
+	    sys3(__NR_fcntl, fd, F_SETFL, fl & ~SOCK_NONBLOCK) < 0)
+		goto fail;
+	p.fd = (int)fd, p.events = POLLIN, p.revents = 0;
+	if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) != 1 || (r = sys3(__NR_read, fd, b, sizeof b - 1)) <= 0)
+		goto fail;
+	b[r] = 0;
+	{
+		int hello = 0;
+		for (long i = 0; i + 8 <= r && !hello; i++)
+			hello = !memcmp(b + i, "\"hello\"", 7) && b[i + 7] == ':';
+		if (!hello)
+			goto fail;
+	}
+	if (sys3(__NR_write, fd, l->netcfg, l->netcfg_len) != (long)l->netcfg_len)
+		goto fail;
+	return fd;
+fail:
+	sys1(__NR_close, fd);
+	return -1;
+}
+
+/*
+ * net_report hands the run off to the helper (netpolicy.Report): its
+ * stderr, and the run's violation log, named as the Go side names it
+ * (<runs>/<UTC time>-<pid>/violations.jsonl).
+ */
+static long net_report(struct launch *l)
+{
+	char msg[4400], t[40], stamp[40], num[24], *q = msg, *mend = msg + sizeof msg;
+	long ts[2], r;
+	int two = 2;
+	sys2(__NR_clock_gettime, CLOCK_REALTIME, ts);
+	rfc3339(t, ts[0], ts[1]);
+	/* 2006-01-02T15:04:05.999999999Z -> 20060102T150405.999999 */
+	{
+		int j = 0;
+		for (int i = 0; i < 26; i++)
+			if (t[i] != '-' && t[i] != ':')
+				stamp[j++] = t[i];
+		stamp[j] = 0;
+	}
+	utoa(num, (unsigned long)sys0(__NR_getpid));
+	{
+		char path[4200];
+		path[0] = 0;
+		if (scat(path, sizeof path, l->netruns) < 0 || scat(path, sizeof path, "/") < 0 ||
+		    scat(path, sizeof path, stamp) < 0 || scat(path, sizeof path, "-") < 0 ||
+		    scat(path, sizeof path, num) < 0 || scat(path, sizeof path, "/violations.jsonl") < 0)
+			return -1;
+		static const char head[] = "{\"report\":{\"log\":";
+		r = put(&q, mend, head, sizeof head - 1) | jsonstr(&q, mend, path) | put(&q, mend, "}}", 2);
+	}
+	if (r < 0)
+		return -1;
+	return send_fds((int)l->netfd, msg, (size_t)(q - msg), &two, 1);
+}
+
 struct child {
 	const char *exe;
 	int sock;
@@ -625,7 +737,8 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 {
 	char exe[40], buf[512], child_stack[8192];
 	char sockstr[24], pidstr[24], deadstr[24];
-	char *wargv[10], *wenv[] = {0}, **wenvp = wenv;
+	char *wargv[12], *wenv[] = {0}, **wenvp = wenv, **wa;
+	char netstr[24];
 	int sv[2], stdio[3] = {-1, 1, 2};
 	long memfd, stage1, stage2 = 0, n;
 	u64 deadline = 0;
@@ -674,8 +787,21 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	if (n < 0)
 		goto kill;
 	for (;;) {
-		if (recv_type(sv[0], buf, sizeof buf, &type) < 8)
+		int tun = -1, nf = 0;
+		n = recv_fds(sv[0], buf, sizeof buf, &tun, 1, &nf);
+		if (n < 8)
 			goto kill;
+		memcpy(&type, buf, 4);
+		if (type == M_TUN && nf == 1) {
+			/* The sandbox's device, for the helper to serve. */
+			n = l->netfd >= 0 ? send_fds((int)l->netfd, "{\"tun\":true}", 12, &tun, 1) : -1;
+			sys1(__NR_close, tun);
+			if (n < 0)
+				goto kill;
+			continue;
+		}
+		if (nf > 0)
+			sys1(__NR_close, tun);
 		if (type == M_STARTED)
 			break;
 		if (type != M_READY)
@@ -693,13 +819,20 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	wargv[0] = "pinfold-wait", wargv[1] = sockstr, wargv[2] = pidstr, wargv[3] = deadstr;
 	wargv[4] = (char *)l->waitmsg;
 	wargv[5] = (char *)l->waitmsg + slen(l->waitmsg) + 1;
-	wargv[6] = 0;
+	wa = wargv + 6;
+	if (l->netfd >= 0) {
+		/* The helper reports what it blocked; the waiter waits for it. */
+		if (net_report(l) < 0 || sys3(__NR_fcntl, l->netfd, F_SETFD, 0) < 0)
+			goto kill;
+		utoa(netstr, (unsigned long)l->netfd);
+		*wa++ = "-n", *wa++ = netstr;
+	}
+	*wa = 0;
 	if (l->csdir[0]) {
 		/* The waiter finishes the changeset, holding its lock. */
-		wargv[6] = (char *)l->exe, wargv[7] = (char *)l->store, wargv[8] = l->id, wargv[9] = 0;
 		wenvp = envp;
-		if (sys3(__NR_fcntl, l->lockfd, F_SETFD, 0) < 0)
-			wargv[6] = 0;
+		if (sys3(__NR_fcntl, l->lockfd, F_SETFD, 0) == 0)
+			wa[0] = (char *)l->exe, wa[1] = (char *)l->store, wa[2] = l->id, wa[3] = 0;
 	}
 	if (sys3(__NR_fcntl, sv[0], F_SETFD, 0) == 0)
 		sys3(__NR_execve, exe, wargv, wenvp);
@@ -786,7 +919,8 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	if (check(rec, (size_t)st.size, k, klen, &l) &&
 	    (exec = command(&l, argc, argv, cmd, &exec_len)) != 0) {
 		char *cfg = 0;
-		if (!l.nids || (cfg = new_changeset(&l, argc, argv, cmd)) != 0) {
+		l.netfd = l.netsock ? net_connect(&l) : -1;
+		if ((!l.netsock || l.netfd >= 0) && (!l.nids || (cfg = new_changeset(&l, argc, argv, cmd)) != 0)) {
 			if (cfg)
 				l.config = cfg;
 			launch(&l, init, exec, exec_len, envp);
@@ -794,6 +928,8 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 			if (cfg)
 				sys2(__NR_munmap, cfg, l.config_len);
 		}
+		if (l.netfd >= 0)
+			sys1(__NR_close, l.netfd);
 		if (exec != l.exec)
 			sys2(__NR_munmap, exec, exec_len);
 	}

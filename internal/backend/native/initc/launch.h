@@ -35,6 +35,12 @@
  */
 #define R_CHANGESET 9
 #define CHANGESET_ID_LEN 12
+/*
+ * R_NET: the run's network stack is the shared helper's. NUL-terminated:
+ * its socket, the store's runs directory (for the run's violation log);
+ * then the configuration message to send it (see launch.go: LaunchNet).
+ */
+#define R_NET 10
 
 /* R_OPTS flags */
 #define LAUNCH_ANY_COMMAND 1 /* the plan does not depend on the command: any may replace it */

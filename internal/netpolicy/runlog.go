@@ -1,6 +1,7 @@
-package engine
+package netpolicy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,24 +13,43 @@ import (
 // keepRuns is how many runs' violation logs the store keeps.
 const keepRuns = 50
 
-// violationLog writes the run's violations as JSON lines to
-// <store>/runs/<run>/violations.jsonl, creating it at the first one.
-type violationLog struct {
+// RunLog writes a run's violations as JSON lines to
+// <store>/runs/<run>/violations.jsonl, creating it at the first one, and
+// keeps the newest runs' logs only. The supervisor writes it, or the
+// helper once the supervisor handed off (Report).
+type RunLog struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File
 	err  error
 }
 
-func newViolationLog(dir string) *violationLog {
-	if dir == "" {
+// NewRunLog returns the log of a new run in store (nil without a store).
+func NewRunLog(store string) *RunLog {
+	if store == "" {
 		return nil
 	}
 	run := time.Now().UTC().Format("20060102T150405.000000") + "-" + strconv.Itoa(os.Getpid())
-	return &violationLog{path: filepath.Join(dir, "runs", run, "violations.jsonl")}
+	return &RunLog{path: filepath.Join(store, "runs", run, "violations.jsonl")}
 }
 
-func (l *violationLog) Write(b []byte) (int, error) {
+// OpenRunLog returns the log at path, a run's violations.jsonl.
+func OpenRunLog(path string) (*RunLog, error) {
+	if !filepath.IsAbs(path) || filepath.Base(path) != "violations.jsonl" {
+		return nil, fmt.Errorf("not a run's violation log: %q", path)
+	}
+	return &RunLog{path: filepath.Clean(path)}, nil
+}
+
+// Path is where the log is (or will be) written.
+func (l *RunLog) Path() string {
+	if l == nil {
+		return ""
+	}
+	return l.path
+}
+
+func (l *RunLog) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil && l.err == nil {
@@ -45,7 +65,8 @@ func (l *violationLog) Write(b []byte) (int, error) {
 	return l.f.Write(b)
 }
 
-func (l *violationLog) close() {
+// Close closes the file.
+func (l *RunLog) Close() {
 	if l == nil {
 		return
 	}
@@ -56,8 +77,8 @@ func (l *violationLog) close() {
 	l.mu.Unlock()
 }
 
-// written returns the log's path once something was written to it.
-func (l *violationLog) written() string {
+// Written returns the log's path once something was written to it.
+func (l *RunLog) Written() string {
 	if l == nil {
 		return ""
 	}

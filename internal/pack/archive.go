@@ -1,0 +1,231 @@
+package pack
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/pinfold/pinfold/internal/trust"
+)
+
+// Archive is what pinfold reads of an image archive it packed (an app
+// file or pack image's FILE.tar) without unpacking it: its metadata, its
+// signature, and the manifest and config of its one image. Reading
+// checks the manifest and config against their digests; the layers are
+// checked when a run unpacks them (internal/oci).
+type Archive struct {
+	Path string
+	// Meta is nil for an archive that is not an app.
+	Meta *AppMeta
+	// Signature is nil for an unsigned archive.
+	Signature *Signature
+	// Digest is the manifest digest index.json names.
+	Digest   string
+	Manifest Manifest
+	Config   ImageConfig
+	// Docker is docker's manifest.json, when the archive has one.
+	Docker []DockerManifest
+}
+
+// Manifest is the part of an OCI image manifest pinfold reads.
+type Manifest struct {
+	MediaType string       `json:"mediaType"`
+	Config    Descriptor   `json:"config"`
+	Layers    []Descriptor `json:"layers"`
+}
+
+// Descriptor names a blob.
+type Descriptor struct {
+	MediaType string `json:"mediaType"`
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+}
+
+// ImageConfig is the part of an image config pinfold reads.
+type ImageConfig struct {
+	Created string `json:"created"`
+	Config  struct {
+		Env        []string          `json:"Env"`
+		Entrypoint []string          `json:"Entrypoint"`
+		Cmd        []string          `json:"Cmd"`
+		WorkingDir string            `json:"WorkingDir"`
+		Labels     map[string]string `json:"Labels"`
+	} `json:"config"`
+}
+
+// DockerManifest is one entry of docker's manifest.json.
+type DockerManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// ErrNotArchive is wrapped when a file is not an archive pinfold packed.
+var ErrNotArchive = errors.New("not an image archive pinfold packed")
+
+const maxDoc = 4 << 20
+
+// ReadArchive reads the archive at path.
+func ReadArchive(path string) (*Archive, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	a := &Archive{Path: path}
+	want := map[string]bool{"index.json": true, MetaFile: true, SignatureFile: true, "manifest.json": true}
+	docs, err := readEntries(f, want)
+	if err != nil {
+		return nil, err
+	}
+	idx, ok := docs["index.json"]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s has no index.json", ErrNotArchive, path)
+	}
+	var index struct {
+		Manifests []Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(idx, &index); err != nil || len(index.Manifests) != 1 {
+		return nil, fmt.Errorf("%w: %s: index.json does not name one manifest", ErrNotArchive, path)
+	}
+	a.Digest = index.Manifests[0].Digest
+	if b, ok := docs[MetaFile]; ok {
+		a.Meta = &AppMeta{}
+		if err := json.Unmarshal(b, a.Meta); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, MetaFile, err)
+		}
+	}
+	if b, ok := docs[SignatureFile]; ok {
+		a.Signature = &Signature{}
+		if err := json.Unmarshal(b, a.Signature); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, SignatureFile, err)
+		}
+	}
+	if b, ok := docs["manifest.json"]; ok {
+		if err := json.Unmarshal(b, &a.Docker); err != nil {
+			return nil, fmt.Errorf("%s: manifest.json: %w", path, err)
+		}
+	}
+	mname, err := blobName(a.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if docs, err = readBlobs(f, map[string]string{mname: a.Digest}); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(docs[mname], &a.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: the manifest: %w", path, err)
+	}
+	cname, err := blobName(a.Manifest.Config.Digest)
+	if err != nil {
+		return nil, err
+	}
+	if docs, err = readBlobs(f, map[string]string{cname: a.Manifest.Config.Digest}); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(docs[cname], &a.Config); err != nil {
+		return nil, fmt.Errorf("%s: the config: %w", path, err)
+	}
+	return a, nil
+}
+
+// readEntries reads the small files of the tar named in want.
+func readEntries(f *os.File, want map[string]bool) (map[string][]byte, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNotArchive, f.Name(), err)
+		}
+		if !want[hdr.Name] || hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		if hdr.Size > maxDoc {
+			return nil, fmt.Errorf("%s: %s is too large (%d bytes)", f.Name(), hdr.Name, hdr.Size)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		out[hdr.Name] = b
+	}
+}
+
+// readBlobs reads the named blobs and checks each against its digest.
+func readBlobs(f *os.File, want map[string]string) (map[string][]byte, error) {
+	names := map[string]bool{}
+	for n := range want {
+		names[n] = true
+	}
+	out, err := readEntries(f, names)
+	if err != nil {
+		return nil, err
+	}
+	for n, d := range want {
+		b, ok := out[n]
+		if !ok {
+			return nil, fmt.Errorf("%s: blob %s is missing", f.Name(), d)
+		}
+		if sum := sha256.Sum256(b); "sha256:"+hex.EncodeToString(sum[:]) != d {
+			return nil, fmt.Errorf("%s: blob %s does not match its digest", f.Name(), d)
+		}
+	}
+	return out, nil
+}
+
+func blobName(d string) (string, error) {
+	if len(d) != 71 || d[:7] != "sha256:" {
+		return "", fmt.Errorf("%w: digest %q is not sha256", ErrNotArchive, d)
+	}
+	if _, err := hex.DecodeString(d[7:]); err != nil {
+		return "", fmt.Errorf("%w: digest %q is not hex", ErrNotArchive, d)
+	}
+	return "blobs/sha256/" + d[7:], nil
+}
+
+// Verify checks the archive's embedded signature against keys and
+// returns the path of the key that made it. A docker manifest.json, if
+// any, must name the signed manifest's config and layers, so that a
+// reader that takes that path runs the signed image too.
+func (a *Archive) Verify(keys []trust.Key) (string, error) {
+	if a.Signature == nil {
+		return "", fmt.Errorf("%w: %s is %w", trust.ErrUnverified, a.Path, trust.ErrUnsigned)
+	}
+	key, err := trust.VerifyPayload(a.Signature.Payload, a.Signature.Signature, a.Digest, keys)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", a.Path, err)
+	}
+	if a.Docker != nil {
+		want := DockerManifest{Config: "blobs/sha256/" + a.Manifest.Config.Digest[min(7, len(a.Manifest.Config.Digest)):]}
+		for _, l := range a.Manifest.Layers {
+			want.Layers = append(want.Layers, "blobs/sha256/"+l.Digest[min(7, len(l.Digest)):])
+		}
+		if len(a.Docker) != 1 || a.Docker[0].Config != want.Config || !slices.Equal(a.Docker[0].Layers, want.Layers) {
+			return "", fmt.Errorf("%w: %s: manifest.json names another image than the signed manifest", trust.ErrUnverified, a.Path)
+		}
+	}
+	return key, nil
+}
+
+// IsApp reports whether path names an app file by its name: pinfold run
+// APP.pinfold runs it.
+func IsApp(path string) bool {
+	if len(path) <= len(".pinfold") || path[len(path)-len(".pinfold"):] != ".pinfold" {
+		return false
+	}
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
