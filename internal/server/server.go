@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pinfold/pinfold/internal/agent"
 	"io"
 	"io/fs"
 	"net"
@@ -30,6 +29,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/session"
@@ -66,6 +67,15 @@ type Server struct {
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
 }
+
+// The request and answer bodies are the client package's, so that the
+// two ends cannot drift apart.
+type (
+	CreateRequest = client.CreateRequest
+	ExecRequest   = client.ExecRequest
+	ExecResult    = client.ExecResult
+	Port          = client.Port
+)
 
 // Route is one verb of the API.
 type Route struct {
@@ -305,32 +315,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t string) {
 	writeJSON(w, 200, out)
 }
 
-// CreateRequest is the body of POST /v1/sandboxes: run's flags.
-type CreateRequest struct {
-	Name        string   `json:"name,omitempty"`
-	IdleTimeout string   `json:"idle_timeout,omitempty"`
-	Workspace   string   `json:"workspace,omitempty"`
-	Workdir     string   `json:"workdir,omitempty"`
-	Base        string   `json:"base,omitempty"`
-	Access      string   `json:"access,omitempty"`
-	Backend     string   `json:"backend,omitempty"`
-	Network     string   `json:"network,omitempty"`
-	Allow       []string `json:"allow,omitempty"`
-	Deny        []string `json:"deny,omitempty"`
-	DNS         []string `json:"dns,omitempty"`
-	Env         []string `json:"env,omitempty"`
-	Mounts      []string `json:"mounts,omitempty"`
-	User        string   `json:"user,omitempty"`
-	Hostname    string   `json:"hostname,omitempty"`
-	Memory      string   `json:"memory,omitempty"`
-	Pids        string   `json:"pids,omitempty"`
-	CPUs        string   `json:"cpus,omitempty"`
-	Timeout     string   `json:"timeout,omitempty"`
-	TmpSize     string   `json:"tmp_size,omitempty"`
-	// Snapshot restores a snapshot of the tenant's into the new sandbox.
-	Snapshot string `json:"snapshot,omitempty"`
-}
-
 func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	var c CreateRequest
 	if !s.decode(w, r, &c) {
@@ -453,28 +437,6 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 		}
 	}
 	writeJSON(w, 200, rec)
-}
-
-// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
-type ExecRequest struct {
-	Args []string `json:"args"`
-	Env  []string `json:"env,omitempty"`
-	Dir  string   `json:"dir,omitempty"`
-	// Stdin is given to the command whole.
-	Stdin string `json:"stdin,omitempty"`
-	// Timeout kills the command's process group after this long.
-	Timeout string `json:"timeout,omitempty"`
-}
-
-// ExecResult is how a command of POST .../exec ended.
-type ExecResult struct {
-	ExitCode  int    `json:"exit_code"`
-	Signal    int    `json:"signal,omitempty"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated,omitempty"`
-	TimedOut  bool   `json:"timed_out,omitempty"`
-	Error     string `json:"error,omitempty"`
 }
 
 // capped keeps at most max bytes.
@@ -681,12 +643,6 @@ type PortRequest struct {
 	Port int `json:"port"`
 	// HostPort is the port on the host's 127.0.0.1; 0 picks a free one.
 	HostPort int `json:"host_port,omitempty"`
-}
-
-// Port is a published port.
-type Port struct {
-	Port int    `json:"port"`
-	Host string `json:"host"` // ADDR:PORT on the host
 }
 
 func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
