@@ -35,6 +35,7 @@ type Stack struct {
 	viol     []Violation
 	vindex   map[string]int
 	logMu    sync.Mutex
+	logged   int // violations written to cfg.Log
 	closed   bool
 }
 
@@ -210,11 +211,21 @@ func (s *Stack) record(v Violation) {
 		s.vindex[key] = len(s.viol)
 		s.viol = append(s.viol, v)
 	}
+	s.mu.Unlock()
+	// Counted with the write, under logMu: a handoff (Handoff) tells the
+	// helper how many it need not log again.
+	s.logMu.Lock()
+	s.mu.Lock()
 	w := s.cfg.Log
+	if w != nil {
+		s.logged++
+	}
 	s.mu.Unlock()
 	if w != nil {
-		writeViolation(&s.logMu, w, v)
+		b, _ := json.Marshal(v)
+		w.Write(append(b, '\n'))
 	}
+	s.logMu.Unlock()
 }
 
 // Violations returns what was blocked so far, first occurrence first.
@@ -273,13 +284,18 @@ func (s *Stack) Handoff(report *os.File, logPath string) (int, error) {
 		// parent-death signal would kill with the exec'ing thread.
 		return -1, errors.New("handing off: the network helper is not shared")
 	}
-	b := (&Message{Report: &Report{Log: logPath}}).Marshal()
+	// From here the helper writes the log: what this process logged so
+	// far it skips.
+	s.logMu.Lock()
+	s.mu.Lock()
+	s.cfg.Log = nil
+	logged := s.logged
+	s.mu.Unlock()
+	s.logMu.Unlock()
+	b := (&Message{Report: &Report{Log: logPath, Logged: logged}}).Marshal()
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(int(report.Fd())), nil, 0); err != nil {
 		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)
 	}
-	s.mu.Lock()
-	s.cfg.Log = nil // the helper writes it now
-	s.mu.Unlock()
 	fd := int(s.ctl.Fd())
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 		return -1, fmt.Errorf("%w: handing off: %w", ErrHelper, err)

@@ -46,13 +46,6 @@ func (p *Policy) Violations() []Violation {
 	return append([]Violation(nil), p.viol...)
 }
 
-// SetLog makes w hear the violations from now on (Config.Log).
-func (p *Policy) SetLog(w io.Writer) {
-	p.mu.Lock()
-	p.cfg.Log = w
-	p.mu.Unlock()
-}
-
 // Violate records v.
 func (p *Policy) Violate(v Violation) {
 	if v.Time.IsZero() {

@@ -23,7 +23,8 @@ import (
 // A supervisor that hands its run off to the waiter (a small C program
 // that only waits for the command) first sends {"report": {"log": PATH}}
 // carrying its stderr (SCM_RIGHTS): from then on the helper appends the
-// violations to the run's log at PATH itself, and before its last word it
+// violations to the run's log at PATH itself (from the "logged"th it sent
+// on), and before its last word it
 // prints the summary the supervisor would have printed on that stderr.
 // The waiter then only shuts its end and waits for the "bye".
 //
@@ -57,9 +58,11 @@ type Message struct {
 }
 
 // Report asks the helper to log the violations and print their summary
-// (see above): Log is the run's log file.
+// (see above): Log is the run's log file, of which the supervisor wrote
+// the first Logged violations it was sent.
 type Report struct {
-	Log string `json:"log"`
+	Log    string `json:"log"`
+	Logged int    `json:"logged,omitempty"`
 }
 
 // WireConfig is a Config as the helper receives it (Log stays with the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +24,15 @@ func Main() int {
 		return daemon(os.Args[2])
 	}
 	return serveConn(os.NewFile(3, "ctl"))
+}
+
+// maxSent bounds the violations a connection keeps until its handoff.
+const maxSent = 10000
+
+// logViolation appends v to the run's log as a JSON line.
+func logViolation(l *netpolicy.RunLog, v netpolicy.Violation) {
+	b, _ := json.Marshal(v)
+	l.Write(append(b, '\n'))
 }
 
 // IdleExit is how long a shared helper stays without a sandbox.
@@ -59,13 +67,27 @@ func serveConn(ctl *os.File) int {
 	// The stack is built while the sandbox is: the device follows, in a
 	// message of its own.
 	pol := netpolicy.NewPolicy(cfg)
-	// After a handoff nobody reads them: a full socket would stall the
-	// stack. The helper logs and summarizes them itself then.
-	var handedOff atomic.Bool
+	// Until a handoff the violations go to the supervisor, which logs
+	// them, and are kept in the order sent; after it nobody reads them
+	// (a full socket would stall the stack): the helper logs them itself,
+	// from the first the supervisor did not.
+	var vmu sync.Mutex
+	var sent []netpolicy.Violation
+	var runLog *netpolicy.RunLog
+	handedOff := false
 	pol.OnViolation = func(v netpolicy.Violation) {
-		if !handedOff.Load() {
-			send(&netpolicy.Message{Violation: &v})
+		vmu.Lock()
+		defer vmu.Unlock()
+		if handedOff {
+			if runLog != nil {
+				logViolation(runLog, v)
+			}
+			return
 		}
+		if len(sent) < maxSent {
+			sent = append(sent, v)
+		}
+		send(&netpolicy.Message{Violation: &v})
 	}
 	srv := New(pol)
 	tunFD := -1
@@ -98,7 +120,6 @@ func serveConn(ctl *os.File) int {
 	}
 	send(&netpolicy.Message{Ready: true})
 	var report *os.File // the handed-off run's stderr
-	var runLog *netpolicy.RunLog
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
@@ -117,17 +138,24 @@ func serveConn(ctl *os.File) int {
 		}
 		var m netpolicy.Message
 		if json.Unmarshal(buf[:n], &m) == nil && m.Report != nil && len(fds) == 1 && report == nil {
-			if m.Report.Log == "" {
-				report = os.NewFile(uintptr(fds[0]), "report")
-				handedOff.Store(true)
-				continue
+			var l *netpolicy.RunLog
+			if m.Report.Log != "" {
+				if l, err = netpolicy.OpenRunLog(m.Report.Log); err != nil {
+					unix.Close(fds[0])
+					continue
+				}
 			}
-			if l, err := netpolicy.OpenRunLog(m.Report.Log); err == nil {
-				report, runLog = os.NewFile(uintptr(fds[0]), "report"), l
-				pol.SetLog(l)
-				handedOff.Store(true)
-				continue
+			report = os.NewFile(uintptr(fds[0]), "report")
+			vmu.Lock()
+			handedOff, runLog = true, l
+			if l != nil {
+				for _, v := range sent[min(max(m.Report.Logged, 0), len(sent)):] {
+					logViolation(l, v)
+				}
 			}
+			sent = nil
+			vmu.Unlock()
+			continue
 		}
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -137,9 +165,12 @@ func serveConn(ctl *os.File) int {
 	// ended is checked, and every violation sent, before the last word.
 	srv.Drain(500 * time.Millisecond)
 	if report != nil {
-		pol.SetLog(nil)
+		vmu.Lock()
 		runLog.Close()
-		netpolicy.Summarize(report, pol.Violations(), runLog.Written())
+		written := runLog.Written()
+		runLog = nil
+		vmu.Unlock()
+		netpolicy.Summarize(report, pol.Violations(), written)
 		report.Close()
 	}
 	send(&netpolicy.Message{Bye: true})
