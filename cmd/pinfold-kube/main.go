@@ -1,0 +1,34 @@
+// Command pinfold-kube is pinfold's Kubernetes helper: it holds client-go,
+// so that pinfold itself does not link it (a plain pinfold run starts
+// without Kubernetes' packages). pinfold starts it for each command run
+// with --backend kubernetes; see internal/kube for the protocol and
+// sandbox/kubernetes for the runtime. It is not run by hand, except
+//
+//	pinfold-kube check       can the cluster be reached and used
+//	pinfold-kube leftovers   objects of pinfold processes that are gone
+//	pinfold-kube clean       remove them (pinfold clean runs it)
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: pinfold-kube run|check|leftovers|clean (pinfold starts it; see sandbox/kubernetes)")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "run":
+		os.Exit(run())
+	case "check":
+		os.Exit(check())
+	case "leftovers":
+		os.Exit(leftovers(false))
+	case "clean":
+		os.Exit(leftovers(true))
+	}
+	fmt.Fprintln(os.Stderr, "pinfold-kube: unknown command "+os.Args[1])
+	os.Exit(2)
+}
