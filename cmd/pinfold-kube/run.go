@@ -173,7 +173,9 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	owner := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, created.Name, created.UID)
 	var wg sync.WaitGroup
 	if secret != nil {
-		wg.Go(func() { core.Secrets(c.ns).Patch(ctx, secret.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{}) })
+		wg.Go(func() {
+			core.Secrets(c.ns).Patch(ctx, secret.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{})
+		})
 	}
 	if pol != nil {
 		wg.Go(func() {
