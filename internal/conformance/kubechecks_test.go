@@ -1,0 +1,208 @@
+package conformance_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/conformance"
+)
+
+// kubeChecks are the kubernetes runtime's own checks, beyond the suite:
+// the pod's confinement seen from inside, what the cluster's objects hold
+// while a run goes on, and network none against a plain pod that does
+// reach the same address.
+func kubeChecks(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns string) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+	kc := func(args ...string) (string, error) {
+		b, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
+		return string(b), err
+	}
+	pinfold := func(args ...string) *exec.Cmd {
+		c := exec.Command(tg.Pinfold, append([]string{"run", "--backend", "kubernetes", "--base", tg.Base}, args...)...)
+		c.Dir = ws
+		c.Env = append(os.Environ(), "PINFOLD_STORE="+filepath.Join(ws, ".store"))
+		return c
+	}
+	// The API server's address, which a pod on the kit's node reaches.
+	cfg, _ := os.ReadFile(kubeconfig)
+	m := regexp.MustCompile(`server: https://([0-9.]+):([0-9]+)`).FindStringSubmatch(string(cfg))
+	if m == nil {
+		t.Fatalf("no API server address in %s", kubeconfig)
+	}
+	api := m[1] + " " + m[2]
+
+	t.Run("confinement", func(t *testing.T) {
+		out, err := pinfold("--", "sh", "-c", `id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status;
+ls /var/run/secrets/kubernetes.io 2>/dev/null && echo TOKEN; touch /rootfs-write 2>/dev/null && echo ROOT-WRITABLE;
+ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		got := string(out)
+		for _, w := range []string{"65534\n", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "end\n"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("inside the pod: no %q in %q", w, got)
+			}
+		}
+		for _, bad := range []string{"TOKEN", "ROOT-WRITABLE", "LINK-UP"} {
+			if strings.Contains(got, bad) {
+				t.Errorf("inside the pod: %s: %q", bad, got)
+			}
+		}
+	})
+
+	t.Run("objects", func(t *testing.T) {
+		c := pinfold("-e", "PF_KUBE_SECRET=value-of-the-secret", "-i", "--", "sh", "-c", "echo ready; read x; echo $PF_KUBE_SECRET")
+		stdin, _ := c.StdinPipe()
+		var out syncBuf
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			stdin.Close()
+			c.Process.Kill()
+			c.Wait()
+		}()
+		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("no ready: %s", out.String())
+			}
+		}
+		pods, err := kc("get", "pods", "-l", "pinfold.run", "-o", "json")
+		if err != nil {
+			t.Fatal(err, pods)
+		}
+		if strings.Contains(pods, "value-of-the-secret") {
+			t.Errorf("the pod object holds an environment value")
+		}
+		var list struct {
+			Items []struct {
+				Metadata struct {
+					DeletionTimestamp *string `json:"deletionTimestamp"`
+				} `json:"metadata"`
+				Spec struct {
+					AutomountServiceAccountToken *bool `json:"automountServiceAccountToken"`
+					Containers                   []struct {
+						Name            string `json:"name"`
+						SecurityContext struct {
+							ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem"`
+							RunAsNonRoot           bool `json:"runAsNonRoot"`
+						} `json:"securityContext"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(pods), &list); err != nil {
+			t.Fatal(err)
+		}
+		// Pods of the subtests before may still be going.
+		live := list.Items[:0]
+		for _, it := range list.Items {
+			if it.Metadata.DeletionTimestamp == nil {
+				live = append(live, it)
+			}
+		}
+		if len(live) != 1 {
+			t.Fatalf("want one live pod, got %d: %s", len(live), pods)
+		}
+		sp := live[0].Spec
+		if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken {
+			t.Errorf("the pod mounts a service account token")
+		}
+		for _, ct := range sp.Containers {
+			if !ct.SecurityContext.ReadOnlyRootFilesystem || !ct.SecurityContext.RunAsNonRoot {
+				t.Errorf("container %s: %+v", ct.Name, ct.SecurityContext)
+			}
+		}
+		owners, err := kc("get", "secrets,networkpolicies", "-l", "pinfold.run", "-o", "jsonpath={range .items[*]}{.kind} {.metadata.ownerReferences[0].kind}{\"\\n\"}{end}")
+		if err != nil || strings.Count(owners, "Secret Pod") < 1 || strings.Count(owners, "NetworkPolicy Pod") < 1 || strings.Contains(owners, " \n") {
+			t.Errorf("the run's secret and network policy should be owned by its pod: %q %v", owners, err)
+		}
+		stdin.Write([]byte("go\n"))
+		stdin.Close()
+		c.Wait()
+		if !strings.Contains(out.String(), "value-of-the-secret") {
+			t.Errorf("the command did not get its variable: %q", out.String())
+		}
+	})
+
+	t.Run("network-none-vs-plain-pod", func(t *testing.T) {
+		probe := "nc -w 3 " + api + " </dev/null && echo CONNECTED; echo end"
+		// A plain pod of the same image reaches the API server: the
+		// check below could fail.
+		out, err := kc("run", "pinfold-control-"+strings.ReplaceAll(ns, "pinfold-conformance-", ""), "--image", strings.TrimPrefix(tg.Base, "oci:"),
+			"--image-pull-policy", "Never", "--restart", "Never", "--rm", "-i", "--quiet", "--", "sh", "-c", probe)
+		if err != nil || !strings.Contains(out, "CONNECTED") {
+			t.Fatalf("the control pod did not reach %s: %v %s", api, err, out)
+		}
+		b, err := pinfold("--network", "none", "--", "sh", "-c", probe).CombinedOutput()
+		if err != nil || strings.Contains(string(b), "CONNECTED") || !strings.Contains(string(b), "end") {
+			t.Errorf("network none: %v %s", err, b)
+		}
+	})
+
+	t.Run("kill-helper-too", func(t *testing.T) {
+		// pinfold and its helper both killed: pinfold clean removes the pod.
+		c := pinfold("--", "sh", "-c", "echo ready; sleep 120")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out syncBuf
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				c.Wait()
+				t.Fatalf("no ready: %s", out.String())
+			}
+		}
+		// The helper first (it has a process group of its own), so that it
+		// cannot remove the pod when pinfold goes.
+		for _, h := range conformance.ProcessesWith("pinfold-kube run") {
+			var pid int
+			if _, err := fmt.Sscanf(h, "pid %d:", &pid); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		c.Wait()
+		if pods, _ := kc("get", "pods", "-l", "pinfold.run", "-o", "name"); strings.TrimSpace(pods) == "" {
+			t.Fatalf("the pod went before pinfold clean: the check shows nothing")
+		}
+		clean := exec.Command(tg.Pinfold, "clean")
+		clean.Env = append(os.Environ(), "PINFOLD_STORE="+filepath.Join(ws, ".store"))
+		if b, err := clean.CombinedOutput(); err != nil || !strings.Contains(string(b), "removed kubernetes pod/") {
+			t.Errorf("pinfold clean: %v %s", err, b)
+		}
+	})
+}
+
+// syncBuf is a buffer the writers of a process may share.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
