@@ -14,3 +14,5 @@ mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o bin/pinfold ./cmd/pinfold
 # The network helper (gVisor's netstack), kept out of pinfold's own start.
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-net ./cmd/pinfold-net
+# The Kubernetes helper (client-go), kept out of pinfold's own start.
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-kube ./cmd/pinfold-kube
