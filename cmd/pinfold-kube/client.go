@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -173,7 +171,23 @@ func labelValue(s string) string {
 	return s
 }
 
-var (
-	_ = corev1.Pod{}
-	_ = networkingv1.NetworkPolicy{}
-)
+// execCmd runs a command in a running pod's first container with this
+// process's streams, through the same exec path as a run's command.
+func execCmd(args []string) int {
+	if len(args) < 3 || args[1] != "--" {
+		fmt.Fprintln(os.Stderr, "usage: pinfold-kube exec POD -- COMMAND [ARG...]")
+		return 2
+	}
+	c, err := envConnect()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-kube:", err)
+		return 1
+	}
+	s := &session{c: c, pod: args[0]}
+	code, err := s.exec(context.Background(), "", args[2:], nil, os.Stdout, os.Stderr, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-kube:", err)
+		return 1
+	}
+	return code
+}

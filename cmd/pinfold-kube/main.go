@@ -7,6 +7,9 @@
 //	pinfold-kube check       can the cluster be reached and used
 //	pinfold-kube leftovers   objects of pinfold processes that are gone
 //	pinfold-kube clean       remove them (pinfold clean runs it)
+//	pinfold-kube exec POD -- ARGS...
+//	                         run ARGS in the pod's main container, as a
+//	                         session's command would be (for benchmarks)
 package main
 
 import (
@@ -28,6 +31,8 @@ func main() {
 		os.Exit(leftovers(false))
 	case "clean":
 		os.Exit(leftovers(true))
+	case "exec":
+		os.Exit(execCmd(os.Args[2:]))
 	}
 	fmt.Fprintln(os.Stderr, "pinfold-kube: unknown command "+os.Args[1])
 	os.Exit(2)
