@@ -509,6 +509,11 @@ func (s *session) copyOut(ctx context.Context) (int, error) {
 // secret files) and network policy it needs.
 func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkPolicy, error) {
 	r := &s.req
+	if r.NetworkNone == r.NetworkAllow {
+		// Either is a limit; a request without one would get the
+		// cluster's whole network.
+		return nil, nil, nil, errors.New("the request names no network mode (none or allow)")
+	}
 	labels := map[string]string{kube.LabelOwner: r.Owner, kube.LabelHost: labelValue(r.Host), kube.LabelID: r.ID,
 		"app.kubernetes.io/managed-by": "pinfold"}
 	name := "pinfold-" + r.ID
@@ -614,6 +619,31 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelID: r.ID}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}}}
 	}
+	var aliases []corev1.HostAlias
+	var dnsPolicy corev1.DNSPolicy
+	var dnsConfig *corev1.PodDNSConfig
+	if r.NetworkAllow {
+		// Network allow: the policy lets the pod reach the allowed
+		// addresses alone; their names are in its /etc/hosts, and its
+		// resolver is a loopback address where nothing answers.
+		var to []networkingv1.NetworkPolicyPeer
+		for _, b := range r.Egress {
+			to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: b.CIDR, Except: b.Except}})
+		}
+		spec := networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelID: r.ID}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}}
+		if len(to) > 0 {
+			spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: to}}
+		}
+		pol = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
+		for _, h := range r.Hosts {
+			for _, a := range h.Addrs {
+				aliases = append(aliases, corev1.HostAlias{IP: a, Hostnames: []string{h.Name}})
+			}
+		}
+		dnsPolicy = corev1.DNSNone
+		dnsConfig = &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}
+	}
 	term := int64(1)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
@@ -623,6 +653,9 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			EnableServiceLinks:            &f,
 			TerminationGracePeriodSeconds: &term,
 			Hostname:                      r.Hostname,
+			HostAliases:                   aliases,
+			DNSPolicy:                     dnsPolicy,
+			DNSConfig:                     dnsConfig,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &gid,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			InitContainers: inits,

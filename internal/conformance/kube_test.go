@@ -155,4 +155,3 @@ func TestKubernetes(t *testing.T) {
 	}
 	t.Errorf("left in namespace %s after the runs: %s", ns, left)
 }
-

@@ -66,6 +66,13 @@ type Request struct {
 
 	// NetworkNone takes the pod off the network (Spec.Network none).
 	NetworkNone bool `json:"network_none,omitempty"`
+	// NetworkAllow limits the pod to Egress (Spec.Network allow).
+	NetworkAllow bool `json:"network_allow,omitempty"`
+	// Egress, for Spec.Network allow, is what the pod's NetworkPolicy lets
+	// it reach; Hosts are the allowed names' addresses, given to the pod
+	// as /etc/hosts entries (it has no other resolver).
+	Egress []Block `json:"egress,omitempty"`
+	Hosts  []Host  `json:"hosts,omitempty"`
 
 	// Workspace is copied in at the same path; with Access "changeset" the
 	// pod's writes to it come back into Upper.
@@ -73,6 +80,18 @@ type Request struct {
 	Access    string  `json:"access,omitempty"`
 	Upper     string  `json:"upper,omitempty"`
 	Mounts    []Mount `json:"mounts,omitempty"`
+}
+
+// Block is an address range a pod may reach, less the Except ranges.
+type Block struct {
+	CIDR   string   `json:"cidr"`
+	Except []string `json:"except,omitempty"`
+}
+
+// Host is a name and its addresses, for the pod's /etc/hosts.
+type Host struct {
+	Name  string   `json:"name"`
+	Addrs []string `json:"addrs"`
 }
 
 // Control is a message from pinfold to the helper while the command runs.

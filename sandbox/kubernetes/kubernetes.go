@@ -59,6 +59,11 @@ type Options struct {
 	PullPolicy string
 	// StartTimeout bounds the wait for a pod to run (default 2 minutes).
 	StartTimeout time.Duration
+	// PolicyEnforced says the cluster's network plugin enforces
+	// NetworkPolicies (PINFOLD_KUBE_NETWORK_POLICY=enforced): only then
+	// is network allow offered, since its policy is all that limits the
+	// pod (network none does not depend on it).
+	PolicyEnforced bool
 }
 
 // Runtime runs commands in pods.
@@ -82,6 +87,9 @@ func New(opt Options) *Runtime {
 	if opt.PullPolicy == "" {
 		opt.PullPolicy = os.Getenv("PINFOLD_KUBE_PULL_POLICY")
 	}
+	if os.Getenv("PINFOLD_KUBE_NETWORK_POLICY") == "enforced" {
+		opt.PolicyEnforced = true
+	}
 	return &Runtime{opt: opt}
 }
 
@@ -98,11 +106,15 @@ func (r *Runtime) Name() string { return Name }
 // network modes of pinfold's stack, a pids limit (a node setting in
 // Kubernetes), root and capabilities.
 func (r *Runtime) Features() sandbox.Features {
+	nets := []sandbox.Network{sandbox.NetworkNone}
+	if r.opt.PolicyEnforced {
+		nets = append(nets, sandbox.NetworkAllow)
+	}
 	return sandbox.Features{
 		Isolated:       true,
 		Bases:          []sandbox.BaseKind{sandbox.BaseOCI},
 		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks:       []sandbox.Network{sandbox.NetworkNone},
+		Networks:       nets,
 		Memory:         true,
 		CPUs:           true,
 		Mounts:         true,
@@ -184,6 +196,9 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 	if spec.Base.Path != "" {
 		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "base", Asked: "an image file (" + spec.Base.Path + "): the cluster pulls images by reference; push it to a registry and use oci:REF"}
 	}
+	if spec.Net.HostLoopback {
+		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "host loopback", Asked: "10.0.2.2: a pod runs on a node, not on this machine"}
+	}
 	if err := validHostname(spec.Hostname); err != nil {
 		return nil, &sandbox.SpecError{Field: "hostname", Err: err}
 	}
@@ -233,7 +248,7 @@ func (s *Sandbox) ids() (int64, int64) {
 }
 
 // request is the helper's request for cmd.
-func (s *Sandbox) request(cmd *sandbox.Cmd) (*kube.Request, error) {
+func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request, error) {
 	sp := &s.spec
 	host, _ := os.Hostname()
 	uid, gid := s.ids()
@@ -253,6 +268,13 @@ func (s *Sandbox) request(cmd *sandbox.Cmd) (*kube.Request, error) {
 		NetworkNone: sp.Network == sandbox.NetworkNone, Workspace: sp.Workspace, Access: string(sp.Access)}
 	if sp.Access == sandbox.AccessNone {
 		r.Workspace = ""
+	}
+	if sp.Network == sandbox.NetworkAllow {
+		r.NetworkAllow = true
+		var err error
+		if r.Egress, r.Hosts, err = egress(ctx, &sp.Net); err != nil {
+			return nil, err
+		}
 	}
 	if sp.Access == sandbox.AccessChangeset {
 		r.Upper = sp.Changeset.Upper

@@ -30,7 +30,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if err := f.Supports(Name, &s.spec, cmd); err != nil {
 		return nil, err
 	}
-	req, err := s.request(cmd)
+	req, err := s.request(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
