@@ -48,6 +48,9 @@ func connect(kubeconfig, ns string) (*client, error) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "pinfold-kube"
+	// The helper's stderr is the command's: the API server's warnings
+	// and client-go's logs must not land in it.
+	cfg.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

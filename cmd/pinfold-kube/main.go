@@ -14,10 +14,16 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+
+	"k8s.io/klog/v2"
 )
 
 func main() {
+	// client-go logs through klog to stderr, which is the command's.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: pinfold-kube run|check|leftovers|clean (pinfold starts it; see sandbox/kubernetes)")
 		os.Exit(2)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,6 +119,7 @@ type Process struct {
 	trace   bool
 	name    string // the command, for exec errors
 	done    chan struct{}
+	killed  atomic.Bool
 	once    sync.Once
 	res     *sandbox.Result
 	err     error
@@ -161,8 +163,7 @@ func (p *Process) abort() {
 // kill ends the command: the helper, told by its socket closing, deletes
 // the pod.
 func (p *Process) kill() {
-	p.encm.Lock()
-	defer p.encm.Unlock()
+	p.killed.Store(true)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 }
 
@@ -198,6 +199,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	close(p.done)
 	if p.timer != nil {
 		p.timer.Stop()
+	}
+	if err != nil && p.killed.Load() {
+		// Killed (SIGKILL, a cancelled context): the helper deleted the
+		// pod without waiting for the command's status.
+		return &sandbox.Result{ExitCode: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL, Reason: sandbox.ReasonKilled,
+			Duration: time.Since(p.start), Limits: p.limits, Timeout: p.timeout}, nil
 	}
 	if err != nil {
 		return nil, err
