@@ -28,7 +28,12 @@ func TestObjectsConfine(t *testing.T) {
 	if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken || sp.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pod spec: %+v", sp)
 	}
-	for _, c := range sp.Containers {
+	var netoff *corev1.Container
+	for i, c := range sp.Containers {
+		if c.Name == netName {
+			netoff = &sp.Containers[i]
+			continue
+		}
 		sc := c.SecurityContext
 		if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" ||
 			len(sc.Capabilities.Add) > 0 || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || *sc.RunAsUser != 1000 {
@@ -43,8 +48,9 @@ func TestObjectsConfine(t *testing.T) {
 	if string(secret.Data["e1"]) != "s3cr3t" {
 		t.Errorf("secret: %v", secret.Data)
 	}
-	if len(sp.InitContainers) != 1 || sp.InitContainers[0].SecurityContext.Capabilities.Add[0] != "NET_ADMIN" {
-		t.Errorf("network none has no link-down init container: %+v", sp.InitContainers)
+	if netoff == nil || len(netoff.SecurityContext.Capabilities.Add) != 1 || netoff.SecurityContext.Capabilities.Add[0] != "NET_ADMIN" ||
+		*netoff.SecurityContext.AllowPrivilegeEscalation || !*netoff.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("network none has no confined link-down container: %+v", netoff)
 	}
 	if pol == nil || len(pol.Spec.Egress) != 0 || len(pol.Spec.Ingress) != 0 || len(pol.Spec.PolicyTypes) != 2 {
 		t.Errorf("network none's policy: %+v", pol)
@@ -56,7 +62,7 @@ func TestObjectsConfine(t *testing.T) {
 			ws = true
 		}
 	}
-	if !ws || len(sp.Containers) != 2 {
+	if !ws || len(sp.Containers) != 3 {
 		t.Errorf("workspace mounts: %+v", sp.Containers)
 	}
 }
@@ -71,8 +77,10 @@ func TestObjectsAllow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pod.Spec.InitContainers) != 0 {
-		t.Errorf("network allow takes the links down")
+	for _, c := range pod.Spec.Containers {
+		if c.Name == netName || c.SecurityContext.Capabilities.Add != nil {
+			t.Errorf("network allow takes the links down, or adds a capability: %+v", c)
+		}
 	}
 	if pol == nil || len(pol.Spec.Egress) != 1 || len(pol.Spec.Egress[0].To) != 2 || pol.Spec.Egress[0].To[1].IPBlock.Except[0] != "10.1.0.0/16" {
 		t.Errorf("allow policy: %+v", pol)

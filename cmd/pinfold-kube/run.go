@@ -186,11 +186,23 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		return s.fail(kube.ErrCluster, err)
 	}
 	s.mark("pod running")
+	// The links' check and the copy are execs in different containers:
+	// they run side by side.
+	var linksErr error
+	var links sync.WaitGroup
+	if r.NetworkNone {
+		links.Go(func() { linksErr = s.linksDown(ctx) })
+	}
 	if dirs := s.copyDirs(); len(dirs) > 0 {
 		if err := s.copyIn(ctx, dirs); err != nil {
+			links.Wait()
 			return s.fail(kube.ErrCluster, err)
 		}
 		s.mark("copied in")
+	}
+	links.Wait()
+	if linksErr != nil {
+		return s.fail(kube.ErrCluster, linksErr)
 	}
 	s.send(kube.Event{Started: true, Pod: s.pod})
 
@@ -317,6 +329,45 @@ func (s *session) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
+// linksDown waits until main sees every link but loopback down (the
+// netoff container's work), so that the command never has a network.
+func (s *session) linksDown(ctx context.Context) error {
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var out, errb strings.Builder
+		code, err := s.exec(ctx, mainName, []string{"sh", "-c", `for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`}, nil, &out, &errb, false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil || code != 0 {
+			last = fmt.Sprintf("%v %d %s", err, code, errb.String())
+			continue
+		}
+		up := false
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			name, flags, ok := strings.Cut(l, " ")
+			v, perr := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32)
+			if !ok || perr != nil {
+				up, last = true, "unreadable link flags: "+l
+				break
+			}
+			if name != "lo" && v&1 != 0 {
+				up, last = true, "link "+name+" is up"
+			}
+		}
+		if !up {
+			return nil
+		}
+		// A failed netoff container ends the wait.
+		if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{}); err == nil {
+			if _, err := podReady(p); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("pod %s: its links are not down after 60 s (%s): network none cannot be given", s.pod, last)
+}
+
 // podReady reports whether every container of p runs, or an error when
 // it never will.
 func podReady(p *corev1.Pod) (bool, error) {
@@ -342,6 +393,13 @@ func podReady(p *corev1.Pod) (bool, error) {
 	for _, st := range p.Status.ContainerStatuses {
 		if err := waitingError(p, st); err != nil {
 			return false, err
+		}
+		if st.Name == netName {
+			// It exits once it has done its work; linksDown checks that.
+			if t := st.State.Terminated; t != nil && t.ExitCode != 0 {
+				return false, fmt.Errorf("pod %s: container %s, which takes the links down, failed (%d %s): %s", p.Name, st.Name, t.ExitCode, t.Reason, t.Message)
+			}
+			continue
 		}
 		if st.State.Running == nil {
 			return false, nil
@@ -600,16 +658,18 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			WorkingDir: "/", VolumeMounts: copyMounts, SecurityContext: restricted(),
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}})
 	}
-	var inits []corev1.Container
 	var pol *networkingv1.NetworkPolicy
 	if r.NetworkNone {
 		// Network none does not depend on the cluster's network plugin
-		// enforcing policies: an init container with CAP_NET_ADMIN alone
-		// takes every link but loopback down before the command's
-		// containers start, and they hold no capability to bring one up.
-		// The deny-all policy is kept too, for the plugins that enforce it.
+		// enforcing policies: a container with CAP_NET_ADMIN alone takes
+		// every link but loopback down and exits, and the command is
+		// started only once main sees them down (linksDown); no container
+		// that stays holds a capability to bring one up. (An init
+		// container would do the same, but the kubelet notices its end
+		// only at its next relist, up to a second later.) The deny-all
+		// policy is kept too, for the plugins that enforce it.
 		root, nonRoot := int64(0), false
-		inits = append(inits, corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
+		containers = append(containers, corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
 			Command: []string{"sh", "-c", `set -e; for l in $(ls /sys/class/net); do [ "$l" = lo ] || ip link set "$l" down; done; ! ip -o link show up | grep -v ': lo:'`},
 			SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsNonRoot: &nonRoot, AllowPrivilegeEscalation: &f,
 				ReadOnlyRootFilesystem: &t, Privileged: &f,
@@ -658,9 +718,8 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			DNSConfig:                     dnsConfig,
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &gid,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			InitContainers: inits,
-			Containers:     containers,
-			Volumes:        vols,
+			Containers: containers,
+			Volumes:    vols,
 		},
 	}
 	if r.TimeoutMS > 0 {

@@ -96,8 +96,13 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 					Containers                   []struct {
 						Name            string `json:"name"`
 						SecurityContext struct {
-							ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem"`
-							RunAsNonRoot           bool `json:"runAsNonRoot"`
+							ReadOnlyRootFilesystem   bool `json:"readOnlyRootFilesystem"`
+							RunAsNonRoot             bool `json:"runAsNonRoot"`
+							AllowPrivilegeEscalation bool `json:"allowPrivilegeEscalation"`
+							Capabilities             struct {
+								Add  []string `json:"add"`
+								Drop []string `json:"drop"`
+							} `json:"capabilities"`
 						} `json:"securityContext"`
 					} `json:"containers"`
 				} `json:"spec"`
@@ -121,8 +126,13 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 			t.Errorf("the pod mounts a service account token")
 		}
 		for _, ct := range sp.Containers {
-			if !ct.SecurityContext.ReadOnlyRootFilesystem || !ct.SecurityContext.RunAsNonRoot {
-				t.Errorf("container %s: %+v", ct.Name, ct.SecurityContext)
+			sc := ct.SecurityContext
+			// netoff (network none) runs as root with CAP_NET_ADMIN alone,
+			// and exits once it has taken the links down.
+			netoff := ct.Name == "netoff" && len(sc.Capabilities.Add) == 1 && sc.Capabilities.Add[0] == "NET_ADMIN"
+			if !sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 ||
+				!netoff && (!sc.RunAsNonRoot || len(sc.Capabilities.Add) > 0) {
+				t.Errorf("container %s: %+v", ct.Name, sc)
 			}
 		}
 		owners, err := kc("get", "secrets,networkpolicies", "-l", "pinfold.run", "-o", "jsonpath={range .items[*]}{.kind} {.metadata.ownerReferences[0].kind}{\"\\n\"}{end}")
