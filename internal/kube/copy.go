@@ -120,6 +120,11 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 		if !ok || !parent.dir {
 			return n, fmt.Errorf("the pod's tar names %q below something that is not a directory", h.Name)
 		}
+		if _, dup := seen[name]; dup {
+			// A second entry could be written through the first (a
+			// symbolic link): refused.
+			return n, fmt.Errorf("the pod's tar names %q twice", h.Name)
+		}
 		lp := filepath.Join(lower, filepath.FromSlash(name))
 		up := filepath.Join(upper, filepath.FromSlash(name))
 		var lfi fs.FileInfo
@@ -127,7 +132,6 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 			lfi, _ = os.Lstat(lp)
 		}
 		e := entry{fresh: lfi == nil}
-		var data []byte
 		switch h.Typeflag {
 		case tar.TypeDir:
 			e.dir = true
@@ -154,6 +158,8 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 			}
 			n++
 		case tar.TypeReg, tar.TypeLink:
+			var src io.Reader = tr
+			size := h.Size
 			if h.Typeflag == tar.TypeLink {
 				// A hard link: the content of an entry seen before, in the
 				// upper directory if it changed, else in the lower one.
@@ -161,26 +167,27 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 				if te, ok := seen[target]; !ok || te.dir {
 					return n, fmt.Errorf("the pod's tar links %q to %q, which it did not hold before", h.Name, h.Linkname)
 				}
-				src := filepath.Join(upper, filepath.FromSlash(target))
-				if _, err := os.Lstat(src); err != nil {
-					src = filepath.Join(lower, filepath.FromSlash(target))
+				p := filepath.Join(upper, filepath.FromSlash(target))
+				if _, err := os.Lstat(p); err != nil {
+					p = filepath.Join(lower, filepath.FromSlash(target))
 				}
-				if data, err = readRegular(src); err != nil {
+				f, fi, err := openRegular(p)
+				if err != nil {
 					return n, err
 				}
-			} else if data, err = io.ReadAll(tr); err != nil {
-				return n, fmt.Errorf("reading the pod's files: %w", err)
+				defer f.Close()
+				src, size = f, fi.Size()
 			}
-			if lfi != nil && lfi.Mode().IsRegular() && lfi.Mode().Perm() == fs.FileMode(h.Mode).Perm() && lfi.Size() == int64(len(data)) {
-				if old, err := readRegular(lp); err == nil && bytes.Equal(old, data) {
-					break
-				}
+			cmp := lfi // a new mode is a change whatever the content
+			if lfi != nil && lfi.Mode().Perm() != fs.FileMode(h.Mode).Perm() {
+				cmp = nil
 			}
-			if err := prepare(upper, name, lower); err != nil {
+			changed, err := writeIfChanged(src, size, cmp, lp, upper, name, lower)
+			if err != nil {
 				return n, err
 			}
-			if err := os.WriteFile(up, data, 0o600); err != nil {
-				return n, err
+			if !changed {
+				break
 			}
 			if err := os.Chmod(up, fs.FileMode(h.Mode).Perm()); err != nil {
 				return n, err
@@ -302,14 +309,100 @@ func whiteout(p string) error {
 	return nil
 }
 
-// readRegular reads a regular file, refusing anything else.
-func readRegular(p string) ([]byte, error) {
-	fi, err := os.Lstat(p)
+// openRegular opens a regular file without following a symbolic link.
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file", p)
 	}
-	return os.ReadFile(p)
+	return f, fi, nil
+}
+
+// writeIfChanged writes size bytes of src as name in upper, unless the
+// lower file (lfi, at lp) holds the same bytes. Content is streamed, never
+// held whole: a file the size of the lower one is copied to a temporary
+// file beside upper while it is compared, and renamed into place only if
+// it differs.
+func writeIfChanged(src io.Reader, size int64, lfi fs.FileInfo, lp, upper, name, lower string) (bool, error) {
+	up := filepath.Join(upper, filepath.FromSlash(name))
+	create := func(p string) (*os.File, error) {
+		return os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	}
+	copyN := func(f *os.File) error {
+		if _, err := io.CopyN(f, src, size); err != nil {
+			f.Close()
+			return fmt.Errorf("reading the pod's %s: %w", name, err)
+		}
+		return f.Close()
+	}
+	if lfi == nil || !lfi.Mode().IsRegular() || lfi.Size() != size {
+		if err := prepare(upper, name, lower); err != nil {
+			return false, err
+		}
+		f, err := create(up)
+		if err != nil {
+			return false, err
+		}
+		return true, copyN(f)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(upper), ".pinfold-kube-")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	lf, _, err := openRegular(lp)
+	var same bool
+	if err == nil {
+		same, err = copyCompare(tmp, src, lf, size)
+		lf.Close()
+	} else {
+		_, err = io.CopyN(tmp, src, size)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the pod's %s: %w", name, err)
+	}
+	if same {
+		return false, nil
+	}
+	if err := prepare(upper, name, lower); err != nil {
+		return false, err
+	}
+	if _, err := os.Lstat(up); err == nil {
+		return false, fmt.Errorf("%s is in the changeset already", name)
+	}
+	return true, os.Rename(tmp.Name(), up)
+}
+
+// copyCompare copies size bytes of src to w and reports whether they
+// equal the next size bytes of old.
+func copyCompare(w io.Writer, src, old io.Reader, size int64) (bool, error) {
+	same := true
+	a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+	for size > 0 {
+		k := int64(len(a))
+		if size < k {
+			k = size
+		}
+		if _, err := io.ReadFull(src, a[:k]); err != nil {
+			return false, err
+		}
+		if _, err := w.Write(a[:k]); err != nil {
+			return false, err
+		}
+		if same {
+			if _, err := io.ReadFull(old, b[:k]); err != nil || !bytes.Equal(a[:k], b[:k]) {
+				same = false
+			}
+		}
+		size -= k
+	}
+	return same, nil
 }

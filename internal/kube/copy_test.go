@@ -109,19 +109,25 @@ func TestToUpper(t *testing.T) {
 // TestToUpperRefuses checks that a pod's tar cannot write outside the
 // upper directory.
 func TestToUpperRefuses(t *testing.T) {
+	outside := t.TempDir()
 	for name, entries := range map[string][]tar.Header{
+		"twice, through a link": {{Name: "l", Typeflag: tar.TypeSymlink, Linkname: outside + "/written", Mode: 0o777},
+			{Name: "l", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}},
 		"dotdot":        {{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644}},
 		"absolute":      {{Name: "/etc/escape", Typeflag: tar.TypeReg, Mode: 0o644}},
 		"below symlink": {{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/", Mode: 0o777}, {Name: "l/escape", Typeflag: tar.TypeReg, Mode: 0o644}},
 		"no parent":     {{Name: "a/b", Typeflag: tar.TypeReg, Mode: 0o644}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			lower, upper, outside := t.TempDir(), t.TempDir(), t.TempDir()
+			lower, upper := t.TempDir(), t.TempDir()
 			var buf bytes.Buffer
 			tw := tar.NewWriter(&buf)
 			for _, h := range entries {
 				h := h
 				tw.WriteHeader(&h)
+				if h.Size > 0 {
+					tw.Write([]byte("abc"))
+				}
 			}
 			tw.Close()
 			if _, err := ToUpper(&buf, lower, filepath.Join(upper)); err == nil {
@@ -135,5 +141,35 @@ func TestToUpperRefuses(t *testing.T) {
 				t.Errorf("wrote outside: %v", ents)
 			}
 		})
+	}
+}
+
+// TestToUpperLarge checks a large unchanged file stays out of the upper
+// directory and a changed one of the same size goes in whole.
+func TestToUpperLarge(t *testing.T) {
+	lower, pod, upper := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "upper")
+	os.Mkdir(upper, 0o755)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	os.WriteFile(filepath.Join(lower, "same"), big, 0o644)
+	os.WriteFile(filepath.Join(pod, "same"), big, 0o644)
+	os.WriteFile(filepath.Join(lower, "flipped"), big, 0o644)
+	flipped := bytes.Clone(big)
+	flipped[len(flipped)-1] = 'X'
+	os.WriteFile(filepath.Join(pod, "flipped"), flipped, 0o644)
+	var buf bytes.Buffer
+	if err := WriteTar(&buf, []Dir{{Src: pod, Name: "."}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ToUpper(&buf, lower, upper); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(upper, "same")); err == nil {
+		t.Errorf("an unchanged file is in the upper directory")
+	}
+	if b, _ := os.ReadFile(filepath.Join(upper, "flipped")); !bytes.Equal(b, flipped) {
+		t.Errorf("the changed file is not in the upper directory whole (%d bytes)", len(b))
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(upper)); len(ents) != 1 {
+		t.Errorf("temporary files left beside the upper directory: %v", ents)
 	}
 }
