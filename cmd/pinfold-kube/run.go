@@ -251,7 +251,14 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	if r.TTY {
 		stderr = nil
 	}
-	code, err := s.exec(runCtx, mainName, r.Args, stdin, os.Stdout, stderr, r.TTY)
+	args := r.Args
+	if r.TTY && r.Rows > 0 && r.Cols > 0 {
+		// The runtime starts the process before the API server's resize
+		// reaches its terminal, which then reads 0x0 at first: the size is
+		// set before the command, as docker's runtime does it.
+		args = append([]string{"/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, r.Rows, r.Cols), "sh"}, args...)
+	}
+	code, err := s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
 	s.mark("command ended")
 	tmu.Lock()
 	to := timedOut
