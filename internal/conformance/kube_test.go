@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,11 +68,21 @@ func kubeCluster(t *testing.T) (kubeconfig, kubectl string) {
 	if err != nil {
 		skip("the k8s kit's up.sh failed (exit 3: a cluster of the kit already runs; point K8S_KIT_KUBECONFIG at it): %v\n%s", err, tail(errb.String(), 2000))
 	}
-	t.Cleanup(func() {
-		if b, err := exec.Command(filepath.Join(kit, "down.sh")).CombinedOutput(); err != nil {
-			t.Errorf("the k8s kit's down.sh: %v\n%s", err, tail(string(b), 2000))
-		}
-	})
+	var once sync.Once
+	down := func() {
+		once.Do(func() {
+			if b, err := exec.Command(filepath.Join(kit, "down.sh")).CombinedOutput(); err != nil {
+				t.Errorf("the k8s kit's down.sh: %v\n%s", err, tail(string(b), 2000))
+			}
+		})
+	}
+	t.Cleanup(down)
+	if dl, ok := t.Deadline(); ok {
+		// go test's -timeout panics without running cleanups: the cluster
+		// goes down before it, whatever the tests are doing.
+		timer := time.AfterFunc(time.Until(dl)-30*time.Second, down)
+		t.Cleanup(func() { timer.Stop() })
+	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
