@@ -523,12 +523,19 @@ func (s *session) copyIn(ctx context.Context, dirs []kube.Dir) error {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		err := kube.WriteTar(pw, dirs)
+		// Buffered: the exec stream sends each write as a frame of its own.
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		err := kube.WriteTar(bw, dirs)
+		if err == nil {
+			err = bw.Flush()
+		}
 		pw.CloseWithError(err)
 		werr <- err
 	}()
 	var errb strings.Builder
-	code, err := s.exec(ctx, copyName, []string{"tar", "-x", "-f", "-", "-C", stage}, pr, io.Discard, &errb, false)
+	// umask 0: the files get their modes as they are here (busybox's
+	// tar applies the umask when it is not root).
+	code, err := s.exec(ctx, copyName, []string{"sh", "-c", `umask 0 && exec tar -x -f - -C "$0"`, stage}, pr, io.Discard, &errb, false)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if e := <-werr; e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		return fmt.Errorf("copying into the pod: %w", e)

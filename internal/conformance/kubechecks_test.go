@@ -61,6 +61,25 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		}
 	})
 
+	t.Run("modes-kept", func(t *testing.T) {
+		// The copy keeps the files' modes whatever the pod's umask, and
+		// a read-only directory (which the copy must make writable to
+		// fill) is not reported as changed.
+		os.WriteFile(filepath.Join(ws, "shared"), []byte("x\n"), 0o664)
+		os.Chmod(filepath.Join(ws, "shared"), 0o664)
+		os.Mkdir(filepath.Join(ws, "sealed"), 0o755)
+		os.WriteFile(filepath.Join(ws, "sealed", "f"), []byte("y\n"), 0o644)
+		os.Chmod(filepath.Join(ws, "sealed"), 0o555)
+		defer os.Chmod(filepath.Join(ws, "sealed"), 0o755)
+		out, err := pinfold("--", "stat", "-c", "%a", "shared").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "664\n") {
+			t.Errorf("the copy's mode: %v %q", err, out)
+		}
+		if strings.Contains(string(out), "changeset") {
+			t.Errorf("a run that wrote nothing left a changeset: %q", out)
+		}
+	})
+
 	t.Run("objects", func(t *testing.T) {
 		c := pinfold("-e", "PF_KUBE_SECRET=value-of-the-secret", "-i", "--", "sh", "-c", "echo ready; read x; echo $PF_KUBE_SECRET")
 		stdin, _ := c.StdinPipe()

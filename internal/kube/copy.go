@@ -49,7 +49,9 @@ func WriteTar(w io.Writer, dirs []Dir) error {
 			h := &tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX}
 			switch {
 			case fi.Mode().IsDir():
-				h.Typeflag, h.Name = tar.TypeDir, name+"/"
+				// The copy is filled by the pod's user: a directory must be
+				// writable to it (ToUpper does not count this bit).
+				h.Typeflag, h.Name, h.Mode = tar.TypeDir, name+"/", h.Mode|0o700
 			case fi.Mode()&fs.ModeSymlink != 0:
 				h.Typeflag = tar.TypeSymlink
 				if h.Linkname, err = os.Readlink(p); err != nil {
@@ -138,7 +140,10 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 			if lfi != nil && !lfi.IsDir() {
 				e.fresh = true
 			}
-			if e.fresh || lfi.Mode().Perm() != fs.FileMode(h.Mode).Perm() {
+			// WriteTar gave the copy's directories u+rwx: a directory the
+			// command did not change differs from its original in those
+			// bits alone, and is not a change.
+			if e.fresh || lfi.Mode().Perm()|0o700 != fs.FileMode(h.Mode).Perm()|0o700 {
 				if err := mkdirUpper(upper, name, lower, fs.FileMode(h.Mode).Perm(), e.fresh); err != nil {
 					return n, err
 				}
