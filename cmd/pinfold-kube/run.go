@@ -670,7 +670,10 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	if len(copyMounts) > 0 {
 		containers = append(containers, corev1.Container{Name: copyName, Image: r.Image, ImagePullPolicy: pull, Command: holder,
 			WorkingDir: "/", VolumeMounts: copyMounts, SecurityContext: restricted(),
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}})
+			// tar needs little, but the page cache of what it writes is
+			// charged to it too: room, without asking the scheduler for it.
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}})
 	}
 	var pol *networkingv1.NetworkPolicy
 	if r.NetworkNone {
