@@ -103,8 +103,12 @@ func (s *stepper) step(line string) {
 // The container runtimes remember their engine's probe for the process.
 var podman, docker = container.Podman(), container.Docker()
 
-// kube is the kubernetes runtime; it remembers its cluster's check.
-var kube = kubernetes.Default()
+// kube is the kubernetes runtime; it remembers its cluster's check. Made
+// on first use: a package-level call would be one more init on every run.
+var (
+	kubeOnce sync.Once
+	kube     *kubernetes.Runtime
+)
 
 func Runtimes(name string) (sandbox.Runtime, error) {
 	switch name {
@@ -117,6 +121,7 @@ func Runtimes(name string) (sandbox.Runtime, error) {
 	case container.DockerName:
 		return docker, nil
 	case kubernetes.Name:
+		kubeOnce.Do(func() { kube = kubernetes.Default() })
 		return kube, nil
 	}
 	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, podman, docker, kubernetes, host or auto", nil)
