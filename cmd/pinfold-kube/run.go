@@ -77,6 +77,10 @@ func run() int {
 	// Signals for the command come over the socket; the terminal's own
 	// go to pinfold, which forwards them.
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGHUP)
+	// pinfold killed, its ends of the command's stdout and stderr close:
+	// a write to them must fail, not end the helper by SIGPIPE before it
+	// removes the pod.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	rd := bufio.NewReader(ctl)

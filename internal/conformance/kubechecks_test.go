@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/internal/nettest"
 )
 
 // kubeChecks are the kubernetes runtime's own checks, beyond the suite:
@@ -178,6 +179,53 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		b, err := pinfold("--network", "none", "--", "sh", "-c", probe).CombinedOutput()
 		if err != nil || strings.Contains(string(b), "CONNECTED") || !strings.Contains(string(b), "end") {
 			t.Errorf("network none: %v %s", err, b)
+		}
+	})
+
+	t.Run("allow-objects", func(t *testing.T) {
+		// The kit's bridge plugin does not enforce NetworkPolicies, so
+		// this checks what pinfold gives the cluster, not what the plugin
+		// does with it: names resolved here (through the test's DNS
+		// server) into the pod's /etc/hosts and the policy's addresses,
+		// an address as it is, no resolver in the pod, and the allowed
+		// address reachable.
+		env := nettest.NewEnv(t)
+		c := pinfold("--network", "allow", "--allow", "allowed.test", "--allow", m[1], "--dns", env.DNS, "-i", "--",
+			"sh", "-c", "grep allowed.test /etc/hosts; cat /etc/resolv.conf; nc -w 3 "+api+" </dev/null && echo CONNECTED; echo ready; read x")
+		c.Env = append(c.Env, "PINFOLD_KUBE_NETWORK_POLICY=enforced")
+		stdin, _ := c.StdinPipe()
+		var out syncBuf
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			stdin.Close()
+			c.Process.Kill()
+			c.Wait()
+		}()
+		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("no ready: %s", out.String())
+			}
+		}
+		got := out.String()
+		for _, w := range []string{env.Host.Addr + "\tallowed.test", "nameserver 127.0.0.1", "CONNECTED"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("inside the pod: no %q in %q", w, got)
+			}
+		}
+		pols, err := kc("get", "networkpolicies", "-l", "pinfold.run", "-o", "jsonpath={range .items[*]}{range .spec.egress[*].to[*]}{.ipBlock.cidr} {end}{end}")
+		if err != nil {
+			t.Fatal(err, pols)
+		}
+		for _, w := range []string{env.Host.Addr + "/32", m[1] + "/32"} {
+			if !strings.Contains(pols, w) {
+				t.Errorf("the policy's egress lacks %s: %q", w, pols)
+			}
+		}
+		if strings.Count(pols, "/") != 3 { // the test host's IPv4 and IPv6, the API server's
+			t.Errorf("the policy's egress holds more than the allowed: %q", pols)
 		}
 	})
 
