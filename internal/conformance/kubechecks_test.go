@@ -229,6 +229,40 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		}
 	})
 
+	t.Run("kill-pinfold", func(t *testing.T) {
+		// pinfold killed while its command writes: the helper removes the
+		// pod, its secret and its policy by itself, without pinfold clean.
+		c := pinfold("-i", "--", "sh", "-c", "echo ready; while :; do echo tick; echo tock >&2; sleep 0.1; done")
+		stdin, _ := c.StdinPipe()
+		defer stdin.Close()
+		var out syncBuf
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				c.Process.Kill()
+				c.Wait()
+				t.Fatalf("no ready: %s", out.String())
+			}
+		}
+		name, _ := kc("get", "pods", "-l", "pinfold.run", "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}")
+		if name == "" {
+			t.Fatal("no running pod")
+		}
+		c.Process.Kill()
+		c.Wait()
+		var left string
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			left, _ = kc("get", "pod/"+name, "secret/"+name, "networkpolicy/"+name, "-o", "name", "--ignore-not-found")
+			if strings.TrimSpace(left) == "" {
+				return
+			}
+		}
+		t.Errorf("20 s after pinfold was killed: %s", left)
+	})
+
 	t.Run("kill-helper-too", func(t *testing.T) {
 		// pinfold and its helper both killed: pinfold clean removes the pod.
 		c := pinfold("--", "sh", "-c", "echo ready; sleep 120")
