@@ -170,9 +170,18 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 	t.Run("network-none-vs-plain-pod", func(t *testing.T) {
 		probe := "nc -w 3 " + api + " </dev/null && echo CONNECTED; echo end"
 		// A plain pod of the same image reaches the API server: the
-		// check below could fail.
-		out, err := kc("run", "pinfold-control-"+strings.ReplaceAll(ns, "pinfold-conformance-", ""), "--image", strings.TrimPrefix(tg.Base, "oci:"),
-			"--image-pull-policy", "Never", "--restart", "Never", "--rm", "-i", "--quiet", "--", "sh", "-c", probe)
+		// check below could fail. (Its logs, not an attach, which misses
+		// the output of a command this short.)
+		control := "pinfold-control-" + strings.ReplaceAll(ns, "pinfold-conformance-", "")
+		if out, err := kc("run", control, "--image", strings.TrimPrefix(tg.Base, "oci:"), "--image-pull-policy", "Never",
+			"--restart", "Never", "--", "sh", "-c", probe); err != nil {
+			t.Fatalf("the control pod: %v %s", err, out)
+		}
+		defer kc("delete", "pod", control, "--grace-period=1", "--wait=false")
+		if out, err := kc("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+control, "--timeout=60s"); err != nil {
+			t.Fatalf("the control pod did not end: %v %s", err, out)
+		}
+		out, err := kc("logs", control)
 		if err != nil || !strings.Contains(out, "CONNECTED") {
 			t.Fatalf("the control pod did not reach %s: %v %s", api, err, out)
 		}
@@ -247,9 +256,19 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 				t.Fatalf("no ready: %s", out.String())
 			}
 		}
-		name, _ := kc("get", "pods", "-l", "pinfold.run", "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}")
+		// This run's pod: the one not being deleted (those of the
+		// subtests before may still be going).
+		list, _ := kc("get", "pods", "-l", "pinfold.run", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
+		var name string
+		for _, l := range strings.Split(list, "\n") {
+			if f := strings.Fields(l); len(f) == 1 {
+				name = f[0]
+			}
+		}
 		if name == "" {
-			t.Fatal("no running pod")
+			c.Process.Kill()
+			c.Wait()
+			t.Fatalf("no live pod: %q", list)
 		}
 		c.Process.Kill()
 		c.Wait()
