@@ -66,11 +66,14 @@ type Features struct {
 	// Capabilities grants Linux capabilities inside (Spec.Capabilities).
 	Capabilities bool
 	// Root runs the command as root in the sandbox's user namespace.
-	Root     bool
-	Mounts   bool
-	Hostname bool
-	TTY      bool
-	Timeout  bool
+	Root   bool
+	Mounts bool
+	// ReadOnlyMounts: only read-only mounts (a runtime that copies them
+	// into a remote sandbox cannot carry writes back as they happen).
+	ReadOnlyMounts bool
+	Hostname       bool
+	TTY            bool
+	Timeout        bool
 }
 
 // Supports returns nil when the runtime can run cmd (nil: any command)
@@ -111,6 +114,8 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		return no("root user", "root")
 	case len(spec.Mounts) > 0 && !f.Mounts:
 		return no("mounts", spec.Mounts[0].Target)
+	case f.ReadOnlyMounts && writableMount(spec) != "":
+		return no("read-write mount", writableMount(spec))
 	case spec.Hostname != "" && spec.Hostname != DefaultHostname && !f.Hostname:
 		return no("hostname", spec.Hostname)
 	}
@@ -123,6 +128,16 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		}
 	}
 	return nil
+}
+
+// writableMount returns the target of the spec's first read-write mount.
+func writableMount(spec *Spec) string {
+	for _, m := range spec.Mounts {
+		if !m.ReadOnly {
+			return m.Target
+		}
+	}
+	return ""
 }
 
 // UnsupportedError reports a Spec or Cmd that needs what a runtime cannot

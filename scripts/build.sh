@@ -20,3 +20,5 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-api ./cmd/pinfo
 # The image writer (go-containerregistry) for pinfold pack, kept out of
 # pinfold's own start too.
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-pack ./cmd/pinfold-pack
+# The Kubernetes helper (client-go), kept out of pinfold's own start.
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/pinfold-kube ./cmd/pinfold-kube

@@ -23,9 +23,29 @@ if [ ! -e /dev/net/tun ]; then
 fi
 
 . scripts/goenv.sh
+
+# The kubernetes runtime's tests run on a real single-node cluster: the k8s
+# kit (../shared/k8s beside the repository, or PINFOLD_K8S_KIT) builds its
+# binaries once into K8S_KIT_CACHE (/var/cache/k8s-kit; keep it between CI
+# runs: a cold build takes 7 to 12 minutes, a cached one under a second).
+# The test brings the cluster up and down itself.
+kit=${PINFOLD_K8S_KIT:-../shared/k8s}
+if [ -x "$kit/build.sh" ]; then
+	log=$(mktemp)
+	if ! "$kit/build.sh" >"$log" 2>&1; then
+		tail -n 40 "$log"
+		rm -f "$log"
+		echo "the k8s kit's build failed ($kit/build.sh)"
+		exit 1
+	fi
+	tail -n 2 "$log"
+	rm -f "$log"
+fi
+
 ./scripts/build.sh
 install -m 0755 bin/pinfold-net /usr/local/bin/pinfold-net
 install -m 0755 bin/pinfold-api /usr/local/bin/pinfold-api
 install -m 0755 bin/pinfold-pack /usr/local/bin/pinfold-pack
+install -m 0755 bin/pinfold-kube /usr/local/bin/pinfold-kube
 install -m 0755 bin/pinfold /usr/local/bin/pinfold
 echo "installed /usr/local/bin/pinfold ($(/usr/local/bin/pinfold version))"

@@ -9,13 +9,15 @@ import (
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func cleanCommand() command {
 	return command{name: "clean", summary: "remove what killed runs left behind", use: "clean", interspersed: false,
 		long: `Removes cgroups, temporary directories and podman or docker containers
-that runs killed before they could clean up left behind, finishes their interrupted applies and
+that runs killed before they could clean up left behind (and pods on the cluster
+of backend kubernetes, when one is configured), finishes their interrupted applies and
 disks (--disk), and forgets recorded launches (see docs/cli.md). Sandboxes
 still running are not touched.`,
 		setup: func(fs *flagSet) runner {
@@ -63,6 +65,17 @@ still running are not touched.`,
 					}
 					if err != nil {
 						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that `"+rt.Name()+" ps` works", err))
+					}
+				}
+				// Pods of killed runs (and their secrets and policies) on the
+				// cluster pinfold is configured for.
+				if kr := kubernetes.Default(); kr.Configured() {
+					names, err := kr.Clean(ctx)
+					for _, n := range names {
+						fmt.Fprintf(io.Stdout, "removed kubernetes %s\n", n)
+					}
+					if err != nil {
+						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that pinfold-kube check works", err))
 					}
 				}
 				return 0

@@ -126,6 +126,14 @@ func backendChecks(ctx context.Context, io *IO) []doctor.Check {
 		}
 		cs = append(cs, c)
 	}
+	if pr, ok := engineFor(io).ProbeKubernetes(ctx); ok {
+		c := doctor.Check{ID: "backend.kubernetes", Title: "backend kubernetes", Status: doctor.Pass,
+			Detail: "the cluster answers (--backend kubernetes; backend auto never picks it)"}
+		if !pr.Usable {
+			c.Status, c.Detail, c.Fix = doctor.Warn, pr.Problem, pr.Fix
+		}
+		cs = append(cs, c)
+	}
 	return cs
 }
 

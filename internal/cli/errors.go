@@ -11,6 +11,7 @@ import (
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -98,6 +99,10 @@ func classify(err error, p *plan.Plan) error {
 	if errors.Is(err, container.ErrEngine) {
 		return fault.New(fault.Setup, err.Error(), "the container engine refused or failed; its own message is above",
 			"check that the engine runs containers (podman run / docker run), or use --backend native", err)
+	}
+	if errors.Is(err, kubernetes.ErrCluster) {
+		return fault.New(fault.Setup, err.Error(), "the cluster refused or failed to run the pod",
+			"check the pod's events (kubectl describe pod -n NAMESPACE NAME) and that its image is on the node or in a registry it pulls from", err)
 	}
 	if errors.Is(err, netpolicy.ErrNoHelper) {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",

@@ -361,7 +361,7 @@ func TestSchemaRefuses(t *testing.T) {
 		ok + "allow: [\"exa mple.org\"]\n",
 		ok + "ports: [\"80\"]\n",
 		ok + "host_loopback: yes\n",
-		ok + "backend: kubernetes\n",
+		ok + "backend: kvm\n",
 		ok + "base: debian\n",
 		ok + "base: dir:~bob/x\n",
 		ok + "access: write\n",

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,9 +21,18 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 )
 
-// rw is the workspace access most scenarios use: the command writes the
-// workspace directly (changeset capture has scenarios of its own).
-var rw = plan.Flags{Access: "rw"}
+// rw returns the flags with the workspace access most scenarios use: the
+// command writes the workspace directly (changeset capture has scenarios
+// of its own). A runtime without that access (a remote cluster's pod
+// writes a copy) runs them with the changeset access, the next most
+// direct.
+func (e *Env) rw() plan.Flags {
+	f := e.Target.Runtime.Features()
+	if slices.Contains(f.Access, sandbox.AccessReadWrite) {
+		return plan.Flags{Access: "rw"}
+	}
+	return plan.Flags{Access: "changeset"}
+}
 
 // Scenarios returns every scenario, in the order they run.
 func Scenarios() []Scenario {
@@ -41,8 +49,8 @@ func Scenarios() []Scenario {
 		{Name: "limit-memory", Needs: func(f *sandbox.Features) bool { return f.Memory }, Run: limitMemory},
 		{Name: "limit-pids", Needs: func(f *sandbox.Features) bool { return f.Pids }, Run: limitPids},
 		{Name: "env-policy", Run: envPolicy},
-		{Name: "mounts", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: mounts},
-		{Name: "caches", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: caches},
+		{Name: "mounts", Needs: writableMounts, Run: mounts},
+		{Name: "caches", Needs: writableMounts, Run: caches},
 		{Name: "secrets", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: secrets},
 		{Name: "workspace-read-only", Needs: hasAccess(sandbox.AccessReadOnly), Run: workspaceReadOnly},
 		{Name: "network-none", Needs: hasNetwork(sandbox.NetworkNone), Run: networkNone},
@@ -53,21 +61,24 @@ func Scenarios() []Scenario {
 	}
 }
 
+// writableMounts: the scenario mounts a host directory read-write.
+func writableMounts(f *sandbox.Features) bool { return f.Mounts && !f.ReadOnlyMounts }
+
 func exitStatus(e *Env) {
-	r := e.Exec(rw, "sh", "-c", "exit 7")
+	r := e.Exec(e.rw(), "sh", "-c", "exit 7")
 	if r == nil {
 		return
 	}
 	if res := r.Out.Result; res.ExitCode != 7 || res.Reason != sandbox.ReasonExited {
 		e.T.Errorf("exit 7: got %d (%s)", res.ExitCode, res.Reason)
 	}
-	if r = e.Exec(rw, "true"); r.Out.Result.ExitCode != 0 {
+	if r = e.Exec(e.rw(), "true"); r.Out.Result.ExitCode != 0 {
 		e.T.Errorf("true: got %d", r.Out.Result.ExitCode)
 	}
 }
 
 func killedBySignal(e *Env) {
-	r := e.Exec(rw, "sh", "-c", "kill -TERM $$")
+	r := e.Exec(e.rw(), "sh", "-c", "kill -TERM $$")
 	if r == nil {
 		return
 	}
@@ -77,12 +88,12 @@ func killedBySignal(e *Env) {
 }
 
 func notFound(e *Env) {
-	err := e.StartErr(rw, "pinfold-no-such-command")
+	err := e.StartErr(e.rw(), "pinfold-no-such-command")
 	if !isExecError(err, fs.ErrNotExist) {
 		e.T.Errorf("a missing command: got %v, want an ExecError (not found)", err)
 	}
 	// A command that exits 127 itself is not a missing command.
-	r := e.Exec(rw, "sh", "-c", "exit 127")
+	r := e.Exec(e.rw(), "sh", "-c", "exit 127")
 	if r != nil && r.Out.Result.ExitCode != 127 {
 		e.T.Errorf("exit 127: got %d", r.Out.Result.ExitCode)
 	}
@@ -93,7 +104,7 @@ func notExecutable(e *Env) {
 	if err := os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		e.T.Fatal(err)
 	}
-	err := e.StartErr(rw, path)
+	err := e.StartErr(e.rw(), path)
 	if !isExecError(err, fs.ErrPermission) {
 		e.T.Errorf("a file without x: got %v, want an ExecError (permission)", err)
 	}
@@ -102,7 +113,7 @@ func notExecutable(e *Env) {
 func streaming(e *Env) {
 	out := newLineWatcher("first")
 	var errb syncBuffer
-	p := e.Plan(rw, "sh", "-c", "echo first; echo oops >&2; sleep 3; echo second")
+	p := e.Plan(e.rw(), "sh", "-c", "echo first; echo oops >&2; sleep 3; echo second")
 	r := e.Start(p, engine.Options{Stdout: out, Stderr: &errb})
 	if r == nil {
 		return
@@ -122,7 +133,7 @@ func streaming(e *Env) {
 }
 
 func stdin(e *Env) {
-	f := rw
+	f := e.rw()
 	f.Interactive = true
 	r := e.ExecWith(f, engine.Options{Stdin: strings.NewReader("hello\nworld\n")}, "sh", "-c", "cat; echo done")
 	if r == nil {
@@ -132,14 +143,14 @@ func stdin(e *Env) {
 		e.T.Errorf("stdin: got %q", r.Stdout)
 	}
 	// Without -i the command reads end of file at once.
-	r = e.ExecWith(rw, engine.Options{Stdin: strings.NewReader("ignored\n")}, "sh", "-c", "cat; echo done")
+	r = e.ExecWith(e.rw(), engine.Options{Stdin: strings.NewReader("ignored\n")}, "sh", "-c", "cat; echo done")
 	if r.Stdout != "done\n" {
 		e.T.Errorf("stdin without -i: got %q", r.Stdout)
 	}
 }
 
 func tty(e *Env) {
-	f := rw
+	f := e.rw()
 	f.TTY, f.Interactive = true, true
 	inR, inW := io.Pipe()
 	defer inW.Close()
@@ -173,7 +184,7 @@ func tty(e *Env) {
 
 func signals(e *Env) {
 	out := newLineWatcher("ready")
-	p := e.Plan(rw, "sh", "-c", `trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 0.1; done`)
+	p := e.Plan(e.rw(), "sh", "-c", `trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 0.1; done`)
 	r := e.Start(p, engine.Options{Stdout: out, Stderr: io.Discard})
 	if r == nil {
 		return
@@ -193,7 +204,7 @@ func signals(e *Env) {
 }
 
 func timeout(e *Env) {
-	f := rw
+	f := e.rw()
 	f.Timeout = "1s"
 	start := time.Now()
 	r := e.Exec(f, "sh", "-c", "sleep 30 & sleep 30")
@@ -210,7 +221,7 @@ func timeout(e *Env) {
 }
 
 func limitMemory(e *Env) {
-	f := rw
+	f := e.rw()
 	f.Memory = "64m"
 	// tail keeps the whole of its endless "line" in memory.
 	r := e.Exec(f, "sh", "-c", "tail /dev/zero")
@@ -224,7 +235,7 @@ func limitMemory(e *Env) {
 }
 
 func limitPids(e *Env) {
-	f := rw
+	f := e.rw()
 	f.Pids = "16"
 	r := e.Exec(f, "sh", "-c", "for i in $(seq 40); do sleep 2 & done 2>/dev/null; wait; echo done")
 	if r == nil {
@@ -240,7 +251,7 @@ func envPolicy(e *Env) {
 	e.T.Setenv("PF_CONF_HIDDEN", "hidden-value")
 	e.T.Setenv("PF_CONF_TOKEN", "secret-value")
 	e.Config = "env:\n  pass: [\"PF_CONF_PASS*\", \"PF_CONF_TOK*\"]\n  deny: [\"*TOKEN*\"]\n  set:\n    FROM_CONFIG: yes\n"
-	f := rw
+	f := e.rw()
 	f.Env = []string{"FROM_FLAG=flag-value"}
 	r := e.Exec(f, "env")
 	if r == nil {
@@ -271,7 +282,7 @@ func mounts(e *Env) {
 	os.WriteFile(filepath.Join(ro, "in"), []byte("from host\n"), 0o644)
 	os.Chmod(ro, 0o755)
 	os.Chmod(rwDir, 0o777)
-	f := rw
+	f := e.rw()
 	f.Mounts = []string{ro + ":/data/ro:ro", rwDir + ":/data/rw"}
 	r := e.Exec(f, "sh", "-c", "cat /data/ro/in; echo x > /data/ro/new && echo WROTE-RO; echo out > /data/rw/out")
 	if r == nil {
@@ -290,12 +301,12 @@ func mounts(e *Env) {
 
 func caches(e *Env) {
 	e.Config = "caches:\n  - name: conformance\n    path: /tmp/.cache/conformance\n"
-	if r := e.Exec(rw, "sh", "-c", "echo kept > /tmp/.cache/conformance/f"); r == nil {
+	if r := e.Exec(e.rw(), "sh", "-c", "echo kept > /tmp/.cache/conformance/f"); r == nil {
 		return
 	} else if r.Out.Result.ExitCode != 0 {
 		e.T.Fatalf("writing the cache: %d %s", r.Out.Result.ExitCode, r.Stderr)
 	}
-	r := e.Exec(rw, "cat", "/tmp/.cache/conformance/f")
+	r := e.Exec(e.rw(), "cat", "/tmp/.cache/conformance/f")
 	if r.Stdout != "kept\n" {
 		e.T.Errorf("the cache did not keep the first run's file: %q %s", r.Stdout, r.Stderr)
 	}
@@ -307,7 +318,7 @@ func secrets(e *Env) {
 	file := filepath.Join(dir, "token")
 	os.WriteFile(file, []byte("s3cr3t\n"), 0o644)
 	e.Config = "secrets:\n  - name: token\n    file: " + file + "\n    env: TOKEN_FILE\n"
-	r := e.Exec(rw, "sh", "-c", `cat "$TOKEN_FILE"; echo x > "$TOKEN_FILE" && echo WROTE`)
+	r := e.Exec(e.rw(), "sh", "-c", `cat "$TOKEN_FILE"; echo x > "$TOKEN_FILE" && echo WROTE`)
 	if r == nil {
 		return
 	}
@@ -347,11 +358,17 @@ func netclient(e *Env, f plan.Flags, args ...string) (nettest.Answer, *Result) {
 }
 
 func networkNone(e *Env) {
-	if e.Target.Tools == "" {
-		e.T.Fatal("the target has no Tools directory with netclient")
-	}
 	env := nettest.NewEnv(e.T)
-	a, r := netclient(e, plan.Flags{Access: "rw", Network: "none"}, "tcp", env.Host.Addr+":7000")
+	if e.Target.Tools == "" {
+		// A target that copies mounts (a cluster's pod) tries with the
+		// base's nc; its own tests check its network none further.
+		r := e.Exec(plan.Flags{Access: e.rw().Access, Network: "none"}, "sh", "-c", "nc -w 3 "+env.Host.Addr+" 7000 </dev/null && echo CONNECTED")
+		if r != nil && strings.Contains(r.Stdout, "CONNECTED") {
+			e.T.Errorf("network none reached the test host: %q", r.Stdout)
+		}
+		return
+	}
+	a, r := netclient(e, plan.Flags{Access: e.rw().Access, Network: "none"}, "tcp", env.Host.Addr+":7000")
 	if r == nil {
 		return
 	}
@@ -369,7 +386,7 @@ func publish(e *Env) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	p := e.Plan(plan.Flags{Access: "rw", Publish: []string{fmt.Sprintf("%d:8000", port)}}, "/pinfold-test/netclient", "serve", "8000")
+	p := e.Plan(plan.Flags{Access: e.rw().Access, Publish: []string{fmt.Sprintf("%d:8000", port)}}, "/pinfold-test/netclient", "serve", "8000")
 	r := e.Start(p, engine.Options{Stdout: io.Discard, Stderr: io.Discard})
 	if r == nil {
 		return
@@ -385,7 +402,7 @@ func publish(e *Env) {
 
 func networkAllow(e *Env) {
 	env := nettest.NewEnv(e.T)
-	f := plan.Flags{Access: "rw", Network: "allow", Allow: []string{"allowed.test"}, DNS: []string{env.DNS}}
+	f := plan.Flags{Access: e.rw().Access, Network: "allow", Allow: []string{"allowed.test"}, DNS: []string{env.DNS}}
 	a, r := netclient(e, f, "tcp", "allowed.test:7000")
 	if r == nil {
 		return
@@ -448,25 +465,26 @@ func cleanupAfterKill(e *Env) {
 	}
 	marker := fmt.Sprintf("pinfold-conformance-%d-%d", os.Getpid(), time.Now().UnixNano())
 	os.WriteFile(filepath.Join(e.Workspace, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
-	args := []string{"run", "--backend", e.Target.Backend, "--access", "rw"}
+	args := []string{"run", "--backend", e.Target.Backend, "--access", e.rw().Access}
 	if e.Target.Base != "" {
 		args = append(args, "--base", e.Target.Base)
 	}
-	args = append(args, "--", "sh", "-c", "echo started > started; sleep 60; : "+marker)
+	// The file tells with rw access, the line with changeset access.
+	args = append(args, "--", "sh", "-c", "echo started > started; echo started; sleep 60; : "+marker)
 	cmd := exec.Command(e.Target.Pinfold, args...)
 	cmd.Dir = e.Workspace
 	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+e.Engine.Store, "PINFOLD_NO_LAUNCH_CACHE=1")
 	// What pinfold started may hold its output open after the kill; the
 	// check below looks for it.
 	cmd.WaitDelay = time.Second
-	var out bytes.Buffer
+	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		e.T.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(e.Workspace, "started")); err == nil {
+		if _, err := os.Stat(filepath.Join(e.Workspace, "started")); err == nil || strings.Contains(out.String(), "started") {
 			break
 		}
 		if time.Now().After(deadline) {

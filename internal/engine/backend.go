@@ -9,6 +9,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
 )
 
 // AutoOrder is the order in which backend auto tries the runtimes:
@@ -105,4 +106,29 @@ func preflightText(pe *doctor.PreflightError) (problem, fix string) {
 		}
 	}
 	return strings.Join(what, "; "), strings.Join(fixes, "; ")
+}
+
+// ProbeKubernetes checks the kubernetes backend's cluster (pinfold
+// doctor), when one is configured; configured is false otherwise. Backend
+// auto never tries it: a cluster is never a fallback for this machine.
+func (e *Engine) ProbeKubernetes(ctx context.Context) (pr Probe, configured bool) {
+	pr = Probe{Backend: kubernetes.Name}
+	rt, err := e.runtime(kubernetes.Name)
+	if err != nil {
+		pr.Problem, pr.err = "not available in this build of pinfold", err
+		return pr, true
+	}
+	if k, ok := rt.(*kubernetes.Runtime); ok && !k.Configured() {
+		return pr, false
+	}
+	if err := rt.Check(ctx, nil); err != nil {
+		pr.Problem, pr.err = err.Error(), err
+		var ce *sandbox.CheckError
+		if errors.As(err, &ce) {
+			pr.Problem, pr.Fix = ce.What, ce.Fix
+		}
+		return pr, true
+	}
+	pr.Usable = true
+	return pr, true
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/host"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -103,6 +104,13 @@ func (s *stepper) step(line string) {
 // The container runtimes remember their engine's probe for the process.
 var podman, docker = container.Podman(), container.Docker()
 
+// kube is the kubernetes runtime; it remembers its cluster's check. Made
+// on first use: a package-level call would be one more init on every run.
+var (
+	kubeOnce sync.Once
+	kube     *kubernetes.Runtime
+)
+
 func Runtimes(name string) (sandbox.Runtime, error) {
 	switch name {
 	case native.Name:
@@ -113,8 +121,11 @@ func Runtimes(name string) (sandbox.Runtime, error) {
 		return podman, nil
 	case container.DockerName:
 		return docker, nil
+	case kubernetes.Name:
+		kubeOnce.Do(func() { kube = kubernetes.Default() })
+		return kube, nil
 	}
-	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, podman, docker, host or auto", nil)
+	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, podman, docker, kubernetes, host or auto", nil)
 }
 
 func (e *Engine) runtime(name string) (sandbox.Runtime, error) {

@@ -400,10 +400,10 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	switch backend {
 	case "", "native":
 		p.Backend = "native"
-	case "host", "auto", "podman", "docker":
+	case "host", "auto", "podman", "docker", "kubernetes":
 		p.Backend = backend
 	default:
-		return badValue("backend", backend, "native, podman, docker, host or auto")
+		return badValue("backend", backend, "native, podman, docker, kubernetes, host or auto")
 	}
 	if p.Backend == "host" {
 		p.Mode = "host"

@@ -1,0 +1,181 @@
+// Command kubernetes measures pinfold's kubernetes runtime against
+// kubectl on the same cluster and image, in one run:
+//
+//   - a command in a new pod: `pinfold run --backend kubernetes -- true`
+//     (with the changeset access: the workspace is copied in and out, and
+//     with --access none) against `kubectl run --rm -i --restart=Never`;
+//   - a command in a running pod (what a session's exec costs): the
+//     helper's exec (`pinfold-kube exec POD -- true`, the path a run's
+//     command takes) against `kubectl exec POD -- true`.
+//
+// Rounds are paired: each round runs every side once, in rotating order;
+// a ratio is the median of the per-round ratios.
+//
+//	go run ./bench/kubernetes -pinfold bin/pinfold -kubeconfig /tmp/k8s-kit/kubeconfig -kubectl /var/cache/k8s-kit/bin/kubectl
+//
+// The cluster is the k8s kit's (../shared/k8s); the image is its busybox,
+// which the node holds (imagePullPolicy Never).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+func main() {
+	pinfold := flag.String("pinfold", "bin/pinfold", "the pinfold binary (pinfold-kube beside it)")
+	kubeconfig := flag.String("kubeconfig", os.Getenv("K8S_KIT_KUBECONFIG"), "the cluster's kubeconfig")
+	kubectl := flag.String("kubectl", "kubectl", "kubectl")
+	image := flag.String("image", "docker.io/local/busybox:1", "the image, which the node holds")
+	rounds := flag.Int("n", 10, "rounds")
+	flag.Parse()
+	if *kubeconfig == "" {
+		fail(fmt.Errorf("give -kubeconfig (or K8S_KIT_KUBECONFIG)"))
+	}
+	bin, err := filepath.Abs(*pinfold)
+	if err != nil {
+		fail(err)
+	}
+	helper := filepath.Join(filepath.Dir(bin), "pinfold-kube")
+	ns := fmt.Sprintf("pinfold-bench-%d", os.Getpid())
+	kc := func(args ...string) *exec.Cmd {
+		return exec.Command(*kubectl, append([]string{"--kubeconfig", *kubeconfig, "-n", ns}, args...)...)
+	}
+	if b, err := kc("create", "namespace", ns).CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%v %s", err, b))
+	}
+	defer kc("delete", "namespace", ns, "--wait=false").Run()
+	for end := time.Now().Add(60 * time.Second); kc("get", "serviceaccount", "default").Run() != nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(end) {
+			fail(fmt.Errorf("no default service account in %s", ns))
+		}
+	}
+	ws, err := os.MkdirTemp("", "pinfold-bench-kube-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(ws)
+	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644)
+	env := append(os.Environ(), "PINFOLD_KUBECONFIG="+*kubeconfig, "PINFOLD_KUBE_NAMESPACE="+ns, "PINFOLD_KUBE_PULL_POLICY=Never",
+		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+filepath.Join(ws, ".store"))
+	pf := func(args ...string) func() error {
+		return func() error {
+			c := exec.Command(bin, append([]string{"run", "--backend", "kubernetes", "--base", "oci:" + *image}, args...)...)
+			c.Dir, c.Env = ws, env
+			if b, err := c.CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %s", err, b)
+			}
+			return nil
+		}
+	}
+	n := 0
+	kubectlRun := func() error {
+		n++
+		b, err := kc("run", fmt.Sprintf("bench-%d", n), "--image", *image, "--image-pull-policy", "Never", "--restart", "Never",
+			"--rm", "-i", "--quiet", "--", "true").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, b)
+		}
+		return nil
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average before: %s", load)
+	report("new pod: pinfold run -- true (changeset access) vs kubectl run --rm", *rounds, pf("--", "true"), kubectlRun)
+	report("new pod: pinfold run --access none -- true vs kubectl run --rm", *rounds, pf("--access", "none", "--", "true"), kubectlRun)
+
+	// A running pod for the execs.
+	if b, err := kc("run", "sleeper", "--image", *image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600").CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%v %s", err, b))
+	}
+	if b, err := kc("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=60s").CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%v %s", err, b))
+	}
+	pexec := func() error {
+		c := exec.Command(helper, "exec", "sleeper", "--", "true")
+		c.Env = env
+		if b, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, b)
+		}
+		return nil
+	}
+	kexec := func() error {
+		if b, err := kc("exec", "sleeper", "--", "true").CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, b)
+		}
+		return nil
+	}
+	report("exec in a running pod: pinfold-kube exec vs kubectl exec", *rounds*3, pexec, kexec)
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Printf("load average after: %s", load)
+}
+
+// report runs a and b paired for rounds and prints their medians and
+// the median of the per-round ratios.
+func report(title string, rounds int, a, b func() error) {
+	// One of each first, not counted: images, caches, connections.
+	if err := a(); err != nil {
+		fail(err)
+	}
+	if err := b(); err != nil {
+		fail(err)
+	}
+	var ta, tb, ratios []float64
+	for i := 0; i < rounds; i++ {
+		order := []func() error{a, b}
+		if i%2 == 1 {
+			order = []func() error{b, a}
+		}
+		var d [2]float64
+		for j, f := range order {
+			start := time.Now()
+			if err := f(); err != nil {
+				fail(err)
+			}
+			d[j] = time.Since(start).Seconds()
+		}
+		if i%2 == 1 {
+			d[0], d[1] = d[1], d[0]
+		}
+		ta, tb, ratios = append(ta, d[0]), append(tb, d[1]), append(ratios, d[0]/d[1])
+	}
+	fmt.Printf("%s (%d rounds)\n  pinfold %.3f s [%.3f..%.3f]  kubectl %.3f s [%.3f..%.3f]  ratio %.2f\n", title, rounds,
+		median(ta), min(ta), max(ta), median(tb), min(tb), max(tb), median(ratios))
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func min(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		if x < m {
+			m = x
+		}
+	}
+	return m
+}
+
+func max(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		if x > m {
+			m = x
+		}
+	}
+	return m
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench/kubernetes:", strings.TrimSpace(err.Error()))
+	os.Exit(1)
+}

@@ -1,0 +1,45 @@
+// Command pinfold-kube is pinfold's Kubernetes helper: it holds client-go,
+// so that pinfold itself does not link it (a plain pinfold run starts
+// without Kubernetes' packages). pinfold starts it for each command run
+// with --backend kubernetes; see internal/kube for the protocol and
+// sandbox/kubernetes for the runtime. It is not run by hand, except
+//
+//	pinfold-kube check       can the cluster be reached and used
+//	pinfold-kube leftovers   objects of pinfold processes that are gone
+//	pinfold-kube clean       remove them (pinfold clean runs it)
+//	pinfold-kube exec POD -- ARGS...
+//	                         run ARGS in the pod's main container, as a
+//	                         session's command would be (for benchmarks)
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	// client-go logs through klog to stderr, which is the command's.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: pinfold-kube run|check|leftovers|clean (pinfold starts it; see sandbox/kubernetes)")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "run":
+		os.Exit(run())
+	case "check":
+		os.Exit(check())
+	case "leftovers":
+		os.Exit(leftovers(false))
+	case "clean":
+		os.Exit(leftovers(true))
+	case "exec":
+		os.Exit(execCmd(os.Args[2:]))
+	}
+	fmt.Fprintln(os.Stderr, "pinfold-kube: unknown command "+os.Args[1])
+	os.Exit(2)
+}

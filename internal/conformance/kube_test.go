@@ -1,0 +1,168 @@
+package conformance_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
+)
+
+// kubeImage is the k8s kit's test image (busybox), which its node holds:
+// pods use it with imagePullPolicy Never.
+const kubeImage = "docker.io/local/busybox:1"
+
+// kitDir finds the k8s kit (../shared/k8s beside the repository, or
+// PINFOLD_K8S_KIT).
+func kitDir() string {
+	if d := os.Getenv("PINFOLD_K8S_KIT"); d != "" {
+		return d
+	}
+	wd, _ := os.Getwd()
+	for d := wd; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(d), "shared", "k8s")
+		}
+	}
+	return ""
+}
+
+// kubeCluster returns the kubeconfig of a real cluster for the tests:
+// K8S_KIT_KUBECONFIG (a cluster the developer brought up with the kit),
+// else one this test brings up with the kit's up.sh and takes down with
+// down.sh at its end. Without the kit the test skips, except on CI.
+func kubeCluster(t *testing.T) (kubeconfig, kubectl string) {
+	if os.Geteuid() != 0 {
+		t.Skip("the kubernetes conformance runs as root (the k8s kit's cluster runs on this machine)")
+	}
+	skip := func(format string, args ...any) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	kit := kitDir()
+	bin := filepath.Join(envOr("K8S_KIT_CACHE", "/var/cache/k8s-kit"), "bin")
+	if kc := os.Getenv("K8S_KIT_KUBECONFIG"); kc != "" {
+		return kc, filepath.Join(bin, "kubectl")
+	}
+	if _, err := os.Stat(filepath.Join(kit, "up.sh")); err != nil {
+		t.Skipf("no k8s kit at %s (set PINFOLD_K8S_KIT, or K8S_KIT_KUBECONFIG for a running kit cluster): the kubernetes runtime needs a real cluster", kit)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "kubectl")); err != nil {
+		skip("the k8s kit at %s is not built (scripts/setup.sh runs its build.sh): %v", kit, err)
+	}
+	var errb bytes.Buffer
+	up := exec.Command(filepath.Join(kit, "up.sh"))
+	up.Stderr = &errb
+	out, err := up.Output()
+	if err != nil {
+		skip("the k8s kit's up.sh failed (exit 3: a cluster of the kit already runs; point K8S_KIT_KUBECONFIG at it): %v\n%s", err, tail(errb.String(), 2000))
+	}
+	var once sync.Once
+	down := func() {
+		once.Do(func() {
+			if b, err := exec.Command(filepath.Join(kit, "down.sh")).CombinedOutput(); err != nil {
+				t.Errorf("the k8s kit's down.sh: %v\n%s", err, tail(string(b), 2000))
+			}
+		})
+	}
+	t.Cleanup(down)
+	if dl, ok := t.Deadline(); ok {
+		// go test's -timeout panics without running cleanups: the cluster
+		// goes down before it, whatever the tests are doing.
+		timer := time.AfterFunc(time.Until(dl)-30*time.Second, down)
+		t.Cleanup(func() { timer.Stop() })
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
+			kubeconfig = strings.Trim(v, `'"`)
+		}
+	}
+	if kubeconfig == "" {
+		t.Fatalf("up.sh printed no KUBECONFIG: %q", out)
+	}
+	return kubeconfig, filepath.Join(bin, "kubectl")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// kubeNamespace makes a namespace of the test's own and waits for its
+// default service account (pods are refused before it exists); it is
+// deleted at the end.
+func kubeNamespace(t *testing.T, kubectl, kubeconfig string) string {
+	ns := fmt.Sprintf("pinfold-conformance-%d", os.Getpid())
+	run := func(args ...string) ([]byte, error) {
+		return exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	}
+	if b, err := run("create", "namespace", ns); err != nil {
+		t.Fatalf("creating namespace %s: %v %s", ns, err, b)
+	}
+	t.Cleanup(func() { run("delete", "namespace", ns, "--wait=false") })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := run("get", "serviceaccount", "default", "-n", ns); err == nil {
+			return ns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s has no default service account after 60 s", ns)
+		}
+	}
+}
+
+// TestKubernetes runs the suite against pods on a real cluster (the k8s
+// kit's single node on this machine), then the runtime's own checks.
+func TestKubernetes(t *testing.T) {
+	kubeconfig, kubectl := kubeCluster(t)
+	ns := kubeNamespace(t, kubectl, kubeconfig)
+	helper := filepath.Join(tools, "pinfold-kube")
+	build := exec.Command("go", "build", "-o", helper, "github.com/pinfold/pinfold/cmd/pinfold-kube")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building pinfold-kube: %v\n%s", err, b)
+	}
+	// The pinfold binary of the kill -9 scenario reads the same settings.
+	t.Setenv("PINFOLD_KUBECONFIG", kubeconfig)
+	t.Setenv("PINFOLD_KUBE_NAMESPACE", ns)
+	t.Setenv("PINFOLD_KUBE_PULL_POLICY", "Never")
+	t.Setenv("PINFOLD_KUBE_HELPER", helper)
+	rt := kubernetes.Default()
+	if err := rt.Check(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	tg := conformance.Target{Backend: kubernetes.Name, Runtime: rt, Base: "oci:" + kubeImage,
+		Pinfold: filepath.Join(tools, "pinfold"), Leftovers: rt.Leftovers}
+	conformance.Run(t, tg)
+	t.Run("kube", func(t *testing.T) { kubeChecks(t, tg, kubectl, kubeconfig, ns) })
+	// Nothing of the runs is left in the namespace.
+	var left string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		b, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "pods,secrets,networkpolicies",
+			"-l", "pinfold.run", "-o", "name").CombinedOutput()
+		if left = strings.TrimSpace(string(b)); err == nil && left == "" {
+			return
+		}
+	}
+	t.Errorf("left in namespace %s after the runs: %s", ns, left)
+}

@@ -1,0 +1,137 @@
+// Package kube holds what pinfold and its Kubernetes helper (cmd/pinfold-kube)
+// share without linking client-go: the messages they exchange and the copying
+// of host directories into a pod and of a pod's writes back into a
+// changeset's upper directory. The runtime is sandbox/kubernetes.
+//
+// pinfold starts the helper once per command with the command's standard
+// streams as the helper's, and a unix socket as fd 3 on which JSON lines go
+// both ways: one Request, then Controls (signals, terminal sizes) from
+// pinfold, and Events (started, exited, failed) from the helper. When
+// pinfold goes away the socket reads end of file and the helper removes
+// what it made on the cluster.
+package kube
+
+// HelperName is the helper's file name, looked up next to the pinfold
+// binary, then on PATH (or PINFOLD_KUBE_HELPER).
+const HelperName = "pinfold-kube"
+
+// Labels on every object the helper makes.
+const (
+	// LabelOwner is "PID-STARTTIME" of the pinfold process that ran the
+	// command (as the container runtimes' label).
+	LabelOwner = "pinfold.run"
+	// LabelHost is the host name of that process: pinfold clean on another
+	// machine cannot tell whether it lives, and leaves the object alone.
+	LabelHost = "pinfold.host"
+	// LabelID names one run's objects together.
+	LabelID = "pinfold.id"
+)
+
+// Mount is a host path copied into the pod.
+type Mount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"ro,omitempty"`
+	// File: a regular file, carried in a Secret (read-only only).
+	File bool `json:"file,omitempty"`
+}
+
+// Request is one command to run in a new pod.
+type Request struct {
+	ID         string `json:"id"`
+	Owner      string `json:"owner"`
+	Host       string `json:"host"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	Image      string `json:"image"`
+	// PullPolicy is the pod's imagePullPolicy ("" is Kubernetes' default).
+	PullPolicy string `json:"pull_policy,omitempty"`
+	Hostname   string `json:"hostname,omitempty"`
+	UID        int64  `json:"uid"`
+	GID        int64  `json:"gid"`
+
+	Args  []string `json:"args"`
+	Env   []string `json:"env"`
+	Dir   string   `json:"dir"`
+	Stdin bool     `json:"stdin,omitempty"`
+	TTY   bool     `json:"tty,omitempty"`
+	Rows  uint16   `json:"rows,omitempty"`
+	Cols  uint16   `json:"cols,omitempty"`
+
+	TimeoutMS      int64   `json:"timeout_ms,omitempty"`
+	StartTimeoutMS int64   `json:"start_timeout_ms,omitempty"`
+	Memory         int64   `json:"memory,omitempty"`
+	CPUs           float64 `json:"cpus,omitempty"`
+	TmpSize        int64   `json:"tmp_size"`
+
+	// NetworkNone takes the pod off the network (Spec.Network none).
+	NetworkNone bool `json:"network_none,omitempty"`
+	// NetworkAllow limits the pod to Egress (Spec.Network allow).
+	NetworkAllow bool `json:"network_allow,omitempty"`
+	// Egress, for Spec.Network allow, is what the pod's NetworkPolicy lets
+	// it reach; Hosts are the allowed names' addresses, given to the pod
+	// as /etc/hosts entries (it has no other resolver).
+	Egress []Block `json:"egress,omitempty"`
+	Hosts  []Host  `json:"hosts,omitempty"`
+
+	// Workspace is copied in at the same path; with Access "changeset" the
+	// pod's writes to it come back into Upper.
+	Workspace string  `json:"workspace,omitempty"`
+	Access    string  `json:"access,omitempty"`
+	Upper     string  `json:"upper,omitempty"`
+	Mounts    []Mount `json:"mounts,omitempty"`
+}
+
+// Block is an address range a pod may reach, less the Except ranges.
+type Block struct {
+	CIDR   string   `json:"cidr"`
+	Except []string `json:"except,omitempty"`
+}
+
+// Host is a name and its addresses, for the pod's /etc/hosts.
+type Host struct {
+	Name  string   `json:"name"`
+	Addrs []string `json:"addrs"`
+}
+
+// Control is a message from pinfold to the helper while the command runs.
+type Control struct {
+	Signal int    `json:"signal,omitempty"`
+	Rows   uint16 `json:"rows,omitempty"`
+	Cols   uint16 `json:"cols,omitempty"`
+}
+
+// Error kinds in Event.Error.
+const (
+	ErrNotFound   = "not-found"  // the command is missing
+	ErrPermission = "permission" // the command is not executable
+	ErrSpec       = "spec"       // the request cannot be made into a pod
+	ErrCluster    = "cluster"    // the cluster failed or refused
+)
+
+// Event is a message from the helper.
+type Event struct {
+	// Started: the pod runs and the command is being started.
+	Started bool   `json:"started,omitempty"`
+	Pod     string `json:"pod,omitempty"`
+	Exit    *Exit  `json:"exit,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	// Trace holds the helper's steps with their times (Spec.Trace).
+	Trace []Step `json:"trace,omitempty"`
+}
+
+// Step is a point of the helper's timeline.
+type Step struct {
+	Step string `json:"step"`
+	Mono int64  `json:"mono"`
+}
+
+// Exit is how the command ended.
+type Exit struct {
+	Code     int  `json:"code"`
+	OOM      bool `json:"oom,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Changes counts the workspace entries written to Upper.
+	Changes int `json:"changes,omitempty"`
+}

@@ -1,0 +1,347 @@
+// Package kubernetes is the runtime of backend kubernetes: each command
+// runs in a pod of its own on a Kubernetes cluster, started through the
+// API server, with its streams, terminal, signals and exit status carried
+// by the API server's exec. client-go lives in the helper pinfold-kube
+// (cmd/pinfold-kube), which this package starts for each command, so that
+// pinfold itself does not link it; internal/kube is what both share.
+//
+// A pod is shaped like a native sandbox where Kubernetes can: the image is
+// the base (oci:REF), the root file system is read-only, /tmp is a
+// memory-backed emptyDir of the tmp size, the command runs as a non-root
+// user with no capabilities, no privilege escalation, seccomp
+// RuntimeDefault and no service account token; limits are the container's
+// resources; network none takes the pod off the network. The cluster does
+// not see this machine's files: the workspace and read-only mounts are
+// copied in (tar over exec), read-only files are carried in a Secret with
+// the environment's values, and with the changeset access the pod's
+// writes come back as the changeset's upper directory. See
+// docs/backends.md.
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/kube"
+	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// Name is the backend's name.
+const Name = "kubernetes"
+
+// Options say which cluster, and how to reach it. Empty fields come from
+// the environment (see Default).
+type Options struct {
+	// Kubeconfig is the kubeconfig file; empty: PINFOLD_KUBECONFIG, else
+	// kubectl's rules (KUBECONFIG, ~/.kube/config), else in-cluster.
+	Kubeconfig string
+	// Namespace holds the pods; empty: PINFOLD_KUBE_NAMESPACE, else the
+	// kubeconfig context's, else "default".
+	Namespace string
+	// Helper is the pinfold-kube binary; empty: PINFOLD_KUBE_HELPER, else
+	// next to this executable, else on PATH.
+	Helper string
+	// PullPolicy is the pods' imagePullPolicy: "" (Kubernetes' default),
+	// Always, IfNotPresent or Never (PINFOLD_KUBE_PULL_POLICY).
+	PullPolicy string
+	// StartTimeout bounds the wait for a pod to run (default 2 minutes).
+	StartTimeout time.Duration
+	// PolicyEnforced says the cluster's network plugin enforces
+	// NetworkPolicies (PINFOLD_KUBE_NETWORK_POLICY=enforced): only then
+	// is network allow offered, since its policy is all that limits the
+	// pod (network none does not depend on it).
+	PolicyEnforced bool
+}
+
+// Runtime runs commands in pods.
+type Runtime struct {
+	opt   Options
+	once  sync.Once
+	check error
+}
+
+// New returns a runtime with opt, its empty fields from the environment.
+func New(opt Options) *Runtime {
+	if opt.Kubeconfig == "" {
+		opt.Kubeconfig = os.Getenv("PINFOLD_KUBECONFIG")
+	}
+	if opt.Namespace == "" {
+		opt.Namespace = os.Getenv("PINFOLD_KUBE_NAMESPACE")
+	}
+	if opt.Helper == "" {
+		opt.Helper = os.Getenv("PINFOLD_KUBE_HELPER")
+	}
+	if opt.PullPolicy == "" {
+		opt.PullPolicy = os.Getenv("PINFOLD_KUBE_PULL_POLICY")
+	}
+	if os.Getenv("PINFOLD_KUBE_NETWORK_POLICY") == "enforced" {
+		opt.PolicyEnforced = true
+	}
+	return &Runtime{opt: opt}
+}
+
+// Default is the runtime configured by the environment alone.
+func Default() *Runtime { return New(Options{}) }
+
+// Name returns "kubernetes".
+func (r *Runtime) Name() string { return Name }
+
+// Features says what a pod gets. Not there: the host's own bases (the
+// node has the image's files, not this machine's), read-write access to
+// the workspace and read-write mounts (the pod writes a copy: use the
+// changeset access, whose writes come back), published ports and the
+// network modes of pinfold's stack, a pids limit (a node setting in
+// Kubernetes), root and capabilities.
+func (r *Runtime) Features() sandbox.Features {
+	nets := []sandbox.Network{sandbox.NetworkNone}
+	if r.opt.PolicyEnforced {
+		nets = append(nets, sandbox.NetworkAllow)
+	}
+	return sandbox.Features{
+		Isolated:       true,
+		Bases:          []sandbox.BaseKind{sandbox.BaseOCI},
+		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadOnly, sandbox.AccessNone},
+		Networks:       nets,
+		Memory:         true,
+		CPUs:           true,
+		Mounts:         true,
+		ReadOnlyMounts: true,
+		Hostname:       true,
+		TTY:            true,
+		Timeout:        true,
+	}
+}
+
+// helper finds pinfold-kube.
+func (r *Runtime) helper() (string, error) {
+	if r.opt.Helper != "" {
+		return r.opt.Helper, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), kube.HelperName)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return exec.LookPath(kube.HelperName)
+}
+
+// Check finds the helper and asks it whether the cluster answers and the
+// namespace's pods can be listed.
+func (r *Runtime) Check(ctx context.Context, spec *sandbox.Spec) error {
+	r.once.Do(func() { r.check = r.probe(ctx) })
+	return r.check
+}
+
+func (r *Runtime) probe(ctx context.Context) error {
+	bin, err := r.helper()
+	if err != nil {
+		return &sandbox.CheckError{Runtime: Name, What: "the Kubernetes helper " + kube.HelperName + " is not installed",
+			Fix: "install pinfold-kube next to pinfold (make install does), or set PINFOLD_KUBE_HELPER", Err: err}
+	}
+	r.opt.Helper = bin
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, "check")
+	c.Env = r.helperEnv()
+	out, _ := c.Output()
+	var res struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil || !res.OK {
+		what := res.Error
+		if what == "" {
+			what = fmt.Sprintf("the helper's check failed: %v %q", err, out)
+		}
+		return &sandbox.CheckError{Runtime: Name, What: "the cluster cannot be used: " + what,
+			Fix: "point PINFOLD_KUBECONFIG at a kubeconfig whose user may manage pods, pods/exec, secrets and networkpolicies in the namespace (PINFOLD_KUBE_NAMESPACE)"}
+	}
+	return nil
+}
+
+func (r *Runtime) helperEnv() []string {
+	env := os.Environ()
+	if r.opt.Kubeconfig != "" {
+		env = append(env, "PINFOLD_KUBECONFIG="+r.opt.Kubeconfig)
+	}
+	if r.opt.Namespace != "" {
+		env = append(env, "PINFOLD_KUBE_NAMESPACE="+r.opt.Namespace)
+	}
+	return env
+}
+
+// New checks spec and keeps it; each Run makes a pod.
+func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := spec.Normalize(); err != nil {
+		return nil, err
+	}
+	f := r.Features()
+	if err := f.Supports(Name, &spec, nil); err != nil {
+		return nil, err
+	}
+	if spec.Base.Path != "" {
+		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "base", Asked: "an image file (" + spec.Base.Path + "): the cluster pulls images by reference; push it to a registry and use oci:REF"}
+	}
+	if spec.Net.HostLoopback {
+		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "host loopback", Asked: "10.0.2.2: a pod runs on a node, not on this machine"}
+	}
+	if err := validHostname(spec.Hostname); err != nil {
+		return nil, &sandbox.SpecError{Field: "hostname", Err: err}
+	}
+	if err := r.Check(ctx, &spec); err != nil {
+		return nil, err
+	}
+	return &Sandbox{rt: r, spec: spec}, nil
+}
+
+// validHostname accepts what a pod's hostname may be (a DNS label).
+func validHostname(h string) error {
+	if len(h) == 0 || len(h) > 63 {
+		return fmt.Errorf("a pod's hostname is 1 to 63 characters: %q", h)
+	}
+	for i, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(h)-1) {
+			return fmt.Errorf("a pod's hostname is a DNS label (a-z, 0-9, '-'): %q", h)
+		}
+	}
+	return nil
+}
+
+// Sandbox is a checked spec.
+type Sandbox struct {
+	rt   *Runtime
+	spec sandbox.Spec
+}
+
+// Close has nothing to release: pods go with their commands.
+func (s *Sandbox) Close() error { return nil }
+
+// ids returns the user the pod's command runs as: the workspace's owner,
+// else this process's user, and never root (runAsNonRoot): root's files
+// are written as nobody (65534).
+func (s *Sandbox) ids() (int64, int64) {
+	uid, gid := int64(os.Getuid()), int64(os.Getgid())
+	if s.spec.Workspace != "" {
+		if fi, err := os.Stat(s.spec.Workspace); err == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			uid, gid = int64(st.Uid), int64(st.Gid)
+		}
+	}
+	if uid == 0 {
+		uid, gid = 65534, 65534
+	}
+	return uid, gid
+}
+
+// request is the helper's request for cmd.
+func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request, error) {
+	sp := &s.spec
+	host, _ := os.Hostname()
+	uid, gid := s.ids()
+	env := cmd.Env
+	if env == nil {
+		env = sandbox.DefaultEnv(sp, cmd.TTY)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = sp.Workspace
+	}
+	r := &kube.Request{ID: randomID(), Owner: Owner(), Host: host, Kubeconfig: s.rt.opt.Kubeconfig, Namespace: s.rt.opt.Namespace,
+		Image: sp.Base.Ref, PullPolicy: s.rt.opt.PullPolicy, Hostname: sp.Hostname, UID: uid, GID: gid,
+		Args: cmd.Args, Env: env, Dir: dir, Stdin: cmd.Stdin != nil, TTY: cmd.TTY, Rows: cmd.Rows, Cols: cmd.Cols,
+		TimeoutMS: cmd.Timeout.Milliseconds(), StartTimeoutMS: s.rt.opt.StartTimeout.Milliseconds(),
+		Memory: sp.Limits.Memory, CPUs: sp.Limits.CPUs, TmpSize: sp.Limits.TmpSize,
+		NetworkNone: sp.Network == sandbox.NetworkNone, Workspace: sp.Workspace, Access: string(sp.Access)}
+	if sp.Access == sandbox.AccessNone {
+		r.Workspace = ""
+	}
+	if sp.Network == sandbox.NetworkAllow {
+		r.NetworkAllow = true
+		var err error
+		if r.Egress, r.Hosts, err = egress(ctx, &sp.Net); err != nil {
+			return nil, err
+		}
+	}
+	if sp.Access == sandbox.AccessChangeset {
+		r.Upper = sp.Changeset.Upper
+	}
+	for _, m := range sp.Mounts {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return nil, &sandbox.SpecError{Field: "mount", Err: err}
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return nil, &sandbox.SpecError{Field: "mount", Err: fmt.Errorf("%s: only directories and regular files are copied into a pod", m.Source)}
+		}
+		r.Mounts = append(r.Mounts, kube.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, File: !fi.IsDir()})
+	}
+	return r, nil
+}
+
+func randomID() string {
+	b := make([]byte, 5)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Owner is this process's label value: its pid and start time.
+func Owner() string {
+	return fmt.Sprintf("%d-%d", os.Getpid(), procstat.StartTime(os.Getpid()))
+}
+
+// Leftovers lists the objects (kind/name) that runs of pinfold processes
+// of this host left on the cluster when they were killed.
+func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
+	return r.leftovers(ctx, "leftovers")
+}
+
+// Clean removes what Leftovers lists and returns it. Without a configured
+// cluster (no helper, no kubeconfig) there is nothing to clean.
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return r.leftovers(ctx, "clean") }
+
+// Configured reports whether a cluster is configured for pinfold: a
+// kubeconfig named, or pinfold itself running in a pod.
+func (r *Runtime) Configured() bool {
+	return r.opt.Kubeconfig != "" || os.Getenv("KUBECONFIG") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}
+
+func (r *Runtime) leftovers(ctx context.Context, op string) ([]string, error) {
+	bin, err := r.helper()
+	if err != nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, op)
+	c.Env = r.helperEnv()
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s", kube.HelperName, op, err, strings.TrimSpace(errb.String()))
+	}
+	var left []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			left = append(left, l)
+		}
+	}
+	return left, nil
+}
+
+// errHelper is a helper that ended without saying why.
+var errHelper = errors.New("the kubernetes helper ended without a result")
