@@ -401,6 +401,9 @@ func finishCommand() command {
 				if status < 0 || status > 255 || !filepath.IsAbs(args[0]) {
 					return fail(io, usageError(errors.New("usage: pinfold __finish STORE ID STATUS")))
 				}
+				// The command has ended: a Ctrl-C now must not cut the
+				// record of what it wrote short.
+				signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
 				e := engine.New(args[0])
 				e.Version = Version
 				e.Report = newReporter(io.Stderr, args[0])
