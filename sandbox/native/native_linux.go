@@ -225,6 +225,13 @@ func (s *Sandbox) configure(ctx context.Context) error {
 			plan.overlays = append(plan.overlays, overlay{lower: src, upper: d + "/upper", work: d + "/work", target: "/" + name, base: true})
 		}
 	}
+	for _, o := range plan.overlays {
+		if !o.base {
+			if err := reuseWork(o.work); err != nil {
+				return &sandbox.SpecError{Field: "capture", Err: err}
+			}
+		}
+	}
 	if s.ids.idmap {
 		// The sandbox's PID 1 runs as an unprivileged host id: it must own
 		// the directories overlayfs writes to.
