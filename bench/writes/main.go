@@ -120,6 +120,9 @@ func (b *bench) untar(rounds int) {
 // report prints the median ratio of xs to the baseline's rounds and how
 // the last quarter of xs compares with its first.
 func report(what string, xs, baseline []float64) {
+	if len(xs) == 0 {
+		return // -rounds 0 or -npm-rounds 0: nothing measured
+	}
 	ratios := make([]float64, len(xs))
 	for i := range xs {
 		ratios[i] = xs[i] / baseline[i]
