@@ -16,7 +16,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/pinfold/pinfold/internal/agent"
 	"net"
 	"os"
 	"os/exec"
@@ -30,6 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/internal/server"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/sandbox"
@@ -220,7 +221,7 @@ func memory(bin string, st *session.Store, n int, args ...string) {
 		if err != nil {
 			fail("%v", err)
 		}
-		procs := tree(r.Pid)
+		procs := procstat.Descendants(r.Pid)
 		var s, b, a int64
 		for i, p := range procs {
 			total, private := pss(p)
@@ -250,31 +251,6 @@ func memory(bin string, st *session.Store, n int, args ...string) {
 	t := avg(sup) + avg(sbx)
 	fmt.Printf("  total %.2f MiB; goal <= 2 MiB: %s\n", t, met(t <= 2))
 	fmt.Printf("  of which its own (anonymous) memory %.2f MiB; the rest is its share of pinfold's binary, mapped by every agent\n", avg(anon))
-}
-
-// tree returns pid and its descendants.
-func tree(pid int) []int {
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		pp, _ := strconv.Atoi(f[1])
-		kids[pp] = append(kids[pp], p)
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, kids[out[i]]...)
-	}
-	return out
 }
 
 // pss returns a process's PSS and its anonymous part, in KiB.

@@ -1,6 +1,7 @@
 // Package procstat reads what pinfold needs of /proc/PID/stat: a
 // process's start time, which tells a live process from a reused pid in
-// the names pinfold gives cgroups and containers.
+// the names pinfold gives cgroups and containers, and its parent, which
+// gives the processes below one (a session's, to freeze or measure).
 package procstat
 
 import (
@@ -27,4 +28,37 @@ func StartTime(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
+}
+
+// Descendants returns pid and every process below it, as /proc shows
+// them now.
+func Descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/procstat"
 )
 
 // Pause and resume freeze every process of a session with the cgroup
@@ -45,38 +47,6 @@ func freezerGroup(id string) (dir string, v2 bool) {
 	return "", false
 }
 
-// descendants returns pid and every process below it.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
-}
-
 // v2GroupOf returns the cgroup v2 directory a process is in.
 func v2GroupOf(root string, pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
@@ -107,7 +77,7 @@ func setupFreezer(id string, pid int) (string, bool, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", v2, err
 	}
-	for _, p := range descendants(pid) {
+	for _, p := range procstat.Descendants(pid) {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p)), 0); err != nil && p == pid {
 			os.Remove(dir)
 			return "", v2, err
