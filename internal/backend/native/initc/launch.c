@@ -21,7 +21,6 @@
 #include "mini.h"
 #include "launch.h"
 
-#define O_DIRECTORY 0200000
 #define S_IFREG 0100000
 #define PROT_READ 1
 #define PROT_WRITE 2
@@ -347,8 +346,6 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 #define LOCK_EX 2
 #define LOCK_NB 4
 #define CLOCK_REALTIME 0
-#define AT_REMOVEDIR 0x200
-#define DT_DIR 4
 
 /* jsonstr appends s as a JSON string. */
 static int jsonstr(char **p, const char *end, const char *s)
@@ -393,31 +390,6 @@ static void rfc3339(char *d, long sec, long nsec)
 	*d = 0;
 }
 
-/* rmcs removes what a failed launch made of its changeset. */
-static void rmcs(long dirfd, int depth)
-{
-	char buf[512];
-	long n;
-	while ((n = sys3(__NR_getdents64, dirfd, buf, sizeof buf)) > 0)
-		for (long off = 0; off < n;) {
-			u16 reclen;
-			const char *name = buf + off + 19;
-			u8 type = (u8)buf[off + 18];
-			memcpy(&reclen, buf + off + 16, 2);
-			off += reclen;
-			if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
-				continue;
-			if (type == DT_DIR && depth > 0) {
-				long sub = sys4(__NR_openat, dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
-				if (sub >= 0) {
-					rmcs(sub, depth - 1);
-					sys1(__NR_close, sub);
-				}
-			}
-			sys3(__NR_unlinkat, dirfd, name, type == DT_DIR ? AT_REMOVEDIR : 0);
-		}
-}
-
 static void drop_changeset(struct launch *l)
 {
 	long fd;
@@ -425,7 +397,7 @@ static void drop_changeset(struct launch *l)
 		return;
 	fd = sys3(__NR_open, l->csdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd >= 0) {
-		rmcs(fd, 6);
+		rmtree(fd, 6, 0); /* what a failed launch made of its changeset */
 		sys1(__NR_close, fd);
 	}
 	sys3(__NR_unlinkat, AT_FDCWD, l->csdir, AT_REMOVEDIR);

@@ -266,4 +266,55 @@ static inline long recv_fds(int sock, char *buf, size_t cap, int *fds, int maxfd
 	return n;
 }
 
+/* The getdents64 record. */
+struct dirent64 {
+	u64 ino;
+	long long off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+#define DT_DIR 4
+#define O_DIRECTORY 0200000
+#define AT_REMOVEDIR 0x200
+
+static inline int dots(const char *n) { return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])); }
+
+/*
+ * rmtree removes what dirfd holds, depth levels deep at most (a
+ * changeset's own directories, which are few and small). With only_empty
+ * it instead reports whether the directory holds nothing. 0 on success.
+ */
+static inline long rmtree(long dirfd, int depth, int only_empty)
+{
+	char buf[1024];
+	long n, r = 0;
+	for (;;) {
+		n = sys3(__NR_getdents64, dirfd, buf, sizeof buf);
+		if (n <= 0)
+			return n < 0 ? n : r;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->reclen;
+			if (dots(d->name))
+				continue;
+			if (only_empty || depth <= 0)
+				return -1;
+			if (d->type == DT_DIR) {
+				long sub = sys4(__NR_openat, dirfd, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+				if (sub < 0)
+					return sub;
+				r = rmtree(sub, depth - 1, 0);
+				sys1(__NR_close, sub);
+				if (r < 0)
+					return r;
+			}
+			r = sys3(__NR_unlinkat, dirfd, d->name, d->type == DT_DIR ? AT_REMOVEDIR : 0);
+			if (r < 0)
+				return r;
+		}
+	}
+}
+
 #endif
