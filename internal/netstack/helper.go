@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,7 +24,27 @@ func Main() int {
 	if len(os.Args) == 3 && os.Args[1] == "serve" {
 		return daemon(os.Args[2])
 	}
+	// Every descriptor of the helper is non-blocking and waits in the
+	// runtime's poller: a thread blocked in a read per sandbox would keep
+	// the runtime retaking and handing off Ps at 20 µs intervals.
+	if err := unix.SetNonblock(3, true); err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-net: the control socket:", err)
+		return 2
+	}
 	return serveConn(os.NewFile(3, "ctl"))
+}
+
+// recvmsg reads one message and the descriptors it carries from c,
+// waiting in the poller.
+func recvmsg(c syscall.RawConn, buf, oob []byte) (n, oobn int, err error) {
+	rerr := c.Read(func(fd uintptr) bool {
+		n, oobn, _, _, err = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return err != unix.EAGAIN
+	})
+	if rerr != nil {
+		err = rerr
+	}
+	return n, oobn, err
 }
 
 // maxSent bounds the violations a connection keeps until its handoff.
@@ -42,6 +63,10 @@ const IdleExit = 30 * time.Second
 // with everything it made for it, when the supervisor goes.
 func serveConn(ctl *os.File) int {
 	defer ctl.Close()
+	rc, err := ctl.SyscallConn()
+	if err != nil {
+		return 2
+	}
 	var wmu sync.Mutex
 	send := func(m *netpolicy.Message) {
 		wmu.Lock()
@@ -97,11 +122,11 @@ func serveConn(ctl *os.File) int {
 		// sandbox's device in this process.
 		srv.Close()
 		if tunFD >= 0 {
-			unix.Close(tunFD)
+			closeDevice(tunFD)
 		}
 	}()
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	n, oobn, err := recvmsg(rc, buf, oob)
 	if err != nil || n == 0 {
 		return 2 // the supervisor went away
 	}
@@ -114,14 +139,15 @@ func serveConn(ctl *os.File) int {
 		send(&netpolicy.Message{Error: "no network device received"})
 		return 2
 	}
-	if err := srv.Attach(tunFD); err != nil {
+	if err := srv.AttachOnTraffic(tunFD); err != nil {
 		send(&netpolicy.Message{Error: err.Error()})
 		return 1
 	}
 	send(&netpolicy.Message{Ready: true})
 	var report *os.File // the handed-off run's stderr
+	logged := 0         // violations the supervisor logged before it
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, err := recvmsg(rc, buf, oob)
 		if err == unix.EINTR {
 			continue
 		}
@@ -146,6 +172,7 @@ func serveConn(ctl *os.File) int {
 				}
 			}
 			report = os.NewFile(uintptr(fds[0]), "report")
+			logged = m.Report.Logged
 			vmu.Lock()
 			handedOff, runLog = true, l
 			if l != nil {
@@ -168,6 +195,10 @@ func serveConn(ctl *os.File) int {
 		vmu.Lock()
 		runLog.Close()
 		written := runLog.Written()
+		if written == "" && logged > 0 {
+			// The supervisor wrote all of them, before the handoff.
+			written = runLog.Path()
+		}
 		runLog = nil
 		vmu.Unlock()
 		netpolicy.Summarize(report, pol.Violations(), written)
@@ -175,6 +206,41 @@ func serveConn(ctl *os.File) int {
 	}
 	send(&netpolicy.Message{Bye: true})
 	return 0
+}
+
+// The last close of a sandbox's TUN device removes it from the kernel
+// there and then: milliseconds in a blocking call, waiting for RCU. While
+// any goroutine sits in such a call, the runtime's monitor wakes every
+// 20 µs to retake its P, and at a few hundred runs a second it never
+// backs off: a fifth of the shared helper's CPU went there. So the
+// devices are closed in batches, one burst every closeBatch, and the
+// monitor sleeps in between.
+const closeBatch = 50 * time.Millisecond
+
+var closing struct {
+	mu      sync.Mutex
+	fds     []int
+	pending bool
+}
+
+// closeDevice closes fd within closeBatch.
+func closeDevice(fd int) {
+	closing.mu.Lock()
+	defer closing.mu.Unlock()
+	closing.fds = append(closing.fds, fd)
+	if closing.pending {
+		return
+	}
+	closing.pending = true
+	time.AfterFunc(closeBatch, func() {
+		closing.mu.Lock()
+		fds := closing.fds
+		closing.fds, closing.pending = nil, false
+		closing.mu.Unlock()
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
 }
 
 // daemon is the shared helper: it listens on sock (in pinfold's store,
@@ -189,6 +255,12 @@ func daemon(sock string) int {
 		fmt.Fprintln(os.Stderr, "pinfold-net:", err)
 		return 1
 	}
+	lf := os.NewFile(uintptr(lfd), "listener")
+	lrc, err := lf.SyscallConn()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-net:", err)
+		return 1
+	}
 	var mu sync.Mutex
 	active := 0
 	var idle *time.Timer
@@ -199,7 +271,7 @@ func daemon(sock string) int {
 			// Stop taking connections first: one accepted but not yet
 			// counted gets no greeting, and its supervisor starts a
 			// helper of its own.
-			unix.Close(lfd)
+			lf.Close()
 			unix.Unlink(sock)
 			os.Exit(0)
 		}
@@ -207,7 +279,13 @@ func daemon(sock string) int {
 	idle = time.AfterFunc(IdleExit, exitIfIdle)
 	uid := os.Getuid()
 	for {
-		nfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		var nfd int
+		if rerr := lrc.Read(func(fd uintptr) bool {
+			nfd, _, err = unix.Accept4(int(fd), unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+			return err != unix.EAGAIN
+		}); rerr != nil {
+			err = rerr
+		}
 		if err != nil {
 			if err == unix.EINTR || err == unix.ECONNABORTED {
 				continue
@@ -253,7 +331,7 @@ var errRunning = errors.New("another helper serves this socket")
 // listen binds sock, replacing a stale one that nobody answers on.
 func listen(sock string) (int, error) {
 	for attempt := 0; ; attempt++ {
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return -1, err
 		}

@@ -26,12 +26,6 @@ type hostAddrs struct {
 
 const refresh = 2 * time.Second
 
-func newHostAddrs() *hostAddrs {
-	h := &hostAddrs{}
-	h.load()
-	return h
-}
-
 func (h *hostAddrs) load() {
 	m := map[netip.Addr]bool{}
 	if as, err := net.InterfaceAddrs(); err == nil {

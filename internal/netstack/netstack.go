@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -48,6 +49,9 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	guards sync.WaitGroup // the guards reading what the sandbox sent
+	// waking is the goroutine of AttachOnTraffic, which Close waits for
+	// before it stops the stack that goroutine may have built.
+	waking sync.WaitGroup
 
 	mu        sync.Mutex
 	closers   []func()
@@ -68,28 +72,84 @@ func Serve(pol *netpolicy.Policy, tunFD int) (*Server, error) {
 	return s, nil
 }
 
-// New builds the stack for pol, before the sandbox's device exists (the
-// helper does this while the sandbox is set up); Attach serves the device.
+// New prepares a stack for pol; Attach builds it and serves the device.
 func New(pol *netpolicy.Policy) *Server {
 	cfg := pol.Config()
 	s := &Server{pol: pol, tunFD: -1, dnsSlots: make(chan struct{}, maxDNSInFlight), echoFlows: map[echoKey]*echoFlow{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.hosts = newHostAddrs()
+	s.hosts = &hostAddrs{} // read on first use
 	pol.HostAddr = s.hosts.has
 	s.upstream = cfg.DNS
 	if len(s.upstream) == 0 {
 		s.upstream = hostResolvers("/etc/resolv.conf")
 	}
-	s.st = stack.New(stack.Options{
+	return s
+}
+
+// newStack builds gVisor's stack.
+func newStack() *stack.Stack {
+	st := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	sack := tcpip.TCPSACKEnabled(true)
-	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	// Large buffers: the link is a local kernel, fast and lossless.
-	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
-	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
-	return s
+	st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
+	st.SetTransportProtocolOption(tcp.ProtocolNumber, &tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 8 << 20})
+	return st
+}
+
+// AttachOnTraffic is Attach, deferred until the sandbox first sends a
+// packet (which waits in the device's queue meanwhile): most commands
+// never use the network, and a stack and its reader per sandbox are most
+// of what a run costs the helper. The caller closes tunFD after Close,
+// as with Attach.
+func (s *Server) AttachOnTraffic(tunFD int) error {
+	if len(s.pol.Config().Publish) > 0 {
+		// Published ports dial into the sandbox from the start.
+		return s.Attach(tunFD)
+	}
+	if err := unix.SetNonblock(tunFD, true); err != nil {
+		return fmt.Errorf("the TUN device: %w", err)
+	}
+	// A duplicate waits in the runtime's poller, which takes no thread:
+	// closing it (below, or by Close) leaves tunFD as it was.
+	dup, err := unix.FcntlInt(uintptr(tunFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the TUN device: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), "tun")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("the TUN device: %w", err)
+	}
+	if !s.onClose(func() { f.Close() }) {
+		f.Close()
+		return errClosed
+	}
+	s.waking.Add(1)
+	go func() {
+		defer s.waking.Done()
+		err := rc.Read(func(fd uintptr) bool {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, _ := unix.Poll(p, 0)
+			return n > 0
+		})
+		f.Close()
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if err != nil || closed {
+			return
+		}
+		// Close waits for this goroutine before stopping the stack.
+		if err := s.Attach(tunFD); err != nil {
+			fmt.Fprintln(os.Stderr, "pinfold-net:", err)
+		}
+	}()
+	return nil
 }
 
 // Attach serves the sandbox whose TUN device is tunFD until Close; the
@@ -97,6 +157,10 @@ func New(pol *netpolicy.Policy) *Server {
 func (s *Server) Attach(tunFD int) error {
 	cfg := s.pol.Config()
 	s.tunFD = tunFD
+	st := newStack()
+	s.mu.Lock()
+	s.st = st
+	s.mu.Unlock()
 	link, err := fdbased.New(&fdbased.Options{FDs: []int{tunFD}, MTU: netpolicy.MTU, EthernetHeader: false,
 		RXChecksumOffload: true, TXChecksumOffload: false})
 	if err != nil {
@@ -157,6 +221,11 @@ func (s *Server) Close() error {
 	s.cancel()
 	for _, c := range closers {
 		c()
+	}
+	s.waking.Wait()
+	if s.st == nil {
+		s.wg.Wait()
+		return nil
 	}
 	s.st.Close()
 	// The device's reader must have stopped before the caller closes the

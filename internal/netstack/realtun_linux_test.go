@@ -35,6 +35,13 @@ type realSandbox struct {
 
 func newRealSandbox(t *testing.T, cfg netpolicy.Config) *realSandbox {
 	t.Helper()
+	return newRealSandboxAttached(t, cfg, false)
+}
+
+// newRealSandboxAttached is newRealSandbox whose stack is built at the
+// first packet when lazy (AttachOnTraffic), as the helper does.
+func newRealSandboxAttached(t *testing.T, cfg netpolicy.Config, lazy bool) *realSandbox {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace with a TUN device needs root")
 	}
@@ -61,6 +68,11 @@ func newRealSandbox(t *testing.T, cfg netpolicy.Config) *realSandbox {
 		tun = os.NewFile(uintptr(fd), "tun")
 		return nil
 	})
+	// As the sandbox's init does: no router solicitation at link up.
+	if out, err := exec.Command("ip", "netns", "exec", rs.ns, "sysctl", "-qw", "net.ipv6.conf."+netpolicy.Device+".accept_ra=0").CombinedOutput(); err != nil {
+		tun.Close()
+		t.Fatalf("sysctl: %v: %s", err, out)
+	}
 	for _, c := range [][]string{
 		{"link", "set", netpolicy.Device, "mtu", fmt.Sprint(netpolicy.MTU), "up"},
 		{"addr", "add", fmt.Sprintf("%s/%d", netpolicy.SandboxAddr, netpolicy.Prefix4), "dev", netpolicy.Device},
@@ -77,7 +89,16 @@ func newRealSandbox(t *testing.T, cfg netpolicy.Config) *realSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Serve(netpolicy.NewPolicy(cfg), fd)
+	var s *Server
+	if lazy {
+		s = New(netpolicy.NewPolicy(cfg))
+		if err = s.AttachOnTraffic(fd); err != nil {
+			s.Close()
+		}
+		t.Cleanup(func() { unix.Close(fd) }) // after s.Close, below
+	} else {
+		s, err = Serve(netpolicy.NewPolicy(cfg), fd)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,5 +306,71 @@ func TestDNSQueriesInFlightAreBounded(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if g := runtime.NumGoroutine() - before; g > 2*maxDNSInFlight {
 		t.Errorf("%d goroutines for %d unanswered queries", g, n)
+	}
+}
+
+// attached reports whether the stack was built.
+func (s *Server) attached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st != nil
+}
+
+// A sandbox that sends nothing gets no stack; its first packet builds one,
+// and that packet (a connection's SYN, waiting in the device) is served.
+func TestAttachOnTraffic(t *testing.T) {
+	rs := newRealSandboxAttached(t, netpolicy.Config{Mode: netpolicy.Outbound, HostLoopback: true}, true)
+	time.Sleep(300 * time.Millisecond)
+	if rs.s.attached() {
+		t.Fatal("a stack was built for a sandbox that sent nothing")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	var got []byte
+	rs.inside(t, func() error {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(netpolicy.HostAddr, uint16(l.Addr().(*net.TCPAddr).Port)).String(), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		got, err = io.ReadAll(c)
+		return err
+	})
+	if string(got) != "hello\n" || !rs.s.attached() {
+		t.Fatalf("read %q, stack built %v", got, rs.s.attached())
+	}
+}
+
+// Close before any packet ends the wait for one, and builds nothing.
+func TestAttachOnTrafficClosedFirst(t *testing.T) {
+	rs := newRealSandboxAttached(t, netpolicy.Config{Mode: netpolicy.Outbound}, true)
+	rs.s.Close()
+	if rs.s.attached() {
+		t.Fatal("a stack was built")
+	}
+	// The device is still the caller's, and usable: the sandbox's packet
+	// now waits in it with nobody to build a stack.
+	rs.inside(t, func() error {
+		c, err := net.ListenPacket("udp4", ":0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.WriteTo([]byte("x"), &net.UDPAddr{IP: net.IPv4(10, 0, 2, 2), Port: 9})
+		return err
+	})
+	time.Sleep(100 * time.Millisecond)
+	if rs.s.attached() {
+		t.Fatal("a stack was built after Close")
 	}
 }

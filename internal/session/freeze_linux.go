@@ -92,7 +92,8 @@ func removeFreezer(id string) {
 	if dir == "" {
 		return
 	}
-	for i := 0; i < 100; i++ {
+	// Its processes may take a while to die on a busy machine: 5 s.
+	for i := 0; i < 500; i++ {
 		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 			return
 		}

@@ -1006,6 +1006,17 @@ static long setup_tun(void)
 		ifr.u.sin.addr[i / 8] |= (u8)(0x80 >> (i % 8));
 	if ((r = if_ioctl(AF_INET, SIOCSIFNETMASK, &ifr)) < 0)
 		goto fail;
+	if (t->flags & TUN_ADDR6) {
+		/* No router solicitation when the link comes up: the stack
+		 * sends no advertisements, and a command that never uses the
+		 * network then sends no packet, so the helper never builds a
+		 * stack for it. A kernel without IPv6 has no such file. */
+		char p[64] = "/proc/sys/net/ipv6/conf/", name[16];
+		memcpy(name, t->name, 15);
+		name[15] = 0;
+		if (scat(p, sizeof p, name) == 0 && scat(p, sizeof p, "/accept_ra") == 0)
+			write_file(p, "0", 1);
+	}
 	memset(&ifr.u, 0, sizeof ifr.u);
 	if ((r = if_ioctl(AF_INET, SIOCGIFFLAGS, &ifr)) < 0)
 		goto fail;
