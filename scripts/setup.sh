@@ -42,6 +42,23 @@ if [ -x "$kit/build.sh" ]; then
 	rm -f "$log"
 fi
 
+# cosign, for the test that checks pack's signatures against it
+# (TestCosignInterop): no Debian package has it, so it is built once from
+# the Go module proxy into /var/cache/pinfold-tools (keep it between CI
+# runs: about five minutes cold). A failed build only makes that test skip.
+tools=/var/cache/pinfold-tools
+if [ ! -x "$tools/cosign" ]; then
+	mkdir -p "$tools"
+	log=$(mktemp)
+	if GOBIN="$tools" go install github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5 >"$log" 2>&1; then
+		echo "built $tools/cosign"
+	else
+		tail -n 5 "$log"
+		echo "warning: could not build cosign; TestCosignInterop will skip"
+	fi
+	rm -f "$log"
+fi
+
 ./scripts/build.sh
 install -m 0755 bin/pinfold-net /usr/local/bin/pinfold-net
 install -m 0755 bin/pinfold-api /usr/local/bin/pinfold-api
