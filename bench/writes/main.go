@@ -40,9 +40,16 @@ func main() {
 	packages := flag.Int("packages", 300, "npm packages (30 files each); 0 skips npm")
 	npmRounds := flag.Int("npm-rounds", 10, "rounds of npm install")
 	base := flag.String("dir", "/var/tmp", "where the scratch directory goes (the store's filesystem)")
+	fresh := flag.String("fresh-fs", "", "SIZE (e.g. 8G): run on a new ext4 file system of that size, made and mounted for this run (root), so that no earlier run's deletions slow either side")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	check(err)
+	if *fresh != "" {
+		mnt, done := freshFS(*base, *fresh)
+		atExit = done
+		defer done()
+		*base = mnt
+	}
 	dir, err := os.MkdirTemp(*base, "pinfold-bench-writes-")
 	check(err)
 	defer os.RemoveAll(dir)
@@ -81,7 +88,7 @@ func (b *bench) pf(dir string, args ...string) time.Duration {
 	d := time.Since(start)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pinfold %s: %v\n%s", strings.Join(args, " "), err, out)
-		os.Exit(1)
+		exit(1)
 	}
 	return d
 }
@@ -239,6 +246,42 @@ func loadavg() string {
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		exit(1)
 	}
+}
+
+// atExit undoes -fresh-fs when the benchmark stops early.
+var atExit = func() {}
+
+func exit(code int) {
+	atExit()
+	os.Exit(code)
+}
+
+// freshFS makes an ext4 file system of size in a sparse file under dir,
+// mounts it, and returns where, and how to undo both.
+func freshFS(dir, size string) (string, func()) {
+	img, err := os.CreateTemp(dir, "pinfold-bench-writes-*.img")
+	check(err)
+	img.Close()
+	mnt, err := os.MkdirTemp(dir, "pinfold-bench-writes-mnt-")
+	check(err)
+	undo := func() {
+		exec.Command("umount", mnt).Run()
+		os.Remove(mnt)
+		os.Remove(img.Name())
+	}
+	for _, c := range [][]string{
+		{"truncate", "-s", size, img.Name()},
+		{"mkfs.ext4", "-q", "-F", img.Name()},
+		{"mount", "-o", "loop", img.Name(), mnt},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			undo()
+			fmt.Fprintf(os.Stderr, "%s: %v\n%s", strings.Join(c, " "), err, out)
+			os.Exit(1)
+		}
+	}
+	fmt.Printf("on a new ext4 file system of %s at %s\n", size, mnt)
+	return mnt, undo
 }
