@@ -75,6 +75,26 @@ func TestCosignInterop(t *testing.T) {
 		"--key", filepath.Join(f.dir, "cosign.key"), pinned2); err != nil {
 		t.Fatalf("cosign sign: %v\n%s", err, got)
 	}
+
+	// pack signs with cosign's own (encrypted) key, cosign verifies.
+	t.Setenv("COSIGN_PASSWORD", "")
+	ref3 := reg + "/team/withcosignkey:1"
+	out, errs, code = f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", ref3, "--sign-key", filepath.Join(f.dir, "cosign.key"), "--json", "--", "./run.sh")
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("pack --sign-key cosign.key: %d %q %s", code, out, errs)
+	}
+	if got, err := runCosign(append(verify, "--key", filepath.Join(f.dir, "cosign.pub"), reg+"/team/withcosignkey@"+r.Digest)...); err != nil {
+		t.Errorf("cosign verify of pinfold's signature with cosign's key: %v\n%s", err, got)
+	}
+	t.Setenv("COSIGN_PASSWORD", "not the password")
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", ref3, "--sign-key", filepath.Join(f.dir, "cosign.key")); code == 0 || !strings.Contains(errs, "wrong password") {
+		t.Errorf("pack with cosign's key and a wrong password: %d %s", code, errs)
+	}
+	os.Unsetenv("COSIGN_PASSWORD")
+	if _, errs, code := f.pack(t, "", "image", "--base", "tar:"+f.base, "--push", ref3, "--sign-key", filepath.Join(f.dir, "cosign.key")); code == 0 || !strings.Contains(errs, "set COSIGN_PASSWORD") {
+		t.Errorf("pack with cosign's key and no password: %d %s", code, errs)
+	}
+
 	t.Setenv("PINFOLD_STORE", filepath.Join(f.dir, "store-pull"))
 	got, errs, code := pf(t, f.ws, "run", "--access", "none", "-w", f.ws, "--base", "oci:"+ref2,
 		"--verify-key", filepath.Join(f.dir, "cosign.pub"), "--", "./run.sh", "cosigned")

@@ -88,7 +88,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 		if job.Out != "" && !job.Archive && !isArchive(job.Out) {
 			return nil, staged(pack.StageOut, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory"))
 		}
-		s, err := trust.LoadSigner(job.SignKey)
+		s, err := loadSigner(job.SignKey)
 		if err != nil {
 			return nil, staged(pack.StageKey, err)
 		}

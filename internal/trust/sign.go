@@ -36,8 +36,8 @@ func Payload(repo, digest string) []byte {
 
 // LoadSigner reads an unencrypted PEM private key: PKCS#8 ("PRIVATE
 // KEY", as openssl genpkey writes) or SEC 1 ("EC PRIVATE KEY"); ECDSA,
-// Ed25519 or RSA. cosign's own encrypted key files are not read: export
-// the key (or make one with openssl) for pinfold.
+// Ed25519 or RSA. cosign's encrypted keys are opened by the pack helper
+// (internal/cosignkey) before it gets here.
 func LoadSigner(path string) (crypto.Signer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -55,7 +55,7 @@ func LoadSigner(path string) (crypto.Signer, error) {
 		key, err = x509.ParseECPrivateKey(blk.Bytes)
 	default:
 		if strings.Contains(blk.Type, "ENCRYPTED") {
-			return nil, fmt.Errorf("signing key %s: an encrypted key (%s); pinfold reads unencrypted PEM keys (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)", path, blk.Type)
+			return nil, fmt.Errorf("signing key %s: an encrypted key (%s); pinfold reads cosign's encrypted keys and unencrypted PEM keys (openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)", path, blk.Type)
 		}
 		return nil, fmt.Errorf("signing key %s: a PEM %q, not a private key", path, blk.Type)
 	}
