@@ -349,6 +349,47 @@ func TestStoreHiddenFromTheWorkspace(t *testing.T) {
 	}
 }
 
+// TestStoreRefusedAsMountOrWorkspace: the store itself, or a directory
+// in it, cannot be mounted, captured or be the workspace (a sandbox that
+// wrote launch records or apply journals would act on the host later).
+func TestStoreRefusedAsMountOrWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	st := filepath.Join(t.TempDir(), "store")
+	t.Setenv("PINFOLD_STORE", st)
+	if _, errs, code := pf(t, ws, "run", "--", "true"); code != 0 {
+		t.Fatalf("a first run: %d %s", code, errs)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(filepath.Join(st, "changesets"), link)
+	inStore := filepath.Join(st, "changesets")
+	for name, c := range map[string]struct {
+		dir  string
+		args []string
+	}{
+		"-v the store":          {ws, []string{"--access", "ro", "-v", st + ":/s"}},
+		"-v a dir in it":        {ws, []string{"--access", "ro", "-v", inStore + ":/s"}},
+		"-v a link into it":     {ws, []string{"--access", "ro", "-v", link + ":/s"}},
+		"--capture a dir in it": {ws, []string{"--capture", inStore}},
+		"workspace in it, rw":   {inStore, []string{"--access", "rw"}},
+		"workspace in it":       {inStore, nil},
+	} {
+		args := append(append([]string{"run"}, c.args...), "--", "sh", "-c", "touch /s/pwn 2>/dev/null; touch pwn 2>/dev/null; true")
+		_, errs, code := pf(t, c.dir, args...)
+		if code != 125 || !strings.Contains(errs, "pinfold's store") {
+			t.Errorf("%s: %d %q", name, code, errs)
+		}
+	}
+	for _, p := range []string{filepath.Join(st, "pwn"), filepath.Join(inStore, "pwn")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("the sandbox wrote %s", p)
+		}
+	}
+	// --access none in the store runs (nothing of it is shown).
+	if _, errs, code := pf(t, inStore, "run", "--access", "none", "--", "true"); code != 0 {
+		t.Errorf("--access none in the store: %d %s", code, errs)
+	}
+}
+
 func TestInheritedDescriptorsStayOut(t *testing.T) {
 	st := needLaunchCache(t)
 	ws := freshWorkspace(t)

@@ -262,8 +262,59 @@ func Resolve(r *Request) (*Plan, error) {
 		if err := checkHostAllowed(p); err != nil {
 			return nil, err
 		}
+	} else if err := checkStoreHidden(r.Store, p); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// checkStoreHidden refuses a workspace, capture or mount that is pinfold's
+// store or lies inside it: a sandbox that could write the store could
+// change the bases, changesets, apply journals and launch records of later
+// runs, which act on the host. (A directory that holds the store shows it
+// empty inside: sandbox/native hides it.) Paths are compared with their
+// symbolic links resolved; the caches pinfold itself mounts from the store
+// are not the user's to choose and stay allowed.
+func checkStoreHidden(store string, p *Plan) error {
+	if store == "" {
+		return nil
+	}
+	real := func(path string) string {
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			return r
+		}
+		return filepath.Clean(path)
+	}
+	st := real(store)
+	inside := func(path string) bool {
+		path = real(path)
+		return path == st || strings.HasPrefix(path, st+"/")
+	}
+	refuse := func(what, path string) error {
+		e := fault.New(fault.BadValue, what+" "+path+" is pinfold's store or inside it ("+store+"); no sandbox may see it",
+			"", "run from, and mount, a directory outside the store", nil)
+		e.Exit = fault.ExitUsage
+		return e
+	}
+	sp := &p.Sandbox
+	if sp.Access != sandbox.AccessNone && sp.Workspace != "" && inside(sp.Workspace) {
+		return refuse("the workspace", sp.Workspace)
+	}
+	for _, c := range p.Captures {
+		if inside(c) {
+			return refuse("the capture", c)
+		}
+	}
+	caches := map[string]bool{}
+	for _, c := range p.Caches {
+		caches[c.Source] = true
+	}
+	for _, m := range sp.Mounts {
+		if !caches[m.Source] && inside(m.Source) {
+			return refuse("the mount", m.Source)
+		}
+	}
+	return nil
 }
 
 // layer is one source of settings, lowest priority first.
