@@ -264,6 +264,25 @@ func TestLaunchCacheInvalidation(t *testing.T) {
 	}
 }
 
+// TestStoreWritableByOthersRefused: a store others may write is used
+// neither by a replay nor by the Go side, which says why.
+func TestStoreWritableByOthersRefused(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	prime(t, st, ws, runRO(echoMark...)...)
+	if !replayed(t, ws, runRO(echoMark...)...) {
+		t.Fatal("not replayed before the change")
+	}
+	os.Chmod(st, 0o777)
+	defer os.Chmod(st, 0o700)
+	for _, args := range [][]string{runRO(echoMark...), {"run", "--", "true"}} {
+		out, errs, code := pf(t, ws, args...)
+		if code != 125 || !strings.Contains(errs, "PF160") || !strings.Contains(errs, "others may write") || out != "" {
+			t.Errorf("%v in a store mode 0777: %d %q %q", args, code, out, errs)
+		}
+	}
+}
+
 func TestLaunchCacheDispatchPinsTheCommand(t *testing.T) {
 	st := needLaunchCache(t)
 	ws := t.TempDir()

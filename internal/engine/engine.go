@@ -30,6 +30,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/host"
@@ -261,6 +262,14 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	}
 	if err := rt.Check(ctx, &p.Sandbox); err != nil {
 		return nil, err
+	}
+	if e.Store != "" {
+		// Changesets, launch records and logs go there: only into a
+		// store of the caller's that nobody else may write.
+		if _, err := store.Open(e.Store); err != nil {
+			return nil, fault.New(fault.Store, "cannot use pinfold's store", err.Error(),
+				"chmod 700 the store, or set PINFOLD_STORE to a directory of your own", err)
+		}
 	}
 	if err := e.makeCaches(p); err != nil {
 		return nil, err

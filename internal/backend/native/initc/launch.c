@@ -864,6 +864,11 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 		return;
 	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap)))
 		return;
+	/* The store is trusted as the Go side trusts it (store.Open): a
+	 * directory of ours that nobody else may write. */
+	if (sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR || st.uid != (u32)sys0(__NR_geteuid) ||
+	    (st.mode & 022))
+		goto unmap_key;
 	h = fnv1a(FNV_BASIS, k, klen);
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		hex[i] = "0123456789abcdef"[h & 15];
