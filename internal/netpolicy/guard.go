@@ -204,6 +204,24 @@ func httpLike(b []byte) likeness {
 	if b[0] == '\r' || b[0] == '\n' {
 		return likeHTTP
 	}
+	if skippable(b[0]) {
+		// Lenient servers strip these before the request line: what
+		// follows them is checked as a request (and refused, malformed)
+		// if it starts like one.
+		for _, c := range b {
+			switch {
+			case skippable(c):
+			case isTokenChar(c):
+				return likeHTTP
+			default:
+				return likeNo
+			}
+		}
+		if len(b) > HeadMax {
+			return likeHTTP // the parser refuses a head this large
+		}
+		return likeMore
+	}
 	sp := -1
 	for i, c := range b {
 		if c == ' ' {
@@ -233,6 +251,14 @@ func httpLike(b []byte) likeness {
 		return likeHTTP
 	}
 	return likeNo
+}
+
+// skippable reports whether lenient servers take c for white space before
+// a request line: Python's http.server splits the line on what str.split
+// does (SP, HT, LF, VT, FF, CR, 0x1c-0x1f, and 0x85 and 0xa0 once the
+// bytes are read as Latin-1).
+func skippable(c byte) bool {
+	return c == ' ' || c >= '\t' && c <= '\r' || c >= 0x1c && c <= 0x1f || c == 0x85 || c == 0xa0
 }
 
 // head parses one request head at the start of g.buf.

@@ -120,6 +120,16 @@ func TestGuardHTTP(t *testing.T) {
 		{"websocket upgrade", "GET /ws HTTP/1.1\r\nHost: api.example.org\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", ok},
 		{"custom method", "PROPFIND / HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
 		{"lower case method", "get / HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		// Lenient servers (Python's http.server) strip whitespace around
+		// the request line: such a request is checked, not passed as a
+		// protocol that names no server.
+		{"space before the method", " GET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"tab before the method", "\tGET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"vertical tab before the method", "\vGET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"file separator before the method", "\x1cGET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"NBSP before the method", "\xa0GET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"spaces and CRLF before the method", "  \r\nGET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
+		{"space before the second request", "GET / HTTP/1.1\r\nHost: api.example.org\r\n\r\n GET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
 		{"ssh", "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", ok},
 		{"binary protocol", "\x00\x00\x00\x08\x04\xd2\x16\x2f", ok},
 		{"redis", "*1\r\n$4\r\nPING\r\n", ok},
