@@ -562,3 +562,26 @@ func killHelper(t *testing.T, sock string) {
 	}
 	t.Fatalf("no helper serves %s", sock)
 }
+
+// TestWorkspaceUnderVarTmp: on the host base /var/tmp is the sandbox's
+// /tmp, and a workspace below it still shows at its own path (through the
+// symbolic link it landed below /tmp).
+func TestWorkspaceUnderVarTmp(t *testing.T) {
+	needRoot(t)
+	ws, err := os.MkdirTemp("/var/tmp", "pinfold-test-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	script := `pwd; echo t > /var/tmp/probe; cat /tmp/probe; echo w > written`
+	for _, access := range []string{"rw", "changeset"} {
+		out, errs, code := pf(t, ws, "run", "--access", access, "--", "sh", "-c", script)
+		if code != 0 || out != ws+"\nt\n" {
+			t.Errorf("--access %s: %d %q %s", access, code, out, errs)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "written")); err != nil || string(b) != "w\n" {
+		t.Errorf("the rw run's write: %q %v", b, err)
+	}
+}

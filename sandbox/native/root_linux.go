@@ -202,9 +202,20 @@ func buildRoot(p *rootPlan) []initp.Op {
 		}
 		l.placeBase(filepath.Join(p.baseRoot, name), dst, points)
 	}
+	// On the host base /var/tmp is the sandbox's /tmp: a symbolic link,
+	// or, when a workspace or mount goes at or below /var/tmp (a mount
+	// point through the link would land in /tmp), /tmp bound there below.
+	varTmpPoint := false
+	for _, pt := range points {
+		varTmpPoint = varTmpPoint || under(pt, "/var/tmp")
+	}
 	if p.hostBase && !l.made["/var"] {
 		l.mkdirAll("/var", 0o755)
-		l.add(initp.Op{Kind: initp.OpSymlink, A: "../tmp", B: "/var/tmp"})
+		if varTmpPoint {
+			l.mkdirAll("/var/tmp", 0o1777)
+		} else {
+			l.add(initp.Op{Kind: initp.OpSymlink, A: "../tmp", B: "/var/tmp"})
+		}
 	}
 
 	// /dev: a small tmpfs with the host's harmless devices bound in, its own
@@ -255,6 +266,10 @@ func buildRoot(p *rootPlan) []initp.Op {
 			Attr: attrNosuid | attrNodev, What: "mounting " + p.scratch + " at /tmp"})
 	default:
 		l.hostBind(p.scratch, "/tmp", attrNosuid|attrNodev, "mounting "+p.scratch+" at /tmp")
+	}
+	if p.hostBase && varTmpPoint {
+		l.add(initp.Op{Kind: initp.OpBind, A: "/tmp", B: "/var/tmp", Attr: attrNosuid | attrNodev,
+			What: "showing /tmp at /var/tmp"})
 	}
 	l.mkdirAll("/sys", 0o555) // empty: nothing of the host's /sys is shown
 
