@@ -109,7 +109,9 @@ func TestNetworkHandoff(t *testing.T) {
 	for end := time.Now().Add(time.Second); !waiter && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
 		args := strings.Split(string(b), "\x00")
-		waiter = args[0] == "pinfold-wait" && slices.Contains(args, "-n")
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		// Named so in ps and pgrep too, not after the descriptor it ran from.
+		waiter = args[0] == "pinfold-wait" && slices.Contains(args, "-n") && string(comm) == "pinfold-wait\n"
 	}
 	err := cmd.Wait()
 	errs := errb.String()

@@ -527,8 +527,13 @@ void pf_main(long *sp)
 {
 	long n, pid, r = 0;
 	i32 p32;
-	if (sp[0] >= 1 && !memcmp((char *)sp[1], "pinfold-wait", 13))
+	/* Run from a descriptor (/proc/self/fd/N), the process would be named
+	 * "N" in ps and pgrep. */
+	if (sp[0] >= 1 && !memcmp((char *)sp[1], "pinfold-wait", 13)) {
+		sys5(__NR_prctl, PR_SET_NAME, (long)"pinfold-wait", 0, 0, 0);
 		waiter_main((int)sp[0], (char **)(sp + 1), (char **)(sp + 2 + sp[0]));
+	}
+	sys5(__NR_prctl, PR_SET_NAME, (long)"pinfold-init", 0, 0, 0);
 	G.umask = (u32)sys1(__NR_umask, 0);
 	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
 	n = recv_msg(spawnbuf, sizeof spawnbuf, 0, 0, 0);

@@ -65,6 +65,7 @@ typedef unsigned long size_t;
 #define WALL 0x40000000
 #define PR_SET_PDEATHSIG 1
 #define PR_SET_DUMPABLE 4
+#define PR_SET_NAME 15
 #define PR_SET_KEEPCAPS 8
 #define PR_CAPBSET_DROP 24
 #define PR_SET_NO_NEW_PRIVS 38
