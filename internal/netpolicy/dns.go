@@ -175,6 +175,32 @@ func Reply(query []byte, rcode int) []byte {
 	return out
 }
 
+// LoopbackReply answers query with the loopback address of its type (A:
+// 127.0.0.1, AAAA: ::1; other types get no answer), as RFC 6761 has
+// resolvers answer for localhost names themselves.
+func LoopbackReply(query []byte, qtype uint16) []byte {
+	out := Reply(query, 0)
+	var data []byte
+	switch {
+	case out == nil:
+		return nil
+	case qtype == TypeA:
+		data = []byte{127, 0, 0, 1}
+	case qtype == TypeAAAA:
+		data = netip.IPv6Loopback().AsSlice()
+	default:
+		return out
+	}
+	binary.BigEndian.PutUint16(out[6:], 1)
+	// The owner is the question's name (a pointer to offset 12).
+	out = binary.BigEndian.AppendUint16(out, 0xC000|dnsHeaderLen)
+	out = binary.BigEndian.AppendUint16(out, qtype)
+	out = binary.BigEndian.AppendUint16(out, dnsClassIN)
+	out = binary.BigEndian.AppendUint32(out, 3600)
+	out = binary.BigEndian.AppendUint16(out, uint16(len(data)))
+	return append(out, data...)
+}
+
 // dnsRecord is a resource record with its rdata still undecoded.
 type dnsRecord struct {
 	typ, class uint16

@@ -311,3 +311,37 @@ func FuzzDNS(f *testing.F) {
 		}
 	})
 }
+
+// localhost names resolve to the sandbox's loopback in pinfold's own
+// server: no violation, nothing asked upstream, whatever the lists say.
+func TestResolveLocalhost(t *testing.T) {
+	p := NewPolicy(Config{Mode: Allow})
+	var seen []Violation
+	p.OnViolation = func(v Violation) { seen = append(seen, v) }
+	upstream := func([]byte) ([]byte, error) {
+		t.Fatal("a localhost name was asked upstream")
+		return nil, nil
+	}
+	for _, c := range []struct {
+		name  []byte
+		qtype string
+		want  []netip.Addr
+	}{
+		{labels("localhost"), "0001", []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		{labels("LocalHost"), "001c", []netip.Addr{netip.IPv6Loopback()}},
+		{labels("db", "localhost"), "0001", []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		{labels("localhost"), "0010", nil}, // TXT: no answer
+	} {
+		q := msg(t, "abcd 0100 0001 0000 0000 0000", c.name, "00", c.qtype, "0001")
+		resp := p.Resolve(q, upstream)
+		addrs, _, err := Answers(resp)
+		if err != nil || !slices.Equal(addrs, c.want) || Rcode(resp) != 0 {
+			t.Errorf("%q type %s: %v %v rcode %d", c.name, c.qtype, addrs, err, Rcode(resp))
+		}
+	}
+	// Not a localhost name: refused by the lists as before.
+	resp := p.Resolve(msg(t, "abcd 0100 0001 0000 0000 0000", labels("localhost", "example"), "00 0001 0001"), upstream)
+	if Rcode(resp) != RcodeNXDomain || len(seen) != 1 {
+		t.Errorf("localhost.example: rcode %d, violations %v", Rcode(resp), seen)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -236,6 +237,14 @@ func (p *Policy) Resolve(q []byte, exchange func(q []byte) ([]byte, error)) []by
 	_, qn, err := ParseQuery(q)
 	if err != nil {
 		return Reply(q, RcodeServFail)
+	}
+	if qn.Name == "localhost" || strings.HasSuffix(qn.Name, ".localhost") {
+		// The sandbox's own loopback, whatever the lists say (RFC 6761):
+		// no violation, nothing asked upstream.
+		if qn.Class != dnsClassIN {
+			return Reply(q, RcodeNXDomain)
+		}
+		return LoopbackReply(q, qn.Type)
 	}
 	if ok, rule, reason := p.NameVerdict(qn.Name); !ok {
 		p.Violate(Violation{Kind: "dns", Name: qn.Name, Rule: rule, Reason: reason})
