@@ -111,7 +111,10 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		job.Layers = append(job.Layers, base)
 	}
 	if ws != "" {
-		job.Layers = append(job.Layers, pack.Layer{Dir: ws, Prefix: ws, Files: files, Comment: "workspace " + ws})
+		// Times and modes as a checkout of the commit has them, whichever
+		// checkout it is.
+		job.Layers = append(job.Layers, pack.Layer{Dir: ws, Prefix: ws, Files: files, Comment: "workspace " + ws,
+			EpochTimes: true, GitModes: isGit(ws)})
 	}
 	c := &job.Config
 	for _, v := range p.Command.Env {

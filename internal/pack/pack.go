@@ -71,6 +71,15 @@ type Layer struct {
 	UIDShift uint32 `json:"uid_shift,omitempty"`
 	// Comment says what the layer is, for the image's history.
 	Comment string `json:"comment,omitempty"`
+	// EpochTimes sets every entry's time to the epoch, not only the later
+	// ones: a workspace's file times say when it was checked out, not
+	// what it holds.
+	EpochTimes bool `json:"epoch_times,omitempty"`
+	// GitModes keeps of a mode what git records (a file is 0755 if anyone
+	// may run it, else 0644; a directory 0755; a symbolic link 0777) and
+	// writes no hard links, so that any checkout of a commit packs the
+	// same whatever its umask.
+	GitModes bool `json:"git_modes,omitempty"`
 }
 
 // Config is the image config's run settings and labels.

@@ -241,6 +241,12 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		if err != nil {
 			return err
 		}
+		if hdr != nil && l.EpochTimes {
+			hdr.ModTime = epoch.UTC()
+		}
+		if hdr != nil && l.GitModes {
+			hdr.Mode = gitMode(hdr)
+		}
 		whiteout := l.Overlay && isWhiteout(fi)
 		if whiteout {
 			dir, base := path.Split(name)
@@ -257,7 +263,7 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		st, _ := fi.Sys().(*syscall.Stat_t)
 		// overlayfs makes whiteouts as links to one shared inode: each is
 		// its own entry.
-		if hdr.Typeflag == tar.TypeReg && st != nil && st.Nlink > 1 && !whiteout {
+		if hdr.Typeflag == tar.TypeReg && st != nil && st.Nlink > 1 && !whiteout && !l.GitModes {
 			key := [2]uint64{st.Dev, st.Ino}
 			if first, ok := links[key]; ok {
 				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
@@ -290,6 +296,19 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		}
 	}
 	return nil
+}
+
+// gitMode is the mode git records for what hdr describes.
+func gitMode(hdr *tar.Header) int64 {
+	switch {
+	case hdr.Typeflag == tar.TypeDir:
+		return 0o755
+	case hdr.Typeflag == tar.TypeSymlink:
+		return 0o777
+	case hdr.Mode&0o111 != 0:
+		return 0o755
+	}
+	return 0o644
 }
 
 // header is the tar header of fi at name, or nil for what is not packed.
