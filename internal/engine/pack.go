@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
@@ -73,6 +74,9 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		var err error
 		if files, err = workspaceFiles(ws); err != nil {
 			return nil, fault.New(fault.PackFailed, "listing the workspace's files: "+err.Error(), "", "", err)
+		}
+		if files, err = withoutSecrets(ws, files, p.Secrets); err != nil {
+			return nil, err
 		}
 	}
 	root, shift, err := e.packRoot(ctx, p)
@@ -294,6 +298,73 @@ func workspaceFiles(ws string) ([]string, error) {
 		return nil
 	})
 	return files, err
+}
+
+// withoutSecrets leaves out of files (relative to ws) every file a
+// secret of the plan names, and what is below it, and any other name of
+// the same file (a hard link). A secret file git tracks refuses the pack:
+// the commit holds it, and an image of the commit would too.
+func withoutSecrets(ws string, files []string, secrets []plan.Secret) ([]string, error) {
+	if len(secrets) == 0 {
+		return files, nil
+	}
+	roots := []string{ws}
+	if r, err := filepath.EvalSymlinks(ws); err == nil && r != ws {
+		roots = append(roots, r)
+	}
+	var rels []string // secrets' paths below ws
+	type ino struct{ dev, ino uint64 }
+	inodes := map[ino]string{}
+	for _, s := range secrets {
+		names := []string{filepath.Clean(s.Source)}
+		if r, err := filepath.EvalSymlinks(s.Source); err == nil {
+			names = append(names, r)
+		}
+		for _, n := range names {
+			for _, root := range roots {
+				if rel, err := filepath.Rel(root, n); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+					rels = append(rels, rel)
+				}
+			}
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(s.Source, &st); err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			inodes[ino{uint64(st.Dev), st.Ino}] = s.Name
+		}
+	}
+	secret := func(f string) bool {
+		for _, r := range rels {
+			if r == "." || f == r || strings.HasPrefix(f, r+"/") {
+				return true
+			}
+		}
+		var st syscall.Stat_t
+		if len(inodes) > 0 && syscall.Lstat(filepath.Join(ws, f), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			if _, ok := inodes[ino{uint64(st.Dev), st.Ino}]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	if isGit(ws) {
+		out, err := git(ws, "ls-files", "-z", "--cached")
+		if err != nil {
+			return nil, fault.New(fault.PackFailed, "listing the workspace's files: "+err.Error(), "", "", err)
+		}
+		for f := range strings.SplitSeq(string(out), "\x00") {
+			if f != "" && secret(f) {
+				return nil, fault.New(fault.PackSecret, "the secret file "+filepath.Join(ws, f)+" is committed in the workspace, and an image of it would hold it",
+					"a file a secret names never goes into an image", "remove it from git (git rm --cached "+f+", and ignore it), commit, and pack again", nil)
+			}
+		}
+	}
+	kept := files[:0:0]
+	for _, f := range files {
+		if !secret(f) {
+			kept = append(kept, f)
+		}
+	}
+	return kept, nil
 }
 
 // packEpoch is the time an image's files are clamped to:

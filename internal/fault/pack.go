@@ -6,4 +6,5 @@ const (
 	PackBase   Code = "PF196" // the sandbox's base cannot be packed (host)
 	PackFailed Code = "PF197" // writing, pushing or signing the image failed
 	BadApp     Code = "PF198" // an app file that is not one, or whose signature does not check out
+	PackSecret Code = "PF178" // a file a secret names is committed in the workspace pack would pack
 )

@@ -56,7 +56,7 @@ type Layer struct {
 	Prefix string `json:"prefix,omitempty"` // "work/app"; "" for the root
 	// Files, when not nil, are the only paths (relative to Dir, with
 	// their parent directories) that go in; otherwise all of Dir does.
-	Files []string `json:"files,omitempty"`
+	Files []string `json:"files"` // [] is none: not omitted
 	// Skip are top-level names of Dir left out (proc, dev...).
 	Skip []string `json:"skip,omitempty"`
 	// Overlay says Dir holds overlayfs upper directories, as an image of
