@@ -11,7 +11,8 @@ came from: the backend and base, the system (base id, capabilities and
 sandbox id) for bases pinfold builds, the workspace, changeset and mounts,
 limits, security settings, the environment (secret values masked),
 pre_run hooks, and the profile and rule that pinfold.yaml chose. Nothing
-runs. It takes every flag of 'pinfold run'.`,
+runs. 'pinfold plan APP.pinfold' plans the app as 'pinfold run APP.pinfold'
+runs it. It takes every flag of 'pinfold run'.`,
 		setup: func(fs *flagSet) runner {
 			var o runOptions
 			runFlags(fs, "plan", &o)
@@ -20,6 +21,12 @@ runs. It takes every flag of 'pinfold run'.`,
 }
 
 func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
+	// An app is planned as run APP would run it: its image as the base,
+	// its command, environment and working directory.
+	rest, err := appRun(o, rest)
+	if err != nil {
+		return fail(io, err)
+	}
 	p, err := resolve(ctx, engineFor(io), o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
