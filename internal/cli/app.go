@@ -142,6 +142,7 @@ func appRun(o *runOptions, rest []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.app = a
 	args := rest[1:]
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]

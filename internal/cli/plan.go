@@ -31,6 +31,9 @@ func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
+	if err := appMounts(o.app, p); err != nil {
+		return fail(io, err)
+	}
 	if o.json {
 		if err := p.JSON(io.Stdout); err != nil {
 			return fail(io, err)

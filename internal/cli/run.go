@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
@@ -44,6 +45,8 @@ type runOptions struct {
 	config string
 	frozen bool
 	quiet  bool
+	// app is the app file run, plan or explain was given, if any.
+	app *pack.Archive
 }
 
 // runFlags declares the flags of run, plan and explain.
@@ -129,6 +132,9 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
 		return fail(io, classify(err, nil))
+	}
+	if err := appMounts(o.app, p); err != nil {
+		return fail(io, err)
 	}
 	tr.mark("pinfold: planned")
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {

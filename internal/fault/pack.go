@@ -7,4 +7,5 @@ const (
 	PackFailed Code = "PF197" // writing, pushing or signing the image failed
 	BadApp     Code = "PF198" // an app file that is not one, or whose signature does not check out
 	PackSecret Code = "PF178" // a file a secret names is committed in the workspace pack would pack
+	AppMount   Code = "PF179" // a mount of an app's run would cover the app's own files
 )
