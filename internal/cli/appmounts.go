@@ -27,6 +27,17 @@ func appMounts(app *pack.Archive, p *plan.Plan) error {
 	for _, m := range p.Sandbox.Mounts {
 		ms = append(ms, mount{m.Target, "the mount of " + m.Source})
 	}
+	refuse := func(m mount, why string) error {
+		return fault.New(fault.AppMount, m.what+" at "+m.target+" would cover "+why,
+			"a run of an app runs the files the app holds, never a host directory mounted over them",
+			"run it from another directory or pass --workspace DIR (or --access none), and give --mount a target the app's image does not have", nil)
+	}
+	// The app's own directories first: they need no reading.
+	for _, m := range ms {
+		if why := app.CoversOwn(m.target); why != "" {
+			return refuse(m, why)
+		}
+	}
 	if len(ms) == 0 {
 		return nil
 	}
@@ -36,9 +47,7 @@ func appMounts(app *pack.Archive, p *plan.Plan) error {
 	}
 	for _, m := range ms {
 		if why := app.Covers(m.target, paths); why != "" {
-			return fault.New(fault.AppMount, m.what+" at "+m.target+" would cover "+why,
-				"a run of an app runs the files the app holds, never a host directory mounted over them",
-				"run it from another directory or pass --workspace DIR (or --access none), and give --mount a target the app's image does not have", nil)
+			return refuse(m, why)
 		}
 	}
 	return nil

@@ -78,12 +78,10 @@ func (a *Archive) ImagePaths() (map[string]bool, error) {
 	return paths, nil
 }
 
-// Covers says why a mount at target would hide or replace what the app
-// holds, or "" when it would not: target is, holds or is below the app's
-// working directory or its packed workspace, is or holds a path of the
-// image, or goes through a symbolic link of the image (the mount would
-// land where the link points). paths is [Archive.ImagePaths].
-func (a *Archive) Covers(target string, paths map[string]bool) string {
+// CoversOwn says why a mount at target would hide or replace the app's
+// own directories, or "" when it would not: target is, holds or is below
+// the app's working directory or its packed workspace. It reads nothing.
+func (a *Archive) CoversOwn(target string) string {
 	t := path.Clean("/" + target)
 	c := a.Config.Config
 	for _, own := range []struct{ p, what string }{{c.WorkingDir, "its working directory"}, {c.Labels[LabelWorkspace], "its packed workspace"}} {
@@ -95,6 +93,19 @@ func (a *Archive) Covers(target string, paths map[string]bool) string {
 			return "the app's " + p + " (" + own.what + ")"
 		}
 	}
+	return ""
+}
+
+// Covers says why a mount at target would hide or replace what the app
+// holds, or "" when it would not: what [Archive.CoversOwn] says, or
+// target is or holds a path of the image, or goes through a symbolic link
+// of the image (the mount would land where the link points). paths is
+// [Archive.ImagePaths].
+func (a *Archive) Covers(target string, paths map[string]bool) string {
+	if why := a.CoversOwn(target); why != "" {
+		return why
+	}
+	t := path.Clean("/" + target)
 	if _, ok := paths[t]; ok {
 		return "the app's " + t + " (a path of its image)"
 	}
