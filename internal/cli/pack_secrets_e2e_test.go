@@ -59,7 +59,8 @@ func layerEntries(t *testing.T, archive string) map[string][]byte {
 // out of the image; a secret file git tracks refuses the pack.
 func TestPackLeavesSecretsOut(t *testing.T) {
 	f := newPackFixture(t)
-	cfg := "version: 1\nsecrets:\n  - name: deploy\n    file: ./secrets/deploy.pem\n"
+	outside := filepath.Join(f.dir, "outside.pem")
+	os.WriteFile(outside, []byte("TOPSECRET too\n"), 0o600)
 	check := func(t *testing.T, ws, out string, args ...string) {
 		t.Helper()
 		t.Setenv("PINFOLD_STORE", f.store)
@@ -72,7 +73,7 @@ func TestPackLeavesSecretsOut(t *testing.T) {
 			t.Fatal("no layer entries read")
 		}
 		for name, b := range ents {
-			if bytes.Contains(b, []byte("TOPSECRET")) || strings.HasSuffix(name, "deploy.pem") {
+			if bytes.Contains(b, []byte("TOPSECRET")) || strings.HasSuffix(name, "deploy.pem") || strings.HasSuffix(name, "/.env") {
 				t.Errorf("the image holds %s (%q)", name, b)
 			}
 		}
@@ -84,7 +85,12 @@ func TestPackLeavesSecretsOut(t *testing.T) {
 	newWS := func(name string) string {
 		ws := filepath.Join(f.dir, name)
 		os.MkdirAll(filepath.Join(ws, "secrets"), 0o755)
+		// A secret in the workspace, and one a run mounts there.
+		cfg := "version: 1\nsecrets:\n  - name: deploy\n    file: ./secrets/deploy.pem\n" +
+			"  - name: env\n    file: " + outside + "\n    path: " + ws + "/conf/.env\n"
 		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte(cfg), 0o644)
+		os.MkdirAll(filepath.Join(ws, "conf"), 0o755)
+		os.WriteFile(filepath.Join(ws, "conf/.env"), []byte("placeholder\n"), 0o644)
 		os.WriteFile(filepath.Join(ws, "app.txt"), []byte("app\n"), 0o644)
 		os.WriteFile(filepath.Join(ws, "secrets/deploy.pem"), []byte("TOPSECRET\n"), 0o600)
 		// Another name of the same file.

@@ -302,8 +302,10 @@ func workspaceFiles(ws string) ([]string, error) {
 
 // withoutSecrets leaves out of files (relative to ws) every file a
 // secret of the plan names, and what is below it, and any other name of
-// the same file (a hard link). A secret file git tracks refuses the pack:
-// the commit holds it, and an image of the commit would too.
+// the same file (a hard link), and the file at the path a run mounts the
+// secret on, if that is in the workspace. A secret file git tracks
+// refuses the pack: the commit holds it, and an image of the commit
+// would too.
 func withoutSecrets(ws string, files []string, secrets []plan.Secret) ([]string, error) {
 	if len(secrets) == 0 {
 		return files, nil
@@ -312,19 +314,29 @@ func withoutSecrets(ws string, files []string, secrets []plan.Secret) ([]string,
 	if r, err := filepath.EvalSymlinks(ws); err == nil && r != ws {
 		roots = append(roots, r)
 	}
-	var rels []string // secrets' paths below ws
+	below := func(n string) (string, bool) {
+		for _, root := range roots {
+			if rel, err := filepath.Rel(root, n); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return rel, true
+			}
+		}
+		return "", false
+	}
+	var rels []string    // secret files' paths below ws
+	var targets []string // where runs mount secrets, below ws
 	type ino struct{ dev, ino uint64 }
 	inodes := map[ino]string{}
 	for _, s := range secrets {
+		if rel, ok := below(filepath.Clean(s.Target)); ok {
+			targets = append(targets, rel)
+		}
 		names := []string{filepath.Clean(s.Source)}
 		if r, err := filepath.EvalSymlinks(s.Source); err == nil {
 			names = append(names, r)
 		}
 		for _, n := range names {
-			for _, root := range roots {
-				if rel, err := filepath.Rel(root, n); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-					rels = append(rels, rel)
-				}
+			if rel, ok := below(n); ok {
+				rels = append(rels, rel)
 			}
 		}
 		var st syscall.Stat_t
@@ -360,7 +372,7 @@ func withoutSecrets(ws string, files []string, secrets []plan.Secret) ([]string,
 	}
 	kept := files[:0:0]
 	for _, f := range files {
-		if !secret(f) {
+		if !secret(f) && !slices.ContainsFunc(targets, func(t string) bool { return t == "." || f == t || strings.HasPrefix(f, t+"/") }) {
 			kept = append(kept, f)
 		}
 	}
