@@ -89,6 +89,9 @@ func (a *Archive) CoversOwn(target string) string {
 			continue
 		}
 		p := path.Clean("/" + own.p)
+		if p == "/" {
+			continue // the whole image: what Covers checks
+		}
 		if t == p || within(t, p) || within(p, t) {
 			return "the app's " + p + " (" + own.what + ")"
 		}
