@@ -47,12 +47,13 @@ byte the same for the same inputs. See docs/pack.md.`,
 			{name: "image", summary: "pack the sandbox into an OCI image", use: "image [flags] [-- COMMAND [ARGS...]]",
 				long: `Packs the sandbox into an OCI image: one layer for the base (with its
 capabilities), one for the workspace at its path (the files git tracks
-or would track), the environment set by pinfold.yaml and --env, the
-working directory, and COMMAND as the image's cmd. Times are clamped to
-SOURCE_DATE_EPOCH, else the workspace's last commit; owners are the
-sandbox's, never the host's; so the same inputs give the same digest.
+or would track, never a file a secret names), the environment set by
+pinfold.yaml and --env, the working directory, and COMMAND as the image's
+cmd. The workspace's file times are set to SOURCE_DATE_EPOCH, else its
+last commit's (the base's clamped to it); owners are the sandbox's, never
+the host's; so the same commit gives the same digest from any checkout.
 A workspace with uncommitted changes or open changesets is refused
-unless --allow-dirty. Takes every flag of 'pinfold run' that chooses the
+unless --allow-dirty, and one that commits a secret file always is. Takes every flag of 'pinfold run' that chooses the
 sandbox (--base, --workspace, --env, -w...).`,
 				setup: func(fs *flagSet) runner {
 					var o packOptions
