@@ -263,9 +263,10 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	if err := rt.Check(ctx, &p.Sandbox); err != nil {
 		return nil, err
 	}
-	if e.Store != "" {
+	if _, err := os.Lstat(e.Store); e.Store != "" && err == nil {
 		// Changesets, launch records and logs go there: only into a
-		// store of the caller's that nobody else may write.
+		// store of the caller's that nobody else may write. (One that
+		// does not exist yet is made, 0700, by what first needs it.)
 		if _, err := store.Open(e.Store); err != nil {
 			return nil, fault.New(fault.Store, "cannot use pinfold's store", err.Error(),
 				"chmod 700 the store, or set PINFOLD_STORE to a directory of your own", err)
