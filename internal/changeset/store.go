@@ -105,6 +105,11 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 				return nil, fmt.Errorf("creating a changeset: %w", err)
 			}
 		}
+		// The merged directory's own mode is the upper directory's: the
+		// root's (0755, say) rather than 0700 inside the sandbox.
+		if fi, err := os.Stat(p); err == nil {
+			os.Chmod(filepath.Join(dir, r.Dir, "upper"), UpperMode(fi.Mode()))
+		}
 		c.Meta.Roots = append(c.Meta.Roots, r)
 	}
 	// Not synced: a crash before the run ends loses nothing that was
@@ -114,6 +119,13 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 		return nil, err
 	}
 	return c, nil
+}
+
+// UpperMode is the mode of a root's upper directory for a root of mode m:
+// its permissions and sticky bit, never less than the owner's rwx
+// (overlayfs writes there as the owner).
+func UpperMode(m fs.FileMode) fs.FileMode {
+	return m&(fs.ModePerm|fs.ModeSticky) | 0o700
 }
 
 // Open finds a changeset by its id or a unique prefix of it.

@@ -278,7 +278,7 @@ func launchChangeset(cfg []byte, exe, storeDir, id string, command []string) *in
 	if unix.Lstat(filepath.Join(dir, "r0", "upper"), &st) != nil {
 		return nil
 	}
-	c.UID, c.GID = st.Uid, st.Gid
+	c.UID, c.GID, c.UpperMode = st.Uid, st.Gid, st.Mode&0o1777
 	data, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 	if err != nil {
 		return nil

@@ -585,3 +585,21 @@ func TestWorkspaceUnderVarTmp(t *testing.T) {
 		t.Errorf("the rw run's write: %q %v", b, err)
 	}
 }
+
+// TestChangesetRootMode: the workspace's root shows its own mode inside a
+// changeset run (overlayfs shows the upper directory's), on the Go side
+// and replayed.
+func TestChangesetRootMode(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := t.TempDir()
+	os.Chmod(ws, 0o751)
+	settle()
+	args := []string{"run", "--", "sh", "-c", `stat -c %a .; echo ${PINFOLD_REPLAYED:-no}`}
+	if out, errs, code := pf(t, ws, args...); code != 0 || out != "751\nno\n" {
+		t.Errorf("the Go side: %d %q %s", code, out, errs)
+	}
+	prime(t, st, ws, args...)
+	if out, errs, code := pf(t, ws, args...); code != 0 || out != "751\n1\n" {
+		t.Errorf("replayed: %d %q %s", code, out, errs)
+	}
+}

@@ -62,6 +62,9 @@ func (e *Engine) openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.
 				return fail(err)
 			}
 		}
+		if fi, err := os.Stat(r.Lower); err == nil {
+			os.Chmod(filepath.Join(v.Dir(), rel, "upper"), changeset.UpperMode(fi.Mode()))
+		}
 		if p.Changeset != "" {
 			if err := v.CopyIn(ctx, r.Upper, rel+"/upper"); err != nil {
 				return fail(err)

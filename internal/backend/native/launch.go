@@ -155,6 +155,9 @@ type LaunchChangeset struct {
 	IDOffsets []uint32
 	// UID and GID own r0, its upper and its work directory.
 	UID, GID uint32
+	// UpperMode is the upper directory's mode (permissions and sticky bit,
+	// as chmod(2) takes them): the workspace's, as the merged root shows.
+	UpperMode uint32
 	Store    string
 	Exe      string
 	// MetaTail is meta.json after its "command" array: from the comma
@@ -277,6 +280,7 @@ func (r *LaunchRecord) encode() (key, b []byte, err error) {
 		binary.NativeEndian.PutUint32(v, uint32(len(c.IDOffsets)))
 		binary.NativeEndian.PutUint32(v[4:], c.UID)
 		binary.NativeEndian.PutUint32(v[8:], c.GID)
+		binary.NativeEndian.PutUint32(v[12:], c.UpperMode)
 		for _, o := range c.IDOffsets {
 			v = binary.NativeEndian.AppendUint32(v, o)
 		}

@@ -225,7 +225,7 @@ struct launch {
 	u64 timeout;
 	/* R_CHANGESET */
 	const u32 *idoffs;
-	u32 nids, uid, gid;
+	u32 nids, uid, gid, upmode;
 	const char *store, *exe, *metatail;
 	/* the new changeset: its id, directory and lock */
 	char id[CHANGESET_ID_LEN + 1];
@@ -313,6 +313,9 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			memcpy(&cnt, data, 4);
 			memcpy(&l->uid, data + 4, 4);
 			memcpy(&l->gid, data + 8, 4);
+			memcpy(&l->upmode, data + 12, 4);
+			if (l->upmode & ~01777u)
+				return 0;
 			if (cnt == 0 || cnt > 64 || (u64)len < 16 + 4 * (u64)cnt + 3)
 				return 0;
 			l->idoffs = (const u32 *)(data + 16), l->nids = cnt;
@@ -446,7 +449,8 @@ static char *new_changeset(struct launch *l, int argc, char **argv, int cmd)
 		if (scat(path, sizeof path, l->csdir) < 0 || scat(path, sizeof path, "/r0") < 0 ||
 		    (i == 1 && scat(path, sizeof path, "/upper") < 0) || (i == 2 && scat(path, sizeof path, "/work") < 0) ||
 		    sys3(__NR_mkdirat, AT_FDCWD, path, 0700) < 0 ||
-		    sys5(__NR_fchownat, AT_FDCWD, path, l->uid, l->gid, AT_SYMLINK_NOFOLLOW) < 0)
+		    sys5(__NR_fchownat, AT_FDCWD, path, l->uid, l->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (i == 1 && sys3(__NR_fchmodat, AT_FDCWD, path, l->upmode | 0700) < 0))
 			goto fail;
 	}
 	/* The lock, passed on to the waiter and to pinfold __finish after it. */
