@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -195,4 +197,129 @@ func TestSharedHelperUnderLoad(t *testing.T) {
 	if n, err := c.Read(b); err != nil || !strings.Contains(string(b[:n]), `"hello"`) {
 		t.Fatalf("the shared helper does not greet: %q %v", b[:n], err)
 	}
+}
+
+// TestSignalsWithOwnNetworkHelper checks that a run whose network helper
+// is its own (PINFOLD_NET_SHARED=0, or the first run after the shared
+// helper exited), which stays in the pinfold process instead of handing
+// off, forwards Ctrl-C and SIGTERM to the command as any run does: its
+// trap runs, the violations are summarised, the changeset is recorded,
+// and the helper does not outlive the run.
+func TestSignalsWithOwnNetworkHelper(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	t.Setenv("PINFOLD_NET_SHARED", "0")
+	for _, c := range []struct {
+		name string
+		send func(cmd *exec.Cmd, tty *os.File)
+	}{
+		{"ctrl-c", func(_ *exec.Cmd, tty *os.File) { tty.Write([]byte{3}) }},
+		{"sigterm", func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := t.TempDir()
+			master, slave := openPTY(t)
+			defer master.Close()
+			cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--", "sh", "-c",
+				`trap 'echo cleaning up; echo saved > saved.txt; exit 0' INT TERM; getent hosts blocked.invalid; echo started; while :; do sleep 0.05; done`,
+				"pinfold-test-marker")
+			cmd.Dir = ws
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			slave.Close()
+			t.Cleanup(func() { cmd.Process.Kill() })
+			var mu sync.Mutex
+			var out bytes.Buffer
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, err := master.Read(buf)
+					mu.Lock()
+					out.Write(buf[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+			output := func() string {
+				mu.Lock()
+				defer mu.Unlock()
+				return strings.ReplaceAll(out.String(), "\r", "")
+			}
+			for end := time.Now().Add(10 * time.Second); !strings.Contains(output(), "started"); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the command did not start: %q", output())
+				}
+			}
+			helpers := ownHelpers(cmd.Process.Pid)
+			if len(helpers) != 1 {
+				t.Fatalf("want one network helper of the run's own, found %v", helpers)
+			}
+			// pinfold enables forwarding just after the command started.
+			time.Sleep(300 * time.Millisecond)
+			c.send(cmd, master)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("pinfold did not end: %q", output())
+			}
+			st := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			got := output()
+			if st.Signaled() || st.ExitStatus() != 0 {
+				t.Errorf("pinfold ended with %v, want the trap's status 0; output %q", cmd.ProcessState, got)
+			}
+			for _, w := range []string{"cleaning up\n", "blocked.invalid: not in the allow list", "pinfold: changeset "} {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q: %q", w, got)
+				}
+			}
+			if !regexp.MustCompile(`changeset \w+: 1 added`).MatchString(got) {
+				t.Errorf("the trap's file is not in the changeset: %q", got)
+			}
+			waitGone(t, 2*time.Second)
+			for end := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				alive := slices.DeleteFunc(slices.Clone(helpers), func(pid int) bool {
+					return syscall.Kill(pid, 0) != nil
+				})
+				if len(alive) == 0 {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("network helper %v outlived the run", alive)
+				}
+			}
+		})
+	}
+}
+
+// ownHelpers lists the pinfold-net processes that are children of pid.
+func ownHelpers(pid int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || !strings.Contains(s[:i], "(pinfold-net") {
+			continue
+		}
+		var ppid int
+		if f := strings.Fields(s[i+1:]); len(f) > 1 {
+			ppid, _ = strconv.Atoi(f[1])
+		}
+		if ppid == pid {
+			n, _ := strconv.Atoi(e.Name())
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }
