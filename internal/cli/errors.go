@@ -108,6 +108,12 @@ func classify(err error, p *plan.Plan) error {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
 			"install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path", err)
 	}
+	var pub *netpolicy.PublishError
+	if errors.As(err, &pub) {
+		// As pinfold session port says it: the helper is fine, the port
+		// is not.
+		return fault.New(fault.BadValue, "cannot listen on "+pub.Host, pub.Err.Error(), "choose another host port", err)
+	}
 	if errors.Is(err, netpolicy.ErrHelper) {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
 			"check that the pinfold-net beside pinfold (or PINFOLD_NET_HELPER) is the one built with this pinfold (scripts/build.sh builds both)", err)

@@ -323,3 +323,41 @@ func ownHelpers(pid int) []int {
 	}
 	return pids
 }
+
+// TestPublishedPortTaken checks that a published port whose host port is
+// in use is refused as pinfold session port refuses it (PF102, choose
+// another host port), not as a broken network helper (PF140), whichever
+// helper serves the run, and for a session too.
+func TestPublishedPortTaken(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	publish := port + ":80"
+	for _, c := range []struct {
+		name, shared string
+		args         []string
+	}{
+		{"run", "", []string{"run", "--access", "none", "-p", publish, "--", "true"}},
+		{"run-own-helper", "0", []string{"run", "--access", "none", "-p", publish, "--", "true"}},
+		{"session-start", "", []string{"session", "start", "-p", publish}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.shared != "" {
+				t.Setenv("PINFOLD_NET_SHARED", c.shared)
+			}
+			out, errs, code := pf(t, ws, c.args...)
+			if code == 0 {
+				pf(t, ws, "session", "stop", "--time", "2", strings.TrimSpace(out))
+			}
+			if code != 125 || !strings.Contains(errs, "PF102 cannot listen on 127.0.0.1:"+port) ||
+				!strings.Contains(errs, "choose another host port") || strings.Contains(errs, "pinfold-net") {
+				t.Errorf("exit %d, stderr %q; want PF102 naming the port", code, errs)
+			}
+		})
+	}
+}
