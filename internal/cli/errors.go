@@ -74,8 +74,7 @@ func classify(err error, p *plan.Plan) error {
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
 		case "workdir":
-			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
-				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
+			return workdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
 		case "mount":
 			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
 				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
@@ -126,6 +125,13 @@ func classify(err error, p *plan.Plan) error {
 				"or the AppArmor userns restriction off, where the distribution has them)", err)
 	}
 	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+}
+
+// workdirFault says that a command's working directory dir is missing
+// in where ("sandbox" for run, "session" for exec).
+func workdirFault(dir, where, why string, err error) error {
+	return fault.New(fault.BadValue, "the working directory "+dir+" does not exist in the "+where,
+		why, "pass --workdir with a directory the "+where+" has (the workspace, /tmp...)", err)
 }
 
 func errText(err error) string {
