@@ -206,17 +206,41 @@ func TestSharedHelperUnderLoad(t *testing.T) {
 // trap runs, the violations are summarised, the changeset is recorded,
 // and the helper does not outlive the run.
 func TestSignalsWithOwnNetworkHelper(t *testing.T) {
-	t.Setenv("PINFOLD_STORE", t.TempDir())
-	t.Setenv("PINFOLD_NET_SHARED", "0")
+	ctrlC := func(_ *exec.Cmd, tty *os.File) { tty.Write([]byte{3}) }
+	term := func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }
 	for _, c := range []struct {
-		name string
-		send func(cmd *exec.Cmd, tty *os.File)
+		name   string
+		shared string // PINFOLD_NET_SHARED
+		own    bool   // served by a helper of its own, not the shared one
+		send   func(cmd *exec.Cmd, tty *os.File)
 	}{
-		{"ctrl-c", func(_ *exec.Cmd, tty *os.File) { tty.Write([]byte{3}) }},
-		{"sigterm", func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }},
+		{"unshared/ctrl-c", "0", true, ctrlC},
+		{"unshared/sigterm", "0", true, term},
+		// A store without a shared helper: the run starts one for the
+		// runs after it and serves itself with its own.
+		{"first/ctrl-c", "", true, ctrlC},
+		// The shared helper: the run hands off to the waiter.
+		{"shared/ctrl-c", "", false, ctrlC},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			store := t.TempDir()
+			t.Setenv("PINFOLD_STORE", store)
+			t.Setenv("PINFOLD_NET_SHARED", c.shared)
+			t.Cleanup(func() { waitTrashCleaners(store) })
 			ws := t.TempDir()
+			if !c.own {
+				if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
+					t.Fatalf("first run: %d %s", code, errs)
+				}
+				for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
+						break
+					}
+					if time.Now().After(end) {
+						t.Fatal("no shared network helper")
+					}
+				}
+			}
 			master, slave := openPTY(t)
 			defer master.Close()
 			cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--", "sh", "-c",
@@ -232,7 +256,9 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 			t.Cleanup(func() { cmd.Process.Kill() })
 			var mu sync.Mutex
 			var out bytes.Buffer
+			read := make(chan struct{})
 			go func() {
+				defer close(read)
 				buf := make([]byte, 4096)
 				for {
 					n, err := master.Read(buf)
@@ -255,10 +281,11 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 				}
 			}
 			helpers := ownHelpers(cmd.Process.Pid)
-			if len(helpers) != 1 {
-				t.Fatalf("want one network helper of the run's own, found %v", helpers)
+			if c.own && len(helpers) != 1 || !c.own && len(helpers) != 0 {
+				t.Fatalf("network helpers of the run's own: %v", helpers)
 			}
-			// pinfold enables forwarding just after the command started.
+			// pinfold enables forwarding, or hands off, just after the
+			// command started.
 			time.Sleep(300 * time.Millisecond)
 			c.send(cmd, master)
 			done := make(chan error, 1)
@@ -267,6 +294,11 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 			case <-done:
 			case <-time.After(10 * time.Second):
 				t.Fatalf("pinfold did not end: %q", output())
+			}
+			// All of it: the terminal hangs up once nothing holds it.
+			select {
+			case <-read:
+			case <-time.After(2 * time.Second):
 			}
 			st := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			got := output()
@@ -297,7 +329,8 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 	}
 }
 
-// ownHelpers lists the pinfold-net processes that are children of pid.
+// ownHelpers lists the pinfold-net processes that are children of pid,
+// but for a shared helper it started ("pinfold-net serve SOCKET").
 func ownHelpers(pid int) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
@@ -316,7 +349,8 @@ func ownHelpers(pid int) []int {
 		if f := strings.Fields(s[i+1:]); len(f) > 1 {
 			ppid, _ = strconv.Atoi(f[1])
 		}
-		if ppid == pid {
+		argv, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if ppid == pid && !bytes.Contains(argv, []byte("\x00serve\x00")) {
 			n, _ := strconv.Atoi(e.Name())
 			pids = append(pids, n)
 		}
