@@ -180,6 +180,15 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 	if req.Clearenv {
 		env = req.Env
 	}
+	if req.Dir != "" {
+		// Checked first, as a sandbox's init changes directory before it
+		// looks for the command: a missing directory is not a missing
+		// command (which starting it would say, both being ENOENT).
+		if err := checkDir(req.Dir); err != nil {
+			sendExit(Exit{Code: 125, Error: "changing to directory " + req.Dir + " in the session: " + err.Error(), BadDir: true})
+			return
+		}
+	}
 	cmd := exec.Command(req.Args[0], req.Args[1:]...)
 	if filepath.Base(req.Args[0]) == req.Args[0] {
 		// Look the name up in the command's PATH, not the agent's.
@@ -337,4 +346,21 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: %w", name, fs.ErrNotExist)
+}
+
+// checkDir says why dir cannot be a command's working directory: the
+// error's reason alone ("no such file or directory"), nil when it can.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return pe.Err
+		}
+		return err
+	}
+	if !fi.IsDir() {
+		return syscall.ENOTDIR
+	}
+	return nil
 }

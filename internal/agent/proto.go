@@ -86,6 +86,9 @@ type Exit struct {
 	// NotFound and NotExecutable classify an Error from starting the command.
 	NotFound      bool `json:"not_found,omitempty"`
 	NotExecutable bool `json:"not_executable,omitempty"`
+	// BadDir says the command did not start because its working
+	// directory (Request.Dir) is missing or not a directory.
+	BadDir bool `json:"bad_dir,omitempty"`
 }
 
 // Frame types.

@@ -74,8 +74,7 @@ func classify(err error, p *plan.Plan) error {
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
 		case "workdir":
-			return fault.New(fault.BadValue, "the working directory "+p.Command.Dir+" does not exist in the sandbox",
-				se.Err.Error(), "pass --workdir with a directory the sandbox has (the workspace, /tmp...)", err)
+			return workdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
 		case "mount":
 			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
 				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
@@ -108,6 +107,12 @@ func classify(err error, p *plan.Plan) error {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
 			"install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path", err)
 	}
+	var pub *netpolicy.PublishError
+	if errors.As(err, &pub) {
+		// As pinfold session port says it: the helper is fine, the port
+		// is not.
+		return fault.New(fault.BadValue, "cannot listen on "+pub.Host, pub.Err.Error(), "choose another host port", err)
+	}
 	if errors.Is(err, netpolicy.ErrHelper) {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
 			"check that the pinfold-net beside pinfold (or PINFOLD_NET_HELPER) is the one built with this pinfold (scripts/build.sh builds both)", err)
@@ -120,6 +125,13 @@ func classify(err error, p *plan.Plan) error {
 				"or the AppArmor userns restriction off, where the distribution has them)", err)
 	}
 	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+}
+
+// workdirFault says that a command's working directory dir is missing
+// in where ("sandbox" for run, "session" for exec).
+func workdirFault(dir, where, why string, err error) error {
+	return fault.New(fault.BadValue, "the working directory "+dir+" does not exist in the "+where,
+		why, "pass --workdir with a directory the "+where+" has (the workspace, /tmp...)", err)
 }
 
 func errText(err error) string {

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -194,5 +196,202 @@ func TestSharedHelperUnderLoad(t *testing.T) {
 	b := make([]byte, 256)
 	if n, err := c.Read(b); err != nil || !strings.Contains(string(b[:n]), `"hello"`) {
 		t.Fatalf("the shared helper does not greet: %q %v", b[:n], err)
+	}
+}
+
+// TestSignalsWithOwnNetworkHelper checks that a run whose network helper
+// is its own (PINFOLD_NET_SHARED=0, or the first run after the shared
+// helper exited), which stays in the pinfold process instead of handing
+// off, forwards Ctrl-C and SIGTERM to the command as any run does: its
+// trap runs, the violations are summarised, the changeset is recorded,
+// and the helper does not outlive the run.
+func TestSignalsWithOwnNetworkHelper(t *testing.T) {
+	ctrlC := func(_ *exec.Cmd, tty *os.File) { tty.Write([]byte{3}) }
+	term := func(cmd *exec.Cmd, _ *os.File) { cmd.Process.Signal(syscall.SIGTERM) }
+	for _, c := range []struct {
+		name   string
+		shared string // PINFOLD_NET_SHARED
+		own    bool   // served by a helper of its own, not the shared one
+		send   func(cmd *exec.Cmd, tty *os.File)
+	}{
+		{"unshared/ctrl-c", "0", true, ctrlC},
+		{"unshared/sigterm", "0", true, term},
+		// A store without a shared helper: the run starts one for the
+		// runs after it and serves itself with its own.
+		{"first/ctrl-c", "", true, ctrlC},
+		// The shared helper: the run hands off to the waiter.
+		{"shared/ctrl-c", "", false, ctrlC},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := t.TempDir()
+			t.Setenv("PINFOLD_STORE", store)
+			t.Setenv("PINFOLD_NET_SHARED", c.shared)
+			t.Cleanup(func() { waitTrashCleaners(store) })
+			ws := t.TempDir()
+			if !c.own {
+				if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
+					t.Fatalf("first run: %d %s", code, errs)
+				}
+				for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
+						break
+					}
+					if time.Now().After(end) {
+						t.Fatal("no shared network helper")
+					}
+				}
+			}
+			master, slave := openPTY(t)
+			defer master.Close()
+			cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--", "sh", "-c",
+				`trap 'echo cleaning up; echo saved > saved.txt; exit 0' INT TERM; getent hosts blocked.invalid; echo started; while :; do sleep 0.05; done`,
+				"pinfold-test-marker")
+			cmd.Dir = ws
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			slave.Close()
+			t.Cleanup(func() { cmd.Process.Kill() })
+			var mu sync.Mutex
+			var out bytes.Buffer
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				buf := make([]byte, 4096)
+				for {
+					n, err := master.Read(buf)
+					mu.Lock()
+					out.Write(buf[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+			output := func() string {
+				mu.Lock()
+				defer mu.Unlock()
+				return strings.ReplaceAll(out.String(), "\r", "")
+			}
+			for end := time.Now().Add(10 * time.Second); !strings.Contains(output(), "started"); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the command did not start: %q", output())
+				}
+			}
+			helpers := ownHelpers(cmd.Process.Pid)
+			if c.own && len(helpers) != 1 || !c.own && len(helpers) != 0 {
+				t.Fatalf("network helpers of the run's own: %v", helpers)
+			}
+			// pinfold enables forwarding, or hands off, just after the
+			// command started.
+			time.Sleep(300 * time.Millisecond)
+			c.send(cmd, master)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("pinfold did not end: %q", output())
+			}
+			// All of it: the terminal hangs up once nothing holds it.
+			select {
+			case <-read:
+			case <-time.After(2 * time.Second):
+			}
+			st := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			got := output()
+			if st.Signaled() || st.ExitStatus() != 0 {
+				t.Errorf("pinfold ended with %v, want the trap's status 0; output %q", cmd.ProcessState, got)
+			}
+			for _, w := range []string{"cleaning up\n", "blocked.invalid: not in the allow list", "pinfold: changeset "} {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q: %q", w, got)
+				}
+			}
+			if !regexp.MustCompile(`changeset \w+: 1 added`).MatchString(got) {
+				t.Errorf("the trap's file is not in the changeset: %q", got)
+			}
+			waitGone(t, 2*time.Second)
+			for end := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				alive := slices.DeleteFunc(slices.Clone(helpers), func(pid int) bool {
+					return syscall.Kill(pid, 0) != nil
+				})
+				if len(alive) == 0 {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("network helper %v outlived the run", alive)
+				}
+			}
+		})
+	}
+}
+
+// ownHelpers lists the pinfold-net processes that are children of pid,
+// but for a shared helper it started ("pinfold-net serve SOCKET").
+func ownHelpers(pid int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || !strings.Contains(s[:i], "(pinfold-net") {
+			continue
+		}
+		var ppid int
+		if f := strings.Fields(s[i+1:]); len(f) > 1 {
+			ppid, _ = strconv.Atoi(f[1])
+		}
+		argv, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if ppid == pid && !bytes.Contains(argv, []byte("\x00serve\x00")) {
+			n, _ := strconv.Atoi(e.Name())
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// TestPublishedPortTaken checks that a published port whose host port is
+// in use is refused as pinfold session port refuses it (PF102, choose
+// another host port), not as a broken network helper (PF140), whichever
+// helper serves the run, and for a session too.
+func TestPublishedPortTaken(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	publish := port + ":80"
+	for _, c := range []struct {
+		name, shared string
+		args         []string
+	}{
+		{"run", "", []string{"run", "--access", "none", "-p", publish, "--", "true"}},
+		{"run-own-helper", "0", []string{"run", "--access", "none", "-p", publish, "--", "true"}},
+		{"session-start", "", []string{"session", "start", "-p", publish}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.shared != "" {
+				t.Setenv("PINFOLD_NET_SHARED", c.shared)
+			}
+			out, errs, code := pf(t, ws, c.args...)
+			if code == 0 {
+				pf(t, ws, "session", "stop", "--time", "2", strings.TrimSpace(out))
+			}
+			if code != 125 || !strings.Contains(errs, "PF102 cannot listen on 127.0.0.1:"+port) ||
+				!strings.Contains(errs, "choose another host port") || strings.Contains(errs, "pinfold-net") {
+				t.Errorf("exit %d, stderr %q; want PF102 naming the port", code, errs)
+			}
+		})
 	}
 }

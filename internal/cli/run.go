@@ -211,6 +211,14 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if err != nil {
 		return fail(io, classify(err, p))
 	}
+	if handoff {
+		// Still here: the hand-off did not happen (a network helper of
+		// the run's own, which dies with this process, cannot be handed
+		// off; nor can a changeset whose lock cannot be kept), so this
+		// process waits for the command and must forward its signals.
+		signal.Notify(sigs, forwarded...)
+		close(notified)
+	}
 	waited := make(chan struct{})
 	go func() {
 		<-notified

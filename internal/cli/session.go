@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
 )
@@ -560,6 +561,11 @@ func isTerminal(f *os.File) bool {
 }
 
 func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []string) int {
+	for _, e := range o.env {
+		if err := plan.CheckEnvFlag(e); err != nil {
+			return fail(io, err)
+		}
+	}
 	st, _ := sessionStore()
 	r, err := findSession(st, ref)
 	if err != nil {
@@ -625,7 +631,7 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 	if err != nil {
 		return fail(io, fault.New(fault.SessionEnded, "session "+r.ID+": "+err.Error(), "", "pinfold session status "+r.ID, err))
 	}
-	return execExit(io, e, cmd[0])
+	return execExit(io, e, cmd[0], o.workdir)
 }
 
 func termOr(def string) string {
@@ -636,8 +642,10 @@ func termOr(def string) string {
 }
 
 // execExit maps how an exec ended to pinfold's exit status.
-func execExit(io *IO, e *agent.Exit, name string) int {
+func execExit(io *IO, e *agent.Exit, name, dir string) int {
 	switch {
+	case e.BadDir:
+		return fail(io, workdirFault(dir, "session", e.Error, nil))
 	case e.NotFound:
 		fe := fault.New(fault.NotFound, "command not found in the session: "+name, e.Error, "give the full path, or install it in the session", nil)
 		fe.Exit = fault.ExitNotFound

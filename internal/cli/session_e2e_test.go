@@ -537,3 +537,37 @@ func TestSessionsIsolated(t *testing.T) {
 		}
 	}
 }
+
+// TestExecRefusesAsRunDoes checks that exec refuses a missing working
+// directory and a malformed --env as run does (PF102, exit 125), rather
+// than as a missing command or not at all.
+func TestExecRefusesAsRunDoes(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	r := startSession(t, ws, "--name", "refuse")
+	for _, c := range []struct {
+		name  string
+		flags []string
+		err   string
+	}{
+		{"missing-workdir", []string{"-w", "/nonexist"}, "the working directory /nonexist does not exist in the"},
+		{"file-workdir", []string{"-w", "/etc/hostname"}, "the working directory /etc/hostname does not exist in the"},
+		{"env-without-name", []string{"-e", "=1"}, `invalid --env value "=1"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, runErrs, runCode := pf(t, ws, append(append([]string{"run"}, c.flags...), "--", "pwd")...)
+			if runCode != 125 || !strings.Contains(runErrs, "PF102 "+c.err) {
+				t.Fatalf("run: %d %q, want 125 and PF102 %q", runCode, runErrs, c.err)
+			}
+			out, errs, code := pf(t, ws, append(append([]string{"exec"}, c.flags...), r.ID, "--", "pwd")...)
+			if code != 125 || !strings.Contains(errs, "PF102 "+c.err) || out != "" {
+				t.Errorf("exec: %d %q %q, want 125 and PF102 %q as run says", code, out, errs, c.err)
+			}
+		})
+	}
+	// A good directory and variable still work.
+	out, errs, code := pf(t, ws, "exec", "-w", "/tmp", "-e", "A=1", r.ID, "--", "sh", "-c", "echo $A; pwd")
+	if code != 0 || out != "1\n/tmp\n" {
+		t.Errorf("exec -w /tmp -e A=1: %d %q %q", code, out, errs)
+	}
+}

@@ -223,6 +223,10 @@ func timeout(e *Env) {
 func limitMemory(e *Env) {
 	f := e.rw()
 	f.Memory = "64m"
+	// The caller's directory stays as it was: podman's conmon once wrote
+	// an "oom" file in the directory pinfold ran in.
+	cwd := e.T.TempDir()
+	e.T.Chdir(cwd)
 	// tail keeps the whole of its endless "line" in memory.
 	r := e.Exec(f, "sh", "-c", "tail /dev/zero")
 	if r == nil {
@@ -231,6 +235,9 @@ func limitMemory(e *Env) {
 	res := r.Out.Result
 	if res.ExitCode == 0 || !slices.Contains(res.LimitsHit, sandbox.LimitMemory) {
 		e.T.Errorf("memory: got %d %s %v, want the memory limit hit", res.ExitCode, res.Reason, res.LimitsHit)
+	}
+	if ents, _ := os.ReadDir(cwd); len(ents) > 0 {
+		e.T.Errorf("the run wrote %s in the caller's directory", ents[0].Name())
 	}
 }
 

@@ -191,7 +191,7 @@ func (s *Stack) read() {
 		case m.Ready:
 			answer(nil)
 		case m.Error != "":
-			answer(errors.New(m.Error))
+			answer(m.Err())
 		case m.Violation != nil:
 			s.record(*m.Violation)
 		case m.Bye:

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 )
@@ -47,14 +48,45 @@ const HelperName = "pinfold-net"
 
 // Message is one message between the supervisor and the helper.
 type Message struct {
-	Config    *WireConfig `json:"config,omitempty"`
-	Ready     bool        `json:"ready,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	Violation *Violation  `json:"violation,omitempty"`
-	Bye       bool        `json:"bye,omitempty"`
-	Hello     bool        `json:"hello,omitempty"` // a shared helper took the connection
-	TUN       bool        `json:"tun,omitempty"`
-	Report    *Report     `json:"report,omitempty"`
+	Config *WireConfig `json:"config,omitempty"`
+	Ready  bool        `json:"ready,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	// Publish is the host address a published port could not listen
+	// on, with the reason in Error (see PublishError).
+	Publish   string     `json:"publish,omitempty"`
+	Violation *Violation `json:"violation,omitempty"`
+	Bye       bool       `json:"bye,omitempty"`
+	Hello     bool       `json:"hello,omitempty"` // a shared helper took the connection
+	TUN       bool       `json:"tun,omitempty"`
+	Report    *Report    `json:"report,omitempty"`
+}
+
+// PublishError is a published port the helper could not listen on: the
+// host's address and port taken, say. The CLI tells the user to choose
+// another host port.
+type PublishError struct {
+	Host string // HOSTADDR:HOSTPORT
+	Err  error
+}
+
+func (e *PublishError) Error() string { return "publishing " + e.Host + ": " + e.Err.Error() }
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// ErrorMessage is the message that reports err to the supervisor.
+func ErrorMessage(err error) *Message {
+	var pe *PublishError
+	if errors.As(err, &pe) {
+		return &Message{Error: pe.Err.Error(), Publish: pe.Host}
+	}
+	return &Message{Error: err.Error()}
+}
+
+// Err is the error a message with Error reports.
+func (m *Message) Err() error {
+	if m.Publish != "" {
+		return &PublishError{Host: m.Publish, Err: errors.New(m.Error)}
+	}
+	return errors.New(m.Error)
 }
 
 // Report asks the helper to log the violations and print their summary

@@ -140,7 +140,7 @@ func serveConn(ctl *os.File) int {
 		return 2
 	}
 	if err := srv.AttachOnTraffic(tunFD); err != nil {
-		send(&netpolicy.Message{Error: err.Error()})
+		send(netpolicy.ErrorMessage(err))
 		return 1
 	}
 	send(&netpolicy.Message{Ready: true})

@@ -186,7 +186,7 @@ func (s *Server) Attach(tunFD int) error {
 	for _, p := range cfg.Publish {
 		if err := s.publish(p); err != nil {
 			s.Close()
-			return fmt.Errorf("publishing %s: %w", p.Host, err)
+			return &netpolicy.PublishError{Host: p.Host.String(), Err: err}
 		}
 	}
 	return nil

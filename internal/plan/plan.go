@@ -843,6 +843,15 @@ func checkHostAllowed(p *Plan) error {
 		"add a glob matching it to host.allow, or run it in a sandbox (backend: native)", nil)
 }
 
+// CheckEnvFlag checks an --env entry, of pinfold run or pinfold exec:
+// NAME=VALUE, or NAME to pass the host's value.
+func CheckEnvFlag(e string) error {
+	if name, _, _ := strings.Cut(e, "="); name == "" || strings.ContainsAny(name, "\x00") {
+		return badValue("--env", e, "NAME=VALUE, or NAME to pass the host's value")
+	}
+	return nil
+}
+
 // resolveEnv builds the command's environment, lowest priority first:
 // defaults, env.pass, env.set (top level, then the profile), --env. Names
 // denied by env.deny are never taken from the host.
@@ -908,10 +917,10 @@ func resolveEnv(r *Request, ls []layer, p *Plan) ([]EnvVar, error) {
 		}
 	}
 	for _, e := range r.Flags.Env {
-		name, value, hasValue := strings.Cut(e, "=")
-		if name == "" || strings.ContainsAny(name, "\x00") {
-			return nil, badValue("--env", e, "NAME=VALUE, or NAME to pass the host's value")
+		if err := CheckEnvFlag(e); err != nil {
+			return nil, err
 		}
+		name, value, hasValue := strings.Cut(e, "=")
 		if hasValue {
 			put(EnvVar{Name: name, Value: value, From: FromFlag + " --env"})
 			continue

@@ -43,11 +43,16 @@ func TestExecSniffer(t *testing.T) {
 
 func TestEnvFor(t *testing.T) {
 	store := t.TempDir()
-	file, clientEnv, args, err := envFor([]string{"A=1", "B=two words", "C=line1\nline2", "=x", "bad"}, store)
+	dir, err := workDir(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removeEnvFile(file)
+	defer os.RemoveAll(dir)
+	clientEnv, args, err := envFor([]string{"A=1", "B=two words", "C=line1\nline2", "=x", "bad"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "env")
 	b, err := os.ReadFile(file)
 	if err != nil || string(b) != "A=1\nB=two words\n" {
 		t.Errorf("env file: %q %v", b, err)

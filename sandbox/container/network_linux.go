@@ -56,7 +56,11 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 	}
 	args = append(args, "-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini", "--pull=never",
 		img, "-s", "--", "sleep", "infinity")
-	if out, err := exec.CommandContext(ctx, s.rt.bin, args...).CombinedOutput(); err != nil {
+	holder := exec.CommandContext(ctx, s.rt.bin, args...)
+	// In the run's own directory: the holder's conmon starts in the
+	// client's, and must neither write to nor keep busy the caller's.
+	holder.Dir = dir
+	if out, err := holder.CombinedOutput(); err != nil {
 		n.close()
 		return nil, &engineError{engine: s.rt.engine, detail: "starting the network holder: " + firstLine(string(out))}
 	}

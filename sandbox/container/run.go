@@ -73,11 +73,20 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
 	}
-	// Values go to the client in its environment or a private file, not
-	// on its command line, where every user's ps would show them.
-	envFile, clientEnv, envArgs, err := envFor(env, s.spec.Store)
+	// The client runs in a private directory of the store, which Wait
+	// removes: podman's conmon, started in the client's directory, writes
+	// an "oom" file there when the kernel kills the command for memory,
+	// and nothing may land in the caller's directory.
+	wd, err := workDir(s.spec.Store)
 	if err != nil {
 		(&Process{cg: cg, net: nw}).release()
+		return nil, err
+	}
+	// Values go to the client in its environment or a private file, not
+	// on its command line, where every user's ps would show them.
+	clientEnv, envArgs, err := envFor(env, wd)
+	if err != nil {
+		(&Process{dir: wd, cg: cg, net: nw}).release()
 		return nil, err
 	}
 	args = append(args, envArgs...)
@@ -99,11 +108,11 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	args = append(args, cmd.Args...)
 
 	c := exec.Command(s.rt.bin, args...)
-	c.Env = clientEnv
+	c.Env, c.Dir = clientEnv, wd
 	// The client goes with pinfold (the container then runs on until its
 	// command ends, or pinfold clean removes it).
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &Process{rt: s.rt, name: name, envFile: envFile, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	p := &Process{rt: s.rt, name: name, dir: wd, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
 		if rows == 0 || cols == 0 {
@@ -161,7 +170,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 type Process struct {
 	rt       *Runtime
 	name     string
-	envFile  string
+	dir      string // the client's directory, with its env file
 	mark     string // the store's record of the skeleton image
 	net      *network
 	cg       *cgroup.Group // the container's parent, when limited
@@ -323,7 +332,9 @@ func v1Hits(name string, l sandbox.Limits, st *cgroup.Stats) {
 // file and the limits' cgroup, with the directories the engine made
 // under it in the hierarchies pinfold did not.
 func (p *Process) release() {
-	removeEnvFile(p.envFile)
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
 	if p.net != nil {
 		p.net.close()
 		p.net = nil
@@ -438,10 +449,11 @@ func parseTiniFatal(line string) (string, error, bool) {
 	return name, errors.New(reason), true
 }
 
-// envFor splits a command's environment between a private env-file (the
-// values without a newline) and the client's own environment (those with
-// one, passed as -e NAME), and returns the flags.
-func envFor(env []string, store string) (file string, clientEnv, args []string, err error) {
+// envFor splits a command's environment between an env-file in the
+// private directory dir (the values without a newline) and the client's
+// own environment (those with one, passed as -e NAME), and returns the
+// flags.
+func envFor(env []string, dir string) (clientEnv, args []string, err error) {
 	clientEnv = os.Environ()
 	var lines []string
 	for _, kv := range env {
@@ -457,18 +469,13 @@ func envFor(env []string, store string) (file string, clientEnv, args []string, 
 		lines = append(lines, kv)
 	}
 	if len(lines) == 0 {
-		return "", clientEnv, args, nil
+		return clientEnv, args, nil
 	}
-	dir, err := workDir(store)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	file = filepath.Join(dir, "env")
+	file := filepath.Join(dir, "env")
 	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, nil, err
+		return nil, nil, err
 	}
-	return file, clientEnv, append(args, "--env-file", file), nil
+	return clientEnv, append(args, "--env-file", file), nil
 }
 
 // workDir makes a private directory for a run's files: in the store's
@@ -484,12 +491,6 @@ func workDir(store string) (string, error) {
 		}
 	}
 	return os.MkdirTemp("", "pinfold-")
-}
-
-func removeEnvFile(file string) {
-	if file != "" {
-		os.RemoveAll(filepath.Dir(file))
-	}
 }
 
 func randomID() string {

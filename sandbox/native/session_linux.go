@@ -189,6 +189,8 @@ func (s *Session) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 			return nil, &sandbox.ExecError{Name: cmd.Args[0], Err: fs.ErrNotExist}
 		case e.NotExecutable:
 			return nil, &sandbox.ExecError{Name: cmd.Args[0], Err: fs.ErrPermission}
+		case e.BadDir:
+			return nil, &sandbox.SpecError{Field: "workdir", Err: errors.New(e.Error)}
 		case e.Error != "":
 			return nil, errors.New(e.Error)
 		}

@@ -534,6 +534,12 @@ void pf_main(long *sp)
 		waiter_main((int)sp[0], (char **)(sp + 1), (char **)(sp + 2 + sp[0]));
 	}
 	sys5(__NR_prctl, PR_SET_NAME, (long)"pinfold-init", 0, 0, 0);
+	/* A process group of our own, which stage 2 inherits: the terminal's
+	 * Ctrl-C is for the supervisor, which forwards it. Were the init in
+	 * the supervisor's group, the terminal's SIGINT (not forwarded: it
+	 * does not come from the supervisor) could still be pending when the
+	 * supervisor's arrives, and the second one of a signal is dropped. */
+	sys2(__NR_setpgid, 0, 0);
 	G.umask = (u32)sys1(__NR_umask, 0);
 	sys3(__NR_fcntl, SOCK, F_SETFD, FD_CLOEXEC);
 	n = recv_msg(spawnbuf, sizeof spawnbuf, 0, 0, 0);
