@@ -158,8 +158,8 @@ type LaunchChangeset struct {
 	// UpperMode is the upper directory's mode (permissions and sticky bit,
 	// as chmod(2) takes them): the workspace's, as the merged root shows.
 	UpperMode uint32
-	Store    string
-	Exe      string
+	Store     string
+	Exe       string
 	// MetaTail is meta.json after its "command" array: from the comma
 	// before "workspace" to the end.
 	MetaTail string
