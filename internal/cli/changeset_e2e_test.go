@@ -477,3 +477,102 @@ func waitTrashCleaners(store string) {
 	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
 	cmd.Run()
 }
+
+// TestChangesetIDArguments: an argument that looks like an id but names
+// no changeset, or paths that name nothing in it, fail with a code
+// instead of doing nothing; short unique prefixes work, ambiguous ones
+// are refused naming the candidates, and paths keep working.
+func TestChangesetIDArguments(t *testing.T) {
+	ws := changesetWorkspace(t)
+	var ids []string
+	run := func(script string) string {
+		t.Helper()
+		_, errs, code := pf(t, ws, "run", "--", "sh", "-c", script)
+		if code != 0 {
+			t.Fatalf("run: %d %s", code, errs)
+		}
+		id, _, _, _ := summary(t, errs)
+		ids = append(ids, id)
+		return id
+	}
+	a := run("echo 1 > one.txt")
+	b := run("echo 2 > two.txt")
+	unused := func(n int) string { // a prefix of n hex digits no id has
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("%0*x", n, i*7919%(1<<(4*n)))
+			if !strings.HasPrefix(a, p) && !strings.HasPrefix(b, p) {
+				return p
+			}
+		}
+	}
+	refused := func(code int, want ...string) func(args ...string) {
+		return func(args ...string) {
+			t.Helper()
+			out, errs, c := pf(t, ws, args...)
+			if c != code {
+				t.Errorf("%v: exit %d, want %d: %q %q", args, c, code, out, errs)
+			}
+			for _, w := range want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%v: stderr lacks %q: %q", args, w, errs)
+				}
+			}
+		}
+	}
+	for _, p := range []string{unused(1), unused(2), unused(3), "deadbeef0123"} {
+		if strings.HasPrefix(a, p) || strings.HasPrefix(b, p) {
+			continue
+		}
+		refused(125, "PF180", "no changeset "+p)("apply", p)
+		refused(125, "PF180", "no changeset "+p)("diff", p)
+		refused(125, "PF180")("discard", p)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "two.txt")); err == nil {
+		t.Fatal("a refused apply wrote two.txt")
+	}
+	// Paths that match nothing, with and without an id.
+	refused(125, "PF185", "nosuch.txt")("apply", b, "two.txt", "nosuch.txt")
+	refused(125, "PF185", "nosuch.txt")("diff", "nosuch.txt")
+	refused(125, "PF185", "two.txt")("diff", a, "two.txt")
+	if _, err := os.Stat(filepath.Join(ws, "two.txt")); err == nil {
+		t.Fatal("an apply with a wrong path wrote two.txt")
+	}
+	// A short unique prefix names its changeset.
+	short := a[:2]
+	if strings.HasPrefix(b, short) {
+		short = a[:5]
+	}
+	if out, errs, code := pf(t, ws, "diff", "--name-status", short); code != 0 || out != "A\tone.txt\n" {
+		t.Errorf("diff %s: %d %q %q", short, code, out, errs)
+	}
+	// Documented paths keep working, on the newest open changeset.
+	if out, errs, code := pf(t, ws, "diff", "--name-status", "two.txt"); code != 0 || out != "A\ttwo.txt\n" {
+		t.Errorf("diff two.txt: %d %q %q", code, out, errs)
+	}
+	if _, errs, code := pf(t, ws, "apply", "two.txt"); code != 0 || read(t, filepath.Join(ws, "two.txt")) != "2\n" {
+		t.Errorf("apply two.txt: %d %q", code, errs)
+	}
+	// An ambiguous prefix names the candidates.
+	for tries := 0; ; tries++ {
+		seen := map[byte]string{}
+		var x, y string
+		for _, id := range ids {
+			if o, ok := seen[id[0]]; ok && id != b {
+				x, y = o, id
+				break
+			}
+			if id != b { // b was applied and is gone
+				seen[id[0]] = id
+			}
+		}
+		if x != "" {
+			refused(125, "PF180", "ambiguous", x, y)("diff", x[:1])
+			refused(125, "PF180", "ambiguous", x, y)("apply", x[:1])
+			break
+		}
+		if tries > 20 {
+			t.Fatal("no two changesets share a first digit")
+		}
+		run(fmt.Sprintf("echo %d > n%d.txt", tries, tries))
+	}
+}
