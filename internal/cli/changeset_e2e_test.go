@@ -576,3 +576,37 @@ func TestChangesetIDArguments(t *testing.T) {
 		run(fmt.Sprintf("echo %d > n%d.txt", tries, tries))
 	}
 }
+
+// TestPartialApplyOfSetIDFile: a file the command made set-user-id is
+// applied without the bit, and is then no longer a change of the
+// changeset (its diff held only the note that the bit is dropped).
+func TestPartialApplyOfSetIDFile(t *testing.T) {
+	ws := changesetWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("ok\n"), 0o644)
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", "chmod 4755 ok.txt; echo z > z.txt")
+	if code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	id, added, modified, _ := summary(t, errs)
+	if added != 1 || modified != 1 {
+		t.Fatalf("summary: %s", errs)
+	}
+	if _, errs, code = pf(t, ws, "apply", id, "ok.txt"); code != 0 || !strings.Contains(errs, "ok.txt") {
+		t.Fatalf("apply ok.txt: %d %s", code, errs)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "ok.txt")); err != nil || fi.Mode() != 0o755 {
+		t.Fatalf("ok.txt after apply: %v %v", fi.Mode(), err)
+	}
+	if out, _, _ := pf(t, ws, "diff", "--name-status", id); out != "A\tz.txt\n" {
+		t.Errorf("after applying ok.txt, the changeset lists:\n%s", out)
+	}
+	if out, _, _ := pf(t, ws, "diff", id); strings.Contains(out, "ok.txt") {
+		t.Errorf("after applying ok.txt, its diff is still shown:\n%s", out)
+	}
+	if out, _, _ := pf(t, ws, "changes"); !strings.Contains(out, "+1 ~0 -0") {
+		t.Errorf("changes after the partial apply: %s", out)
+	}
+	if _, errs, code = pf(t, ws, "apply", id); code != 0 || read(t, filepath.Join(ws, "z.txt")) != "z\n" {
+		t.Errorf("apply of the rest: %d %s", code, errs)
+	}
+}
