@@ -371,7 +371,8 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 
 func discardCommand() command {
 	return command{name: "discard", complete: changesetIDs, summary: "throw a changeset away", use: "discard [ID]", interspersed: true,
-		long: `Throws a changeset away (default: the newest open one of this workspace).`,
+		long: `Throws a changeset away (default: the newest of this workspace that is open, or
+interrupted: left by a run that was killed).`,
 		setup: func(fs *flagSet) runner {
 
 			return func(ctx context.Context, io *IO, rest []string) int {
@@ -386,7 +387,7 @@ func discardCommand() command {
 				if len(rest) == 1 {
 					id = rest[0]
 				}
-				cs, err := eng.OpenChangeset(id, currentWorkspace())
+				cs, err := eng.OpenToDiscard(id, currentWorkspace())
 				if err != nil {
 					return fail(io, err)
 				}
@@ -395,10 +396,15 @@ func discardCommand() command {
 					return fail(io, err)
 				}
 				defer unlock()
+				// Still "running" once we hold its lock: its run was killed.
+				note := ""
+				if cs.Meta.Status == changeset.StatusRunning {
+					note = " (interrupted: its run was killed before it finished)"
+				}
 				if err := eng.Drop(cs); err != nil {
 					return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
-				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)
+				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s%s\n", cs.Meta.ID, note)
 				return 0
 			}
 		}}

@@ -610,3 +610,75 @@ func TestPartialApplyOfSetIDFile(t *testing.T) {
 		t.Errorf("apply of the rest: %d %s", code, errs)
 	}
 }
+
+// startChangesetRun starts a changeset run of script (which must echo
+// "started") and waits until it runs.
+func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-test-marker")
+	cmd.Dir = ws
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; !strings.Contains(out.String(), "started"); i++ {
+		if i > 500 {
+			t.Fatalf("the run did not start: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd
+}
+
+// TestInterruptedChangesets: while a run goes, apply and discard say a run
+// holds its changeset (PF183); once it is killed, apply names the
+// interrupted changesets, discard drops one, and pinfold clean removes
+// those that hold nothing.
+func TestInterruptedChangesets(t *testing.T) {
+	ws := changesetWorkspace(t)
+	loop := "; echo started; while :; do sleep 0.05; done"
+	cmd := startChangesetRun(t, ws, "true"+loop)
+	for _, c := range []string{"apply", "discard", "diff"} {
+		if _, errs, code := pf(t, ws, c); code != 125 || !strings.Contains(errs, "PF183") || !strings.Contains(errs, "still going") {
+			t.Errorf("%s while a run goes: %d %q", c, code, errs)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 5*time.Second)
+	out, _, _ := pf(t, ws, "changes")
+	m := regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+0 ~0 -0`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("changes after kill -9: %s", out)
+	}
+	empty := m[1]
+	if _, errs, code := pf(t, ws, "apply"); code != 125 || !strings.Contains(errs, "PF180") || !strings.Contains(errs, empty) ||
+		!strings.Contains(errs, "interrupted") {
+		t.Errorf("apply with only an interrupted changeset: %d %q", code, errs)
+	}
+	// One with changes stays through clean, and discard drops it.
+	cmd = startChangesetRun(t, ws, "echo x > w.txt"+loop)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 5*time.Second)
+	out, errs, code := pf(t, ws, "clean")
+	if code != 0 || !strings.Contains(out, "removed empty changeset "+empty) {
+		t.Fatalf("clean: %d %q %q", code, out, errs)
+	}
+	out, _, _ = pf(t, ws, "changes")
+	m = regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+1 ~0 -0`).FindStringSubmatch(out)
+	if m == nil || strings.Contains(out, empty) {
+		t.Fatalf("changes after clean: %s", out)
+	}
+	full := m[1]
+	if _, errs, code := pf(t, ws, "discard"); code != 0 || !strings.Contains(errs, "discarded changeset "+full) ||
+		!strings.Contains(errs, "interrupted") {
+		t.Errorf("discard of an interrupted changeset: %d %q", code, errs)
+	}
+	if out, _, _ = pf(t, ws, "changes"); out != "no changesets\n" {
+		t.Errorf("changes at the end: %s", out)
+	}
+}
