@@ -682,3 +682,74 @@ func TestInterruptedChangesets(t *testing.T) {
 		t.Errorf("changes at the end: %s", out)
 	}
 }
+
+// TestJSONResultWithChangeset: run --json puts the changeset in its result
+// and still prints the summary on stderr; a run without changes has none;
+// errors print the result line with the error and pinfold's status.
+func TestJSONResultWithChangeset(t *testing.T) {
+	ws := changesetWorkspace(t)
+	type result struct {
+		Status    int    `json:"status"`
+		Reason    string `json:"reason"`
+		Changeset *struct {
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			Added    int    `json:"added"`
+			Modified int    `json:"modified"`
+			Deleted  int    `json:"deleted"`
+		} `json:"changeset"`
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Fix     string `json:"fix"`
+		} `json:"error"`
+	}
+	runJSON := func(args ...string) (result, string, int) {
+		t.Helper()
+		out, errs, code := pf(t, ws, append([]string{"run", "--json"}, args...)...)
+		var r result
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+			t.Fatalf("%v: no JSON result: %v: %q %q", args, err, out, errs)
+		}
+		return r, errs, code
+	}
+	// Twice: the second run may start from a launch record.
+	for i := range 2 {
+		r, errs, code := runJSON("--", "sh", "-c", "echo x > j.txt; echo y >> keep.txt; rm gone.txt")
+		if code != 0 || r.Status != 0 || r.Changeset == nil {
+			t.Fatalf("run %d: %d %+v %q", i, code, r, errs)
+		}
+		id, _, _, _ := summary(t, errs)
+		if c := r.Changeset; c.ID != id || c.Status != "open" || c.Added != 1 || c.Modified != 1 || c.Deleted != 1 {
+			t.Errorf("run %d: changeset %+v, summary %q", i, *c, errs)
+		}
+		if out, _, _ := pf(t, ws, "changes"); !strings.Contains(out, id) {
+			t.Errorf("run %d: %s not listed: %s", i, id, out)
+		}
+		pf(t, ws, "discard", id)
+	}
+	r, errs, code := runJSON("--apply", "--", "sh", "-c", "echo x > applied.txt")
+	if code != 0 || r.Changeset == nil || r.Changeset.Status != "applied" || r.Changeset.Added != 1 || read(t, filepath.Join(ws, "applied.txt")) != "x\n" {
+		t.Errorf("--apply: %d %+v %q", code, r, errs)
+	}
+	if r, errs, code := runJSON("--", "true"); code != 0 || r.Changeset != nil || strings.Contains(errs, "changeset") {
+		t.Errorf("a run that writes nothing: %d %+v %q", code, r, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		pf   string
+	}{
+		{nil, 125, "PF101"},
+		{[]string{"--no-such-flag", "--", "true"}, 125, "PF101"},
+		{[]string{"--", "no-such-command"}, 127, "PF150"},
+		{[]string{"--", "/etc/hostname"}, 126, "PF151"},
+	} {
+		r, errs, code := runJSON(c.args...)
+		if code != c.code || r.Status != c.code || r.Reason != "error" || r.Error == nil || r.Error.Code != c.pf ||
+			r.Error.Message == "" || !strings.Contains(errs, c.pf) {
+			t.Errorf("%v: exit %d %+v %q", c.args, code, r, errs)
+		}
+	}
+}
