@@ -254,6 +254,15 @@ func (c *Changeset) Roots() []Root {
 	return out
 }
 
+// Prefix is how diff shows root i's paths: the workspace's as they are,
+// captured directories' from / ("home/me/.config/tool/").
+func (c *Changeset) Prefix(i int) string {
+	if i == 0 && c.Meta.Roots[0].Path == c.Meta.Workspace {
+		return ""
+	}
+	return strings.TrimPrefix(c.Meta.Roots[i].Path, "/") + "/"
+}
+
 // WorkDir returns the overlay work directory of root i.
 func (c *Changeset) WorkDir(i int) string {
 	return filepath.Join(c.Dir, c.Meta.Roots[i].Dir, "work")

@@ -291,10 +291,10 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 					return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
 				rel := relPaths(cs, paths)
-				if err := checkPaths(cs, entries, paths, rel, guess, rootPrefix(cs)); err != nil {
+				if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
 					return fail(io, err)
 				}
-				o := changeset.DiffOptions{Paths: rel, Exclude: exclude, Prefix: rootPrefix(cs)}
+				o := changeset.DiffOptions{Paths: rel, Exclude: exclude, Prefix: cs.Prefix}
 				switch {
 				case asJSON:
 					err = changeset.WriteJSON(io.Stdout, roots, entries, o)
@@ -311,17 +311,6 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 				return 0
 			}
 		}}
-}
-
-// rootPrefix shows the workspace's paths as they are and captured
-// directories' paths from /.
-func rootPrefix(cs *changeset.Changeset) func(int) string {
-	return func(i int) string {
-		if i == 0 && cs.Meta.Roots[0].Path == cs.Meta.Workspace {
-			return ""
-		}
-		return strings.TrimPrefix(cs.Meta.Roots[i].Path, "/") + "/"
-	}
 }
 
 func applyCommand() command {
@@ -354,7 +343,7 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 					if err != nil {
 						return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
 					}
-					if err := checkPaths(cs, entries, paths, rel, guess, nil); err != nil {
+					if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
 						return fail(io, err)
 					}
 				}

@@ -236,8 +236,16 @@ func TestCaptureAndExport(t *testing.T) {
 	if !strings.Contains(out, "M\t"+extraRel+"/conf") || !strings.Contains(out, "D\tgone.txt") {
 		t.Errorf("diff of a capture:\n%s", out)
 	}
+	// A captured path as diff shows it applies alone.
+	if _, errs, code := pf(t, ws, "apply", id, extraRel+"/conf"); code != 0 || read(t, filepath.Join(extra, "conf")) != "b\n" ||
+		read(t, filepath.Join(ws, "gone.txt")) != "bye\n" {
+		t.Errorf("apply of a captured path: %d %s", code, errs)
+	}
 	if _, errs, code := pf(t, ws, "apply", id); code != 0 || read(t, filepath.Join(extra, "conf")) != "b\n" {
 		t.Errorf("apply of a capture: %d %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); err == nil {
+		t.Error("the rest of the changeset was not applied")
 	}
 }
 

@@ -424,8 +424,8 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot lock the workspace of changeset "+cs.Meta.ID, err)
 	}
-	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
-		Owner: owner, Fingerprints: fp})
+	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Prefix: cs.Prefix,
+		Force: force, Owner: owner, Fingerprints: fp})
 	unlock()
 	if err != nil {
 		if errors.Is(err, changeset.ErrConflict) {
