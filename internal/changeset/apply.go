@@ -10,8 +10,11 @@ import (
 // ApplyOptions says what Apply writes and how.
 type ApplyOptions struct {
 	// Paths limits the apply to these paths and what is below them
-	// (as DiffOptions.Paths, without prefixes); empty means all.
+	// (as DiffOptions.Paths); empty means all.
 	Paths []string
+	// Prefix, as DiffOptions.Prefix, lets Paths name an entry by its
+	// root's prefix and its path, as diff shows it.
+	Prefix func(root int) string
 	// Force applies despite conflicts.
 	Force bool
 	// Owner, when set, owns every file, directory and link Apply

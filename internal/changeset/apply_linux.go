@@ -49,7 +49,7 @@ func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry
 	if err := Recover(ctx, journalDir, roots); err != nil {
 		return res, fmt.Errorf("finishing an earlier apply: %w", err)
 	}
-	sel := newSelector(o.Paths, nil, nil)
+	sel := newSelector(o.Paths, nil, o.Prefix)
 	var chosen []Entry
 	for i := range entries {
 		if sel.match(&entries[i]) {

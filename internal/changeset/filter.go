@@ -173,3 +173,28 @@ func matchClass(pattern string, c byte) (ok bool, width int) {
 	}
 	return false, 0
 }
+
+// Unmatched returns the paths that select no entry: a path names an entry
+// or a directory above one, as DiffOptions.Paths and ApplyOptions.Paths
+// do (prefix, when set, also matches an entry by its root's prefix and
+// its path, as diff shows captured directories). "." matches everything.
+func Unmatched(entries []Entry, paths []string, prefix func(int) string) []string {
+	var out []string
+	for _, p := range paths {
+		sel := newSelector([]string{p}, nil, prefix)
+		if len(sel.paths) == 0 {
+			continue
+		}
+		found := false
+		for i := range entries {
+			if sel.match(&entries[i]) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -325,7 +325,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 				if err := s.deletedDir(p, lfd, name); err != nil {
 					return err
 				}
-			case l.Mode != u.Mode || l.Link != u.Link || l.Rdev != u.Rdev ||
+			case !sameMode(l.Mode, u.Mode) || l.Link != u.Link || l.Rdev != u.Rdev ||
 				(l.Mode.IsRegular() && l.Size != u.Size):
 				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
 			case l.Mode.IsRegular() && l.Size > 0:
@@ -348,7 +348,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 			s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
 		default:
 			childOpaque = opaque || s.isOpaque(p)
-			if childOpaque || l.Mode != u.Mode {
+			if childOpaque || !sameMode(l.Mode, u.Mode) {
 				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u, Opaque: childOpaque})
 			}
 			if cl, err = openDir(lfd, name); err != nil {
@@ -508,3 +508,9 @@ func (s *scanner) compareContents() error {
 	s.out = kept
 	return nil
 }
+
+// sameMode reports whether an original of mode l already holds what
+// Apply writes for mode u: Apply never writes set-id bits, so an upper
+// that differs from its original only by them (a partial apply wrote it
+// without them, or the command only set them) changes nothing.
+func sameMode(l, u fs.FileMode) bool { return l == u || l == AppliedMode(u) }

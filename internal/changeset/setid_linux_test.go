@@ -119,3 +119,21 @@ func TestDiffAndExportShowStrippedBits(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialApplyOfSetIDLeavesNoChange: once a file that differs only by
+// set-id bits is applied (without them), the scan no longer lists it.
+func TestPartialApplyOfSetIDLeavesNoChange(t *testing.T) {
+	o := newOverlay(t)
+	writeFile(t, filepath.Join(o.lower, "ok.txt"), "ok\n", 0o644)
+	o.inside(t, `chmod 4755 ok.txt; echo z > z.txt`)
+	es := o.scan(t)
+	if len(es) != 2 {
+		t.Fatalf("scan: %+v", es)
+	}
+	if _, err := Apply(context.Background(), filepath.Join(o.dir, "j"), o.roots(), es, ApplyOptions{Paths: []string{"ok.txt"}}); err != nil {
+		t.Fatal(err)
+	}
+	if es := o.scan(t); len(es) != 1 || es[0].Path != "z.txt" {
+		t.Errorf("after applying ok.txt the scan lists %+v", es)
+	}
+}

@@ -73,12 +73,24 @@ const (
 // upper and work directories of each path (the workspace when paths is
 // empty), all mode 0700, and meta.json with status "running".
 func Create(storeDir, workspace string, paths []string, command []string) (*Changeset, error) {
+	c, unlock, err := CreateLocked(storeDir, workspace, paths, command)
+	if err != nil {
+		return nil, err
+	}
+	unlock()
+	return c, nil
+}
+
+// CreateLocked is Create holding the changeset's lock, taken before its
+// meta.json exists: nobody (pinfold clean, looking for the changesets of
+// killed runs) ever sees it "running" and unlocked while it is made.
+func CreateLocked(storeDir, workspace string, paths []string, command []string) (*Changeset, func(), error) {
 	if len(paths) == 0 {
 		paths = []string{workspace}
 	}
 	base := filepath.Join(storeDir, changesetsDir)
 	if err := os.MkdirAll(base, 0o700); err != nil {
-		return nil, fmt.Errorf("creating a changeset: %w", err)
+		return nil, nil, fmt.Errorf("creating a changeset: %w", err)
 	}
 	spread(base)
 	var id, dir string
@@ -90,7 +102,7 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) || tries > 10 {
-			return nil, fmt.Errorf("creating a changeset: %w", err)
+			return nil, nil, fmt.Errorf("creating a changeset: %w", err)
 		}
 	}
 	c := &Changeset{Dir: dir, Meta: Meta{
@@ -102,7 +114,7 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 		for _, sub := range []string{"", "upper", "work"} {
 			if err := os.Mkdir(filepath.Join(dir, r.Dir, sub), 0o700); err != nil {
 				os.RemoveAll(dir)
-				return nil, fmt.Errorf("creating a changeset: %w", err)
+				return nil, nil, fmt.Errorf("creating a changeset: %w", err)
 			}
 		}
 		// The merged directory's own mode is the upper directory's: the
@@ -112,13 +124,22 @@ func Create(storeDir, workspace string, paths []string, command []string) (*Chan
 		}
 		c.Meta.Roots = append(c.Meta.Roots, r)
 	}
+	unlock, err := c.Lock()
+	if errors.Is(err, ErrUnsupported) {
+		unlock, err = func() {}, nil
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
 	// Not synced: a crash before the run ends loses nothing that was
 	// synced either, and most runs end with nothing to keep.
 	if err := c.save(false); err != nil {
+		unlock()
 		os.RemoveAll(dir)
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, unlock, nil
 }
 
 // UpperMode is the mode of a root's upper directory for a root of mode m:
@@ -243,6 +264,15 @@ func (c *Changeset) Roots() []Root {
 		out[i] = Root{Lower: r.Path, Upper: filepath.Join(c.Dir, r.Dir, "upper")}
 	}
 	return out
+}
+
+// Prefix is how diff shows root i's paths: the workspace's as they are,
+// captured directories' from / ("home/me/.config/tool/").
+func (c *Changeset) Prefix(i int) string {
+	if i == 0 && c.Meta.Roots[0].Path == c.Meta.Workspace {
+		return ""
+	}
+	return strings.TrimPrefix(c.Meta.Roots[i].Path, "/") + "/"
 }
 
 // WorkDir returns the overlay work directory of root i.

@@ -180,3 +180,26 @@ func TestEmptyTrashInTwoSteps(t *testing.T) {
 		t.Fatalf("all: %v %v %v", any, err, ents())
 	}
 }
+
+// TestCreateLocked: the changeset is locked from before its meta.json is
+// written, so that nothing takes it for the leftover of a killed run.
+func TestCreateLocked(t *testing.T) {
+	store := t.TempDir()
+	c, unlock, err := CreateLocked(store, t.TempDir(), nil, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(store, c.Meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Lock(); !errors.Is(err, ErrBusy) {
+		t.Errorf("a new changeset is not locked: %v", err)
+	}
+	unlock()
+	u, err := other.Lock()
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	u()
+}

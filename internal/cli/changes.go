@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,21 +38,71 @@ func storeDir() (string, error) {
 	return d, nil
 }
 
-// changesetAndPaths splits [ID] [PATHS...] (the first argument is an id
-// when it names a changeset) and opens the changeset: that one, or the
-// newest open one of the workspace.
-func changesetAndPaths(eng *engine.Engine, args []string) (*changeset.Changeset, []string, error) {
+// changesetAndPaths splits [ID] [PATHS...] and opens the changeset: the
+// one ID names, or the newest open one of the workspace. The first
+// argument is an ID when it is hex and a unique prefix of a changeset's
+// id, unless it is shorter than 4 characters and names a file here (then
+// it is a path). A hex argument that names no changeset is taken as a
+// path too, and returned as guess: checkPaths then refuses it with PF180
+// when it names nothing in the changeset either, so that a mistyped id is
+// never a silent no-op. An ambiguous prefix is refused, naming the
+// candidates.
+func changesetAndPaths(eng *engine.Engine, args []string) (cs *changeset.Changeset, paths []string, guess string, err error) {
 	if len(args) > 0 && isHexPrefix(args[0]) {
-		if cs, err := changeset.Open(eng.Store, args[0]); err == nil {
-			return cs, args[1:], nil
+		arg := args[0]
+		_, lerr := os.Lstat(arg)
+		isPath := lerr == nil
+		cs, err := changeset.Open(eng.Store, arg)
+		switch {
+		case err == nil && (len(arg) >= 4 || !isPath):
+			return cs, args[1:], "", nil
+		case errors.Is(err, changeset.ErrAmbiguous) && !isPath:
+			return nil, nil, "", fault.New(fault.NoChangeset, "changeset id "+strconv.Quote(arg)+" is ambiguous",
+				err.Error(), "give more of the id (pinfold changes lists them)", err)
+		case err != nil && !errors.Is(err, changeset.ErrNotFound) && !errors.Is(err, changeset.ErrAmbiguous):
+			return nil, nil, "", fault.New(fault.Store, "cannot read changeset "+arg, err.Error(), "", err)
+		}
+		if !isPath {
+			guess = arg
 		}
 	}
-	cs, err := eng.OpenChangeset("", currentWorkspace())
-	return cs, args, err
+	cs, err = eng.OpenChangeset("", currentWorkspace())
+	if err != nil && guess != "" {
+		return nil, nil, "", fault.New(fault.NoChangeset, "no changeset "+guess,
+			"no changeset's id starts with "+strconv.Quote(guess)+", and this workspace has no open changeset in which it could be a path",
+			"list them with pinfold changes --all", err)
+	}
+	return cs, args, guess, err
+}
+
+// checkPaths refuses PATHS that match nothing in the changeset: a
+// mistyped path (or id) must not be a silent no-op. rel are paths made
+// relative to the changeset's root (relPaths); guess is a first argument
+// that looked like an id but named no changeset.
+func checkPaths(cs *changeset.Changeset, entries []changeset.Entry, paths, rel []string, guess string, prefix func(int) string) error {
+	missing := changeset.Unmatched(entries, rel, prefix)
+	if len(missing) == 0 {
+		return nil
+	}
+	var shown []string
+	for i, p := range rel {
+		if slices.Contains(missing, p) {
+			if i == 0 && guess != "" {
+				return fault.New(fault.NoChangeset, "no changeset "+guess,
+					"no changeset's id starts with "+strconv.Quote(guess)+", and changeset "+cs.Meta.ID+
+						" (the newest open one of this workspace) changes no path "+strconv.Quote(guess),
+					"list them with pinfold changes --all; give more of the id", nil)
+			}
+			shown = append(shown, paths[i])
+		}
+	}
+	return fault.New(fault.NoPath, "changeset "+cs.Meta.ID+" changes nothing at "+strings.Join(shown, ", "),
+		"a path must name a changed file or a directory holding one (as pinfold diff --name-status "+cs.Meta.ID+" lists them)",
+		"check the path, or name the changeset: pinfold diff ID PATHS...", nil)
 }
 
 func isHexPrefix(s string) bool {
-	if len(s) < 4 || len(s) > 64 {
+	if len(s) < 1 || len(s) > 64 {
 		return false
 	}
 	for _, c := range s {
@@ -228,7 +281,7 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 				if err != nil {
 					return fail(io, err)
 				}
-				cs, paths, err := changesetAndPaths(eng, rest)
+				cs, paths, guess, err := changesetAndPaths(eng, rest)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -237,7 +290,11 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
-				o := changeset.DiffOptions{Paths: relPaths(cs, paths), Exclude: exclude, Prefix: rootPrefix(cs)}
+				rel := relPaths(cs, paths)
+				if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
+					return fail(io, err)
+				}
+				o := changeset.DiffOptions{Paths: rel, Exclude: exclude, Prefix: cs.Prefix}
 				switch {
 				case asJSON:
 					err = changeset.WriteJSON(io.Stdout, roots, entries, o)
@@ -256,17 +313,6 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 		}}
 }
 
-// rootPrefix shows the workspace's paths as they are and captured
-// directories' paths from /.
-func rootPrefix(cs *changeset.Changeset) func(int) string {
-	return func(i int) string {
-		if i == 0 && cs.Meta.Roots[0].Path == cs.Meta.Workspace {
-			return ""
-		}
-		return strings.TrimPrefix(cs.Meta.Roots[i].Path, "/") + "/"
-	}
-}
-
 func applyCommand() command {
 	return command{name: "apply", complete: changesetIDs, summary: "write a changeset into the workspace", use: "apply [ID] [flags] [--] [PATHS...]", interspersed: true,
 		long: `Writes a changeset (default: the newest open one of this workspace) into the
@@ -281,7 +327,7 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 				if err != nil {
 					return fail(io, err)
 				}
-				cs, paths, err := changesetAndPaths(eng, rest)
+				cs, paths, guess, err := changesetAndPaths(eng, rest)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -290,7 +336,18 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 					return fail(io, err)
 				}
 				defer unlock()
-				res, err := eng.Apply(ctx, cs, relPaths(cs, paths), force)
+				rel := relPaths(cs, paths)
+				if len(rel) > 0 {
+					// Checked first: a path that matches nothing applies nothing.
+					entries, err := changeset.Scan(ctx, cs.Roots())
+					if err != nil {
+						return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
+					}
+					if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
+						return fail(io, err)
+					}
+				}
+				res, err := eng.Apply(ctx, cs, rel, force)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -303,7 +360,8 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 
 func discardCommand() command {
 	return command{name: "discard", complete: changesetIDs, summary: "throw a changeset away", use: "discard [ID]", interspersed: true,
-		long: `Throws a changeset away (default: the newest open one of this workspace).`,
+		long: `Throws a changeset away (default: the newest of this workspace that is open, or
+interrupted: left by a run that was killed).`,
 		setup: func(fs *flagSet) runner {
 
 			return func(ctx context.Context, io *IO, rest []string) int {
@@ -318,7 +376,7 @@ func discardCommand() command {
 				if len(rest) == 1 {
 					id = rest[0]
 				}
-				cs, err := eng.OpenChangeset(id, currentWorkspace())
+				cs, err := eng.OpenToDiscard(id, currentWorkspace())
 				if err != nil {
 					return fail(io, err)
 				}
@@ -327,10 +385,15 @@ func discardCommand() command {
 					return fail(io, err)
 				}
 				defer unlock()
+				// Still "running" once we hold its lock: its run was killed.
+				note := ""
+				if cs.Meta.Status == changeset.StatusRunning {
+					note = " (interrupted: its run was killed before it finished)"
+				}
 				if err := eng.Drop(cs); err != nil {
 					return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
-				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s\n", cs.Meta.ID)
+				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s%s\n", cs.Meta.ID, note)
 				return 0
 			}
 		}}

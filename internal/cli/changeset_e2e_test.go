@@ -236,8 +236,16 @@ func TestCaptureAndExport(t *testing.T) {
 	if !strings.Contains(out, "M\t"+extraRel+"/conf") || !strings.Contains(out, "D\tgone.txt") {
 		t.Errorf("diff of a capture:\n%s", out)
 	}
+	// A captured path as diff shows it applies alone.
+	if _, errs, code := pf(t, ws, "apply", id, extraRel+"/conf"); code != 0 || read(t, filepath.Join(extra, "conf")) != "b\n" ||
+		read(t, filepath.Join(ws, "gone.txt")) != "bye\n" {
+		t.Errorf("apply of a captured path: %d %s", code, errs)
+	}
 	if _, errs, code := pf(t, ws, "apply", id); code != 0 || read(t, filepath.Join(extra, "conf")) != "b\n" {
 		t.Errorf("apply of a capture: %d %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); err == nil {
+		t.Error("the rest of the changeset was not applied")
 	}
 }
 
@@ -476,4 +484,280 @@ func waitTrashCleaners(store string) {
 	cmd := exec.Command(pinfold, "clean")
 	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
 	cmd.Run()
+}
+
+// TestChangesetIDArguments: an argument that looks like an id but names
+// no changeset, or paths that name nothing in it, fail with a code
+// instead of doing nothing; short unique prefixes work, ambiguous ones
+// are refused naming the candidates, and paths keep working.
+func TestChangesetIDArguments(t *testing.T) {
+	ws := changesetWorkspace(t)
+	var ids []string
+	run := func(script string) string {
+		t.Helper()
+		_, errs, code := pf(t, ws, "run", "--", "sh", "-c", script)
+		if code != 0 {
+			t.Fatalf("run: %d %s", code, errs)
+		}
+		id, _, _, _ := summary(t, errs)
+		ids = append(ids, id)
+		return id
+	}
+	a := run("echo 1 > one.txt")
+	b := run("echo 2 > two.txt")
+	unused := func(n int) string { // a prefix of n hex digits no id has
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("%0*x", n, i*7919%(1<<(4*n)))
+			if !strings.HasPrefix(a, p) && !strings.HasPrefix(b, p) {
+				return p
+			}
+		}
+	}
+	refused := func(code int, want ...string) func(args ...string) {
+		return func(args ...string) {
+			t.Helper()
+			out, errs, c := pf(t, ws, args...)
+			if c != code {
+				t.Errorf("%v: exit %d, want %d: %q %q", args, c, code, out, errs)
+			}
+			for _, w := range want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("%v: stderr lacks %q: %q", args, w, errs)
+				}
+			}
+		}
+	}
+	for _, p := range []string{unused(1), unused(2), unused(3), "deadbeef0123"} {
+		if strings.HasPrefix(a, p) || strings.HasPrefix(b, p) {
+			continue
+		}
+		refused(125, "PF180", "no changeset "+p)("apply", p)
+		refused(125, "PF180", "no changeset "+p)("diff", p)
+		refused(125, "PF180")("discard", p)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "two.txt")); err == nil {
+		t.Fatal("a refused apply wrote two.txt")
+	}
+	// Paths that match nothing, with and without an id.
+	refused(125, "PF185", "nosuch.txt")("apply", b, "two.txt", "nosuch.txt")
+	refused(125, "PF185", "nosuch.txt")("diff", "nosuch.txt")
+	refused(125, "PF185", "two.txt")("diff", a, "two.txt")
+	if _, err := os.Stat(filepath.Join(ws, "two.txt")); err == nil {
+		t.Fatal("an apply with a wrong path wrote two.txt")
+	}
+	// A short unique prefix names its changeset.
+	short := a[:2]
+	if strings.HasPrefix(b, short) {
+		short = a[:5]
+	}
+	if out, errs, code := pf(t, ws, "diff", "--name-status", short); code != 0 || out != "A\tone.txt\n" {
+		t.Errorf("diff %s: %d %q %q", short, code, out, errs)
+	}
+	// Documented paths keep working, on the newest open changeset.
+	if out, errs, code := pf(t, ws, "diff", "--name-status", "two.txt"); code != 0 || out != "A\ttwo.txt\n" {
+		t.Errorf("diff two.txt: %d %q %q", code, out, errs)
+	}
+	if _, errs, code := pf(t, ws, "apply", "two.txt"); code != 0 || read(t, filepath.Join(ws, "two.txt")) != "2\n" {
+		t.Errorf("apply two.txt: %d %q", code, errs)
+	}
+	// An ambiguous prefix names the candidates.
+	for tries := 0; ; tries++ {
+		seen := map[byte]string{}
+		var x, y string
+		for _, id := range ids {
+			if o, ok := seen[id[0]]; ok && id != b {
+				x, y = o, id
+				break
+			}
+			if id != b { // b was applied and is gone
+				seen[id[0]] = id
+			}
+		}
+		if x != "" {
+			refused(125, "PF180", "ambiguous", x, y)("diff", x[:1])
+			refused(125, "PF180", "ambiguous", x, y)("apply", x[:1])
+			break
+		}
+		if tries > 20 {
+			t.Fatal("no two changesets share a first digit")
+		}
+		run(fmt.Sprintf("echo %d > n%d.txt", tries, tries))
+	}
+}
+
+// TestPartialApplyOfSetIDFile: a file the command made set-user-id is
+// applied without the bit, and is then no longer a change of the
+// changeset (its diff held only the note that the bit is dropped).
+func TestPartialApplyOfSetIDFile(t *testing.T) {
+	ws := changesetWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("ok\n"), 0o644)
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", "chmod 4755 ok.txt; echo z > z.txt")
+	if code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	id, added, modified, _ := summary(t, errs)
+	if added != 1 || modified != 1 {
+		t.Fatalf("summary: %s", errs)
+	}
+	if _, errs, code = pf(t, ws, "apply", id, "ok.txt"); code != 0 || !strings.Contains(errs, "ok.txt") {
+		t.Fatalf("apply ok.txt: %d %s", code, errs)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "ok.txt")); err != nil || fi.Mode() != 0o755 {
+		t.Fatalf("ok.txt after apply: %v %v", fi.Mode(), err)
+	}
+	if out, _, _ := pf(t, ws, "diff", "--name-status", id); out != "A\tz.txt\n" {
+		t.Errorf("after applying ok.txt, the changeset lists:\n%s", out)
+	}
+	if out, _, _ := pf(t, ws, "diff", id); strings.Contains(out, "ok.txt") {
+		t.Errorf("after applying ok.txt, its diff is still shown:\n%s", out)
+	}
+	if out, _, _ := pf(t, ws, "changes"); !strings.Contains(out, "+1 ~0 -0") {
+		t.Errorf("changes after the partial apply: %s", out)
+	}
+	if _, errs, code = pf(t, ws, "apply", id); code != 0 || read(t, filepath.Join(ws, "z.txt")) != "z\n" {
+		t.Errorf("apply of the rest: %d %s", code, errs)
+	}
+}
+
+// startChangesetRun starts a changeset run of script (which must echo
+// "started") and waits until it runs.
+func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-test-marker")
+	cmd.Dir = ws
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; !strings.Contains(out.String(), "started"); i++ {
+		if i > 500 {
+			t.Fatalf("the run did not start: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd
+}
+
+// TestInterruptedChangesets: while a run goes, apply and discard say a run
+// holds its changeset (PF183); once it is killed, apply names the
+// interrupted changesets, discard drops one, and pinfold clean removes
+// those that hold nothing.
+func TestInterruptedChangesets(t *testing.T) {
+	ws := changesetWorkspace(t)
+	loop := "; echo started; while :; do sleep 0.05; done"
+	cmd := startChangesetRun(t, ws, "true"+loop)
+	for _, c := range []string{"apply", "discard", "diff"} {
+		if _, errs, code := pf(t, ws, c); code != 125 || !strings.Contains(errs, "PF183") || !strings.Contains(errs, "still going") {
+			t.Errorf("%s while a run goes: %d %q", c, code, errs)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 5*time.Second)
+	out, _, _ := pf(t, ws, "changes")
+	m := regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+0 ~0 -0`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("changes after kill -9: %s", out)
+	}
+	empty := m[1]
+	if _, errs, code := pf(t, ws, "apply"); code != 125 || !strings.Contains(errs, "PF180") || !strings.Contains(errs, empty) ||
+		!strings.Contains(errs, "interrupted") {
+		t.Errorf("apply with only an interrupted changeset: %d %q", code, errs)
+	}
+	// One with changes stays through clean, and discard drops it.
+	cmd = startChangesetRun(t, ws, "echo x > w.txt"+loop)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 5*time.Second)
+	out, errs, code := pf(t, ws, "clean")
+	if code != 0 || !strings.Contains(out, "removed empty changeset "+empty) {
+		t.Fatalf("clean: %d %q %q", code, out, errs)
+	}
+	out, _, _ = pf(t, ws, "changes")
+	m = regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+1 ~0 -0`).FindStringSubmatch(out)
+	if m == nil || strings.Contains(out, empty) {
+		t.Fatalf("changes after clean: %s", out)
+	}
+	full := m[1]
+	if _, errs, code := pf(t, ws, "discard"); code != 0 || !strings.Contains(errs, "discarded changeset "+full) ||
+		!strings.Contains(errs, "interrupted") {
+		t.Errorf("discard of an interrupted changeset: %d %q", code, errs)
+	}
+	if out, _, _ = pf(t, ws, "changes"); out != "no changesets\n" {
+		t.Errorf("changes at the end: %s", out)
+	}
+}
+
+// TestJSONResultWithChangeset: run --json puts the changeset in its result
+// and still prints the summary on stderr; a run without changes has none;
+// errors print the result line with the error and pinfold's status.
+func TestJSONResultWithChangeset(t *testing.T) {
+	ws := changesetWorkspace(t)
+	type result struct {
+		Status    int    `json:"status"`
+		Reason    string `json:"reason"`
+		Changeset *struct {
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			Added    int    `json:"added"`
+			Modified int    `json:"modified"`
+			Deleted  int    `json:"deleted"`
+		} `json:"changeset"`
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Fix     string `json:"fix"`
+		} `json:"error"`
+	}
+	runJSON := func(args ...string) (result, string, int) {
+		t.Helper()
+		out, errs, code := pf(t, ws, append([]string{"run", "--json"}, args...)...)
+		var r result
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+			t.Fatalf("%v: no JSON result: %v: %q %q", args, err, out, errs)
+		}
+		return r, errs, code
+	}
+	// Twice: the second run may start from a launch record.
+	for i := range 2 {
+		r, errs, code := runJSON("--", "sh", "-c", "echo x > j.txt; echo y >> keep.txt; rm gone.txt")
+		if code != 0 || r.Status != 0 || r.Changeset == nil {
+			t.Fatalf("run %d: %d %+v %q", i, code, r, errs)
+		}
+		id, _, _, _ := summary(t, errs)
+		if c := r.Changeset; c.ID != id || c.Status != "open" || c.Added != 1 || c.Modified != 1 || c.Deleted != 1 {
+			t.Errorf("run %d: changeset %+v, summary %q", i, *c, errs)
+		}
+		if out, _, _ := pf(t, ws, "changes"); !strings.Contains(out, id) {
+			t.Errorf("run %d: %s not listed: %s", i, id, out)
+		}
+		pf(t, ws, "discard", id)
+	}
+	r, errs, code := runJSON("--apply", "--", "sh", "-c", "echo x > applied.txt")
+	if code != 0 || r.Changeset == nil || r.Changeset.Status != "applied" || r.Changeset.Added != 1 || read(t, filepath.Join(ws, "applied.txt")) != "x\n" {
+		t.Errorf("--apply: %d %+v %q", code, r, errs)
+	}
+	if r, errs, code := runJSON("--", "true"); code != 0 || r.Changeset != nil || strings.Contains(errs, "changeset") {
+		t.Errorf("a run that writes nothing: %d %+v %q", code, r, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		pf   string
+	}{
+		{nil, 125, "PF101"},
+		{[]string{"--no-such-flag", "--", "true"}, 125, "PF101"},
+		{[]string{"--", "no-such-command"}, 127, "PF150"},
+		{[]string{"--", "/etc/hostname"}, 126, "PF151"},
+	} {
+		r, errs, code := runJSON(c.args...)
+		if code != c.code || r.Status != c.code || r.Reason != "error" || r.Error == nil || r.Error.Code != c.pf ||
+			r.Error.Message == "" || !strings.Contains(errs, c.pf) {
+			t.Errorf("%v: exit %d %+v %q", c.args, code, r, errs)
+		}
+	}
 }

@@ -18,7 +18,7 @@ func cleanCommand() command {
 		long: `Removes cgroups, temporary directories and podman or docker containers
 that runs killed before they could clean up left behind (and pods on the cluster
 of backend kubernetes, when one is configured), finishes their interrupted applies and
-disks (--disk), and forgets recorded launches (see docs/cli.md). Sandboxes
+disks (--disk), removes the empty changesets of killed runs, and forgets recorded launches (see docs/cli.md). Sandboxes
 still running are not touched.`,
 		setup: func(fs *flagSet) runner {
 			var trashOnly bool
@@ -38,8 +38,17 @@ still running are not touched.`,
 					return 0
 				}
 				// Interrupted applies and disks of killed runs are finished first.
-				if err := engineFor(io).Recover(ctx); err != nil {
+				eng := engineFor(io)
+				if err := eng.Recover(ctx); err != nil {
 					return fail(io, err)
+				}
+				// Changesets of killed runs that hold nothing.
+				gone, err := eng.RemoveEmptyInterrupted(ctx)
+				for _, id := range gone {
+					fmt.Fprintf(io.Stdout, "removed empty changeset %s (its run was killed)\n", id)
+				}
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "", err))
 				}
 				if any, err := changeset.EmptyTrash(dir, true); any {
 					fmt.Fprintln(io.Stdout, "removed the files of applied and discarded changesets")

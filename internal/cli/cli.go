@@ -122,7 +122,13 @@ func Main(ctx context.Context, io *IO, args []string) int {
 	root.SetIn(io.Stdin)
 	root.SetOut(io.Stdout)
 	root.SetErr(io.Stderr)
+	// run --json prints its result line for a bad flag too, once --json
+	// is parsed.
+	var runJSON bool
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if f := c.Flags().Lookup("json"); c.Name() == "run" && f != nil && f.Value.String() == "true" {
+			runJSON = true
+		}
 		return flagError(strings.TrimPrefix(c.CommandPath(), "pinfold "), c.Flags(), err)
 	})
 	// A plain command builds only itself; help, completion and unknown
@@ -158,6 +164,9 @@ func Main(ctx context.Context, io *IO, args []string) int {
 			if s := parent.SuggestionsFor(word); len(s) > 0 {
 				err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s\n", err, strings.Join(s, "\n\t"))
 			}
+		}
+		if runJSON {
+			return failRun(io, &runOptions{json: true}, usageError(err), nil, nil)
 		}
 		return fail(io, usageError(err))
 	}

@@ -162,3 +162,61 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("walking up: %d %q %q", code, out, errs)
 	}
 }
+
+// TestHostBackendLimits: limits a host run cannot enforce are refused with
+// PF143 whether they come from a flag or from pinfold.yaml (top level or
+// the profile), before any hook runs, and pinfold plan says so; the
+// timeout, which the host enforces, applies.
+func TestHostBackendLimits(t *testing.T) {
+	cfg := func(top, prof string) string {
+		return "version: 1\n" + top + `profiles:
+  onhost:
+    backend: host
+    pre_run: [touch hook-ran]
+    host:
+      allow: ["echo *", "sleep *"]
+` + prof + `dispatch:
+  - command: echo
+    profile: onhost
+  - command: sleep
+    profile: onhost
+`
+	}
+	for _, c := range []struct {
+		name, top, prof string
+		flags           []string
+		want            string
+	}{
+		{"top level", "limits: {memory: 256m}\n", "", nil, "memory 256MiB (pinfold.yaml:2 (top level))"},
+		{"profile", "", "    limits: {pids: 50}\n", nil, "pids 50 (pinfold.yaml:8 (profile onhost))"},
+		{"flag", "", "", []string{"--cpus", "0.5"}, "cpus 0.5 (flag --cpus)"},
+	} {
+		ws := project(t, cfg(c.top, c.prof))
+		args := append(append([]string{"run"}, c.flags...), "--", "echo", "hi")
+		out, errs, code := pf(t, ws, args...)
+		if code != 125 || out != "" || !strings.Contains(errs, "PF143") || !strings.Contains(errs, c.want) {
+			t.Errorf("%s: run: %d %q %q", c.name, code, out, errs)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "hook-ran")); err == nil {
+			t.Errorf("%s: the pre_run hook ran for a refused plan", c.name)
+		}
+		args[0] = "plan"
+		out, _, _ = pf(t, ws, args...)
+		if !strings.Contains(out, c.want+": the host cannot enforce it") {
+			t.Errorf("%s: plan does not say the limit is refused:\n%s", c.name, out)
+		}
+		args = append([]string{"plan", "--json"}, args[1:]...)
+		out, _, _ = pf(t, ws, args...)
+		var pj struct {
+			Unenforced []string `json:"host_unenforced"`
+		}
+		if err := json.Unmarshal([]byte(out), &pj); err != nil || len(pj.Unenforced) != 1 || pj.Unenforced[0] != c.want {
+			t.Errorf("%s: plan --json: %v %+v", c.name, err, pj)
+		}
+	}
+	// The timeout is the host's to enforce.
+	ws := project(t, cfg("limits: {timeout: 1s}\n", ""))
+	if _, errs, code := pf(t, ws, "run", "--", "sleep", "10"); code != 124 {
+		t.Errorf("timeout on the host: %d %q", code, errs)
+	}
+}

@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
@@ -123,18 +125,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	eng := engineFor(io)
 	eng.Report.(*reporter).quiet = o.quiet
 	if err := eng.Recover(ctx); err != nil {
-		return fail(io, err)
+		return failRun(io, o, err, nil, nil)
 	}
 	rest, err := appRun(o, rest)
 	if err != nil {
-		return fail(io, err)
+		return failRun(io, o, err, nil, nil)
 	}
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
-		return fail(io, classify(err, nil))
+		return failRun(io, o, classify(err, nil), nil, nil)
 	}
 	if err := appMounts(o.app, p); err != nil {
-		return fail(io, err)
+		return failRun(io, o, err, p, nil)
 	}
 	tr.mark("pinfold: planned")
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
@@ -209,7 +211,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	run, err := eng.Start(ctx, p, opts)
 	if err != nil {
-		return fail(io, classify(err, p))
+		return failRun(io, o, classify(err, p), p, nil)
 	}
 	if handoff {
 		// Still here: the hand-off did not happen (a network helper of
@@ -243,14 +245,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	out, err := run.Wait()
 	close(waited)
 	if err != nil {
-		if out != nil && out.Changeset != nil && !o.json {
+		if out != nil && out.Changeset != nil {
 			printChangeset(io, out, p)
 		}
-		return fail(io, classify(err, p))
+		return failRun(io, o, classify(err, p), p, out)
 	}
 	res := out.Result
 	report(io, res, p.Disk, o.json)
-	if out.Changeset != nil && !o.json && !o.quiet {
+	if o.json {
+		printResultJSON(io, resultJSON(res, p.Disk, out.Changeset))
+	}
+	// Printed with --json too (docs/cli.md): the JSON has it as well.
+	if out.Changeset != nil && !o.quiet {
 		printChangeset(io, out, p)
 	}
 	if len(out.Missing) > 0 {
@@ -311,13 +317,78 @@ func rawMode(f *os.File) func() {
 	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }
 
+// failRun is fail for run: with --json, the result line is printed too,
+// with the error (and whatever is known of the run: its changeset).
+func failRun(io *IO, o *runOptions, err error, p *plan.Plan, out *engine.Outcome) int {
+	code := fail(io, err)
+	if o == nil || !o.json {
+		return code
+	}
+	var res *sandbox.Result
+	var cs *engine.ChangesetOutcome
+	if out != nil {
+		res, cs = out.Result, out.Changeset
+	}
+	if res == nil {
+		res = &sandbox.Result{}
+		if p != nil {
+			res.Limits, res.Timeout = p.Sandbox.Limits, p.Timeout
+		}
+	}
+	var disk int64
+	if p != nil {
+		disk = p.Disk
+	}
+	j := resultJSON(res, disk, cs)
+	j.Status, j.Reason, j.Error = code, reasonError, errorJSON(err)
+	printResultJSON(io, j)
+	return code
+}
+
+// reasonError is the --json reason of a run pinfold could not start or
+// finish: error says why.
+const reasonError = "error"
+
+// jsonError is a pinfold error in --json output, as the API gives it
+// (docs/api.md), with its why.
+type jsonError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Why     string `json:"why,omitempty"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+func errorJSON(err error) *jsonError {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		return &jsonError{Code: string(fault.Internal), Message: err.Error()}
+	}
+	return &jsonError{Code: string(fe.Code), Message: fe.What, Why: fe.Why, Fix: fe.Fix}
+}
+
+// jsonChangeset is what became of the run's changeset, in --json output.
+type jsonChangeset struct {
+	ID string `json:"id"`
+	// Status is "open" (to review, apply or discard) or "applied" (--apply).
+	Status   string `json:"status"`
+	Added    int    `json:"added"`
+	Modified int    `json:"modified"`
+	Deleted  int    `json:"deleted"`
+	// Stripped are the files --apply wrote without their set-id bits.
+	Stripped []string `json:"setid_stripped,omitempty"`
+}
+
 // jsonResult is the --json output.
 type jsonResult struct {
-	Status     int      `json:"status"`
-	Signal     string   `json:"signal,omitempty"`
-	Reason     string   `json:"reason"`
-	DurationMS float64  `json:"duration_ms"`
-	LimitsHit  []string `json:"limits_hit"`
+	Status int        `json:"status"`
+	Signal string     `json:"signal,omitempty"`
+	Reason string     `json:"reason"`
+	Error  *jsonError `json:"error,omitempty"`
+	// Changeset is the run's changeset; absent when the run kept none
+	// (it wrote nothing, or its access was not changeset).
+	Changeset  *jsonChangeset `json:"changeset,omitempty"`
+	DurationMS float64        `json:"duration_ms"`
+	LimitsHit  []string       `json:"limits_hit"`
 	// Violations are what the network policy blocked.
 	Violations []sandbox.Violation `json:"violations"`
 	Limits     struct {
@@ -330,28 +401,44 @@ type jsonResult struct {
 	} `json:"limits"`
 }
 
-// report tells the user about limits the command hit, and prints the JSON
-// result when asked.
+// resultJSON is the --json result of a run.
+func resultJSON(r *sandbox.Result, diskCap int64, cs *engine.ChangesetOutcome) *jsonResult {
+	var j jsonResult
+	j.Status, j.Reason = r.ExitCode, string(r.Reason)
+	if r.Signal != 0 {
+		j.Signal = unix.SignalName(r.Signal)
+	}
+	j.DurationMS = float64(r.Duration.Microseconds()) / 1000
+	j.LimitsHit = r.LimitsHit
+	if j.LimitsHit == nil {
+		j.LimitsHit = []string{}
+	}
+	j.Violations = r.Violations
+	if j.Violations == nil {
+		j.Violations = []sandbox.Violation{}
+	}
+	j.Limits.Memory, j.Limits.Pids, j.Limits.CPUs = r.Limits.Memory, r.Limits.Pids, r.Limits.CPUs
+	j.Limits.TmpSize, j.Limits.Timeout, j.Limits.Disk = r.Limits.TmpSize, r.Timeout.Seconds(), diskCap
+	if cs != nil && !cs.Empty {
+		j.Changeset = &jsonChangeset{ID: cs.ID, Status: changeset.StatusOpen, Added: cs.Counts.Added,
+			Modified: cs.Counts.Modified, Deleted: cs.Counts.Deleted, Stripped: cs.Stripped}
+		if cs.Applied {
+			j.Changeset.Status = changeset.StatusApplied
+		}
+	}
+	return &j
+}
+
+// printResultJSON prints the --json result as one line on stdout.
+func printResultJSON(io *IO, j *jsonResult) {
+	b, _ := json.Marshal(j)
+	io.Stdout.Write(append(b, '\n'))
+}
+
+// report tells the user about the limits the command hit (the JSON result
+// holds them with --json).
 func report(io *IO, r *sandbox.Result, diskCap int64, asJSON bool) {
 	if asJSON {
-		var j jsonResult
-		j.Status, j.Reason = r.ExitCode, string(r.Reason)
-		if r.Signal != 0 {
-			j.Signal = unix.SignalName(r.Signal)
-		}
-		j.DurationMS = float64(r.Duration.Microseconds()) / 1000
-		j.LimitsHit = r.LimitsHit
-		if j.LimitsHit == nil {
-			j.LimitsHit = []string{}
-		}
-		j.Violations = r.Violations
-		if j.Violations == nil {
-			j.Violations = []sandbox.Violation{}
-		}
-		j.Limits.Memory, j.Limits.Pids, j.Limits.CPUs = r.Limits.Memory, r.Limits.Pids, r.Limits.CPUs
-		j.Limits.TmpSize, j.Limits.Timeout, j.Limits.Disk = r.Limits.TmpSize, r.Timeout.Seconds(), diskCap
-		b, _ := json.Marshal(&j)
-		io.Stdout.Write(append(b, '\n'))
 		return
 	}
 	for _, l := range r.LimitsHit {

@@ -60,11 +60,116 @@ func (e *Engine) OpenChangeset(idOrPrefix, workspace string) (*changeset.Changes
 	if err != nil {
 		what := "no changeset " + idOrPrefix
 		if idOrPrefix == "" {
+			if ferr := e.whyNoneOpen(workspace); ferr != nil {
+				return nil, ferr
+			}
 			what = "no open changeset for " + workspace
 		}
 		return nil, fault.New(fault.NoChangeset, what, err.Error(), "list them with pinfold changes", err)
 	}
 	return cs, nil
+}
+
+// Interrupted reports whether cs was left "running" by a run that is
+// gone (killed): nobody holds its lock.
+func Interrupted(cs *changeset.Changeset) bool {
+	if cs.Meta.Status != changeset.StatusRunning {
+		return false
+	}
+	unlock, err := cs.Lock()
+	if err != nil {
+		return false
+	}
+	unlock()
+	return true
+}
+
+// whyNoneOpen explains a workspace without an open changeset when it has
+// others: one that a run still writes to is PF183 (wait for it), ones
+// that killed runs left are named (discard them, or review them by id).
+func (e *Engine) whyNoneOpen(workspace string) error {
+	all, err := changeset.List(e.Store)
+	if err != nil {
+		return nil
+	}
+	var interrupted []string
+	for _, cs := range all {
+		if cs.Meta.Workspace != workspace || cs.Meta.Status != changeset.StatusRunning {
+			continue
+		}
+		if !Interrupted(cs) {
+			return fault.New(fault.Busy, "changeset "+cs.Meta.ID+" of "+workspace+" is in use: its run is still going",
+				"a changeset is recorded, and can be reviewed, applied or discarded, when the command that writes to it ends",
+				"wait for the run to end, then run this again (pinfold changes shows it as running)", changeset.ErrBusy)
+		}
+		interrupted = append(interrupted, cs.Meta.ID)
+	}
+	if len(interrupted) == 0 {
+		return nil
+	}
+	return fault.New(fault.NoChangeset, "no open changeset for "+workspace,
+		"its changesets were left by runs that were killed before they finished (interrupted): "+strings.Join(interrupted, ", "),
+		"review one with pinfold diff "+interrupted[0]+"; pinfold discard drops the newest (or pinfold discard ID); pinfold apply ID applies one", nil)
+}
+
+// OpenToDiscard finds the changeset pinfold discard drops: idOrPrefix,
+// or the newest of the workspace that is open or interrupted (its run was
+// killed: only discarding or applying it by id is left to do with it).
+func (e *Engine) OpenToDiscard(idOrPrefix, workspace string) (*changeset.Changeset, error) {
+	if idOrPrefix != "" {
+		return e.OpenChangeset(idOrPrefix, workspace)
+	}
+	all, err := changeset.List(e.Store)
+	if err != nil {
+		return nil, storeError("cannot list changesets", err)
+	}
+	for _, cs := range all {
+		if cs.Meta.Workspace == workspace && (cs.Meta.Status == changeset.StatusOpen || Interrupted(cs)) {
+			return cs, nil
+		}
+	}
+	return e.OpenChangeset("", workspace) // says why there is none
+}
+
+// RemoveEmptyInterrupted removes the changesets that runs killed before
+// they finished left without any change (the +0 ~0 -0 of pinfold
+// changes), and returns their ids. Those whose run still goes, and
+// interrupted ones that hold changes, stay.
+func (e *Engine) RemoveEmptyInterrupted(ctx context.Context) ([]string, error) {
+	all, err := changeset.List(e.Store)
+	if err != nil {
+		return nil, storeError("cannot list changesets", err)
+	}
+	var removed []string
+	var errs []error
+	for _, cs := range all {
+		if cs.Meta.Status != changeset.StatusRunning {
+			continue
+		}
+		unlock, err := cs.Lock()
+		if err != nil {
+			continue // its run still goes (or an apply or discard holds it)
+		}
+		// Read again under the lock: its run may have ended meanwhile.
+		if cur, err := changeset.Open(e.Store, cs.Meta.ID); err != nil || cur.Meta.Status != changeset.StatusRunning {
+			unlock()
+			continue
+		}
+		empty := emptyUppers(cs.Roots())
+		if !empty {
+			entries, err := changeset.Scan(ctx, cs.Roots())
+			empty = err == nil && len(entries) == 0
+		}
+		if empty {
+			if err := cs.Remove(); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed = append(removed, cs.Meta.ID)
+			}
+		}
+		unlock()
+	}
+	return removed, errors.Join(errs...)
 }
 
 // Lock takes cs for this process: a run, an apply or a discard.
@@ -148,6 +253,7 @@ func (e *Engine) startChangeset(p *plan.Plan, spec *sandbox.Spec) (*changeset.Ch
 	}
 	paths := p.ChangesetRoots()
 	var cs *changeset.Changeset
+	var unlock func()
 	var err error
 	if p.Changeset != "" {
 		if cs, err = e.OpenChangeset(p.Changeset, ""); err != nil {
@@ -158,12 +264,11 @@ func (e *Engine) startChangeset(p *plan.Plan, spec *sandbox.Spec) (*changeset.Ch
 				"it holds "+rootPaths(cs)+"; this run captures "+strings.Join(paths, ", "),
 				"run in the same workspace with the same --capture, or start a new changeset", nil)
 		}
-	} else if cs, err = changeset.Create(e.Store, sp.Workspace, paths, p.Command.Args); err != nil {
+		if unlock, err = Lock(cs); err != nil {
+			return nil, nil, err
+		}
+	} else if cs, unlock, err = changeset.CreateLocked(e.Store, sp.Workspace, paths, p.Command.Args); err != nil {
 		return nil, nil, storeError("cannot create a changeset", err)
-	}
-	unlock, err := Lock(cs)
-	if err != nil {
-		return nil, nil, err
 	}
 	if p.Changeset != "" {
 		cs.Meta.Status = changeset.StatusRunning // Create sets it for new ones
@@ -319,8 +424,8 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot lock the workspace of changeset "+cs.Meta.ID, err)
 	}
-	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Force: force,
-		Owner: owner, Fingerprints: fp})
+	res, err := changeset.Apply(ctx, cs.Dir, roots, entries, changeset.ApplyOptions{Paths: paths, Prefix: cs.Prefix,
+		Force: force, Owner: owner, Fingerprints: fp})
 	unlock()
 	if err != nil {
 		if errors.Is(err, changeset.ErrConflict) {

@@ -253,6 +253,14 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	if err != nil {
 		return nil, err
 	}
+	if p.Mode == "host" {
+		// Refused before the hooks run, limits from pinfold.yaml as from
+		// flags (see hostSpec).
+		spec, f := hostSpec(p), rt.Features()
+		if err := f.Supports(rt.Name(), &spec, nil); err != nil {
+			return nil, hostRefusal(p, err)
+		}
+	}
 	if err := e.runHooks(ctx, p, o); err != nil {
 		return nil, err
 	}
@@ -359,21 +367,29 @@ func hostSpec(p *plan.Plan) sandbox.Spec {
 	if flag("hostname") {
 		s.Hostname = sp.Hostname
 	}
-	if flag("limits.memory") {
-		s.Limits.Memory = sp.Limits.Memory
-	}
-	if flag("limits.pids") {
-		s.Limits.Pids = sp.Limits.Pids
-	}
-	if flag("limits.cpus") {
-		s.Limits.CPUs = sp.Limits.CPUs
-	}
+	// Limits, wherever they come from: one in pinfold.yaml (top level or
+	// the profile) is asked for as much as a flag, and the host runtime's
+	// Features refuse them rather than run without.
+	s.Limits.Memory, s.Limits.Pids, s.Limits.CPUs = sp.Limits.Memory, sp.Limits.Pids, sp.Limits.CPUs
 	if flag("capture") {
 		for _, c := range p.Captures {
 			s.Captures = append(s.Captures, sandbox.Capture{Path: c})
 		}
 	}
 	return s
+}
+
+// hostRefusal explains a host plan the host runtime refuses: limits are
+// named with where they came from (a flag, or pinfold.yaml's line).
+func hostRefusal(p *plan.Plan, err error) error {
+	var ue *sandbox.UnsupportedError
+	un := p.HostUnenforced()
+	if !errors.As(err, &ue) || !strings.HasSuffix(ue.Feature, "limit") || len(un) == 0 {
+		return err
+	}
+	return fault.New(fault.RuntimeLacks, "backend host cannot enforce the limits this plan asks for: "+strings.Join(un, ", "),
+		"a command on the host runs without a sandbox or its cgroup; pinfold never runs a plan with less than it asks for",
+		"drop the limits, or set them in the profiles that run in a sandbox rather than at the top level of pinfold.yaml; or run the command in a sandbox (backend: native)", err)
 }
 
 // start makes the sandbox and starts the command.

@@ -7,4 +7,5 @@ const (
 	ApplyFailed Code = "PF182" // an apply stopped (disk full, unsafe entry...)
 	Busy        Code = "PF183" // another pinfold holds the changeset
 	DiskCap     Code = "PF184" // the --disk volume cannot be made (not root, no loop devices, no room)
+	NoPath      Code = "PF185" // PATHS given to diff or apply match nothing in the changeset
 )

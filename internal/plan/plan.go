@@ -101,6 +101,28 @@ type Finding struct {
 
 // ChangesetRoots are the host directories whose writes the run keeps as
 // a changeset, the workspace first when its access is changeset.
+// HostUnenforced lists, for a plan that runs on the host (backend host),
+// the limits it asks for that the host cannot enforce (memory, pids and
+// cpus need the sandbox's cgroup; the timeout is enforced), each with
+// where it came from, flags and pinfold.yaml alike: such a plan is
+// refused rather than run without them.
+func (p *Plan) HostUnenforced() []string {
+	if p.Mode != "host" {
+		return nil
+	}
+	l := p.Sandbox.Limits
+	var out []string
+	add := func(set bool, name, value string) {
+		if set {
+			out = append(out, name+" "+value+" ("+p.Sources["limits."+name]+")")
+		}
+	}
+	add(l.Memory > 0, "memory", units.FormatSize(l.Memory))
+	add(l.Pids > 0, "pids", strconv.FormatInt(l.Pids, 10))
+	add(l.CPUs > 0, "cpus", strconv.FormatFloat(l.CPUs, 'g', -1, 64))
+	return out
+}
+
 func (p *Plan) ChangesetRoots() []string {
 	var roots []string
 	if p.Sandbox.Access == sandbox.AccessChangeset {

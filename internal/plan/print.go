@@ -33,6 +33,11 @@ func (p *Plan) Text(w io.Writer) {
 	if p.Mode == "host" {
 		fmt.Fprintf(w, "host allow: %s%s\n", strings.Join(p.HostAllow, ", "), src("host"))
 		fmt.Fprintf(w, "blocked:    %s\n", strings.Join(p.HostBlocked, " "))
+		fmt.Fprintf(w, "limits:\n")
+		for _, u := range p.HostUnenforced() {
+			fmt.Fprintf(w, "  %s: the host cannot enforce it; pinfold run refuses this plan (PF143)\n", u)
+		}
+		fmt.Fprintf(w, "  timeout:  %s%s\n", orNone(p.Timeout > 0, p.Timeout.String()), src("limits.timeout"))
 	} else {
 		base := string(sp.Base.Kind)
 		if sp.Base.Path != "" {
@@ -230,6 +235,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		Hooks     []Hook            `json:"pre_run"`
 		HostAllow []string          `json:"host_allow,omitempty"`
 		Blocked   []string          `json:"host_blocked_env,omitempty"`
+		Refused   []string          `json:"host_unenforced,omitempty"` // limits the host cannot enforce: run refuses
 		System    *System           `json:"system,omitempty"`
 		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
@@ -265,6 +271,21 @@ func (p *Plan) JSON(w io.Writer) error {
 	}
 	if p.Mode == "host" {
 		out.HostAllow, out.Blocked = p.HostAllow, p.HostBlocked
+		l := &p.Sandbox.Limits
+		out.Limits = map[string]any{}
+		if l.Memory > 0 {
+			out.Limits["memory"] = l.Memory
+		}
+		if l.Pids > 0 {
+			out.Limits["pids"] = l.Pids
+		}
+		if l.CPUs > 0 {
+			out.Limits["cpus"] = l.CPUs
+		}
+		if p.Timeout > 0 {
+			out.Limits["timeout_s"] = p.Timeout.Seconds()
+		}
+		out.Refused = p.HostUnenforced()
 	} else {
 		sp := &p.Sandbox
 		out.Base = string(sp.Base.Kind)
