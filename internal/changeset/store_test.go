@@ -23,12 +23,23 @@ func TestStore(t *testing.T) {
 	if len(a.Meta.ID) != idLen || a.Meta.Status != StatusRunning || len(a.Roots()) != 1 || a.Roots()[0].Lower != ws {
 		t.Fatalf("created %+v", a.Meta)
 	}
-	for _, d := range []string{"r0/upper", "r0/work"} {
+	// Only pinfold enters r0; its upper directory has the root's mode
+	// (what the merged root shows), at least rwx for its owner.
+	os.Chmod(ws, 0o751)
+	for d, want := range map[string]os.FileMode{"r0": 0o700, "r0/work": 0o700} {
 		fi, err := os.Stat(filepath.Join(a.Dir, d))
-		if err != nil || fi.Mode().Perm() != 0o700 {
+		if err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: %v %v", d, fi, err)
 		}
 	}
+	c, err := Create(store, ws, nil, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(c.Dir, "r0", "upper")); err != nil || fi.Mode().Perm() != 0o751 {
+		t.Errorf("r0/upper of a 0751 root: %v %v", fi, err)
+	}
+	c.Remove()
 	time.Sleep(10 * time.Millisecond)
 	b, err := Create(store, ws, []string{ws, "/other"}, []string{"npm", "install"})
 	if err != nil {
