@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 )
 
@@ -56,6 +57,9 @@ type session struct {
 	// sizes feeds the terminal's sizes to the exec stream.
 	sizes chan remotecommand.TerminalSize
 	trace []kube.Step
+	// warm: the pod was claimed from a pool (its agent is in, its links
+	// are down); pooling: the pod is being made for a pool.
+	warm, pooling bool
 }
 
 func (s *session) send(ev kube.Event) {
@@ -146,6 +150,12 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		return s.fail(kube.ErrSpec, err)
 	}
 	core := c.cs.CoreV1()
+	if r.Session != nil {
+		defer s.tellPool(pod)
+		if claimed := s.claim(ctx, pod); claimed != "" {
+			return s.command(ctx, controls, claimed)
+		}
+	}
 	if secret != nil {
 		if _, err := core.Secrets(c.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			return s.fail(kube.ErrCluster, fmt.Errorf("creating the run's secret: %w", err))
@@ -190,11 +200,20 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		return s.fail(kube.ErrCluster, err)
 	}
 	s.mark("pod running")
+	return s.command(ctx, controls, "")
+}
+
+// command prepares the running pod (its links down, the copies in; a
+// claimed pod's links are down and its agent in already) and runs the
+// command in it.
+func (s *session) command(ctx context.Context, controls <-chan kube.Control, claimed string) int {
+	r, c := &s.req, s.c
+	core := c.cs.CoreV1()
 	// The links' check and the copy are execs in different containers:
 	// they run side by side.
 	var linksErr error
 	var links sync.WaitGroup
-	if r.NetworkNone {
+	if r.NetworkNone && claimed == "" {
 		links.Go(func() { linksErr = s.linksDown(ctx) })
 	}
 	if dirs := s.copyDirs(); len(dirs) > 0 {
@@ -261,6 +280,18 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		// reaches its terminal, which then reads 0x0 at first: the size is
 		// set before the command, as docker's runtime does it.
 		args = append([]string{"/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, r.Rows, r.Cols), "sh"}, args...)
+	}
+	if r.Session != nil {
+		// The agent: pinfold's binary copied in, its environment on its
+		// stdin, and this machine's socket joined to its own.
+		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
+		args = append(args, agent.EnvFromStdin)
+		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
+		stopBridge, err := s.bridge(runCtx, r.Session.Sock)
+		if err != nil {
+			return s.fail(kube.ErrCluster, err)
+		}
+		defer stopBridge()
 	}
 	code, err := s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
 	s.mark("command ended")
@@ -508,9 +539,16 @@ func (s *session) oomKilled(ctx context.Context) bool {
 	return false
 }
 
-// copyDirs lists the host directories the pod gets as copies.
+// copyDirs lists the host directories the pod gets as copies (and a
+// session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
+	if s.req.Session != nil && !s.warm {
+		dirs = append(dirs, kube.Dir{Src: s.req.Session.Agent, Name: "agent", FileName: agentFile})
+	}
+	if s.pooling {
+		return dirs // a warm pod gets its session's files when claimed
+	}
 	if s.req.Workspace != "" && s.req.Access != "none" {
 		dirs = append(dirs, kube.Dir{Src: s.req.Workspace, Name: "ws"})
 	}
@@ -636,6 +674,16 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		mainMounts = append(mainMounts, corev1.VolumeMount{Name: v, MountPath: m.Target, ReadOnly: true})
 		copyMounts = append(copyMounts, corev1.VolumeMount{Name: v, MountPath: stage + "/" + v})
+	}
+	if r.Session != nil {
+		// A session's pod: pinfold's binary (copied in, read-only in
+		// main), the agent's run directory and the session's home.
+		for _, v := range []string{"agent", "run", "home"} {
+			vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "agent", MountPath: kube.AgentDir, ReadOnly: true},
+			corev1.VolumeMount{Name: "run", MountPath: kube.SessionRun}, corev1.VolumeMount{Name: "home", MountPath: kube.SessionHome})
+		copyMounts = append(copyMounts, corev1.VolumeMount{Name: "agent", MountPath: stage + "/agent"})
 	}
 	if len(secretItems) > 0 {
 		mode := int32(0o444)

@@ -20,6 +20,8 @@ import (
 type Dir struct {
 	Src  string
 	Name string
+	// FileName, when Src is a regular file, is its name under Name.
+	FileName string
 }
 
 // WriteTar writes the directories' contents (not the directories
@@ -30,6 +32,12 @@ type Dir struct {
 func WriteTar(w io.Writer, dirs []Dir) error {
 	tw := tar.NewWriter(w)
 	for _, d := range dirs {
+		if d.FileName != "" {
+			if err := writeFile(tw, d.Src, d.Name+"/"+d.FileName); err != nil {
+				return err
+			}
+			continue
+		}
 		err := filepath.WalkDir(d.Src, func(p string, de fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -83,6 +91,30 @@ func WriteTar(w io.Writer, dirs []Dir) error {
 		}
 	}
 	return tw.Close()
+}
+
+// writeFile writes the regular file src as name.
+func writeFile(tw *tar.Writer, src, name string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", src)
+	}
+	h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: fi.ModTime(), Format: tar.FormatPAX}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, f, h.Size); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return nil
 }
 
 // entry is what the pod's tar said about one path.
