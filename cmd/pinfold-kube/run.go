@@ -151,7 +151,7 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	}
 	core := c.cs.CoreV1()
 	if r.Session != nil {
-		defer s.tellPool(pod)
+		go s.tellPool(pod)
 		if claimed := s.claim(ctx, pod); claimed != "" {
 			return s.command(ctx, controls, claimed)
 		}
