@@ -1,0 +1,266 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
+)
+
+// kubeServeHTTP serves /tmp/www on the pod's 127.0.0.1:8766 with busybox's
+// httpd (which puts itself in the background) and waits until it answers.
+const kubeServeHTTP = `mkdir -p /tmp/www && echo a > /tmp/www/a && httpd -p 127.0.0.1:8766 -h /tmp/www &&
+for i in $(seq 100); do nc -z 127.0.0.1 8766 && break; sleep 0.05; done`
+
+// kubeSessions runs the session scenarios on pods: the library's sessions
+// (kubernetes.Runtime as a sandbox.Sessioner), then sessions through
+// pinfold serve with a warm pool, and what is left when it is killed.
+func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, kubectl, kubeconfig, ns string) {
+	kc := func(args ...string) string {
+		b, _ := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(b))
+	}
+	t.Setenv("PINFOLD_AGENT", tg.Pinfold)
+
+	t.Run("library", func(t *testing.T) {
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		spec := sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: kubeImage}, Workspace: ws,
+			Access: sandbox.AccessChangeset, Changeset: &sandbox.Capture{Upper: t.TempDir(), Work: t.TempDir()},
+			Network: sandbox.NetworkNone, Limits: sandbox.Limits{TmpSize: 64 << 20}}
+		conformance.Session(t, conformance.SessionTarget{Sessioner: rt, Spec: spec, ServeHTTP: kubeServeHTTP})
+	})
+
+	t.Run("serve-pool", func(t *testing.T) {
+		store := t.TempDir()
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+		os.WriteFile(filepath.Join(ws, "in.txt"), []byte("from the host\n"), 0o644)
+		env := append(os.Environ(), "PINFOLD_STORE="+store)
+		serve := exec.Command(tg.Pinfold, "serve", "--kube-pool", "2")
+		serve.Env = env
+		var log syncBuf
+		serve.Stdout, serve.Stderr = &log, &log
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			serve.Process.Signal(syscall.SIGTERM)
+			serve.Wait()
+		}()
+		pool := fmt.Sprintf("pinfold.pool=serve-%d", serve.Process.Pid)
+		sock := filepath.Join(store, "api.sock")
+		for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("no server socket: %s", log.String())
+			}
+		}
+		c, err := client.New("unix://" + sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		create := func() (*client.Sandbox, time.Duration) {
+			t.Helper()
+			start := time.Now()
+			sb, err := c.Create(ctx, client.CreateRequest{Workspace: ws, Backend: "kubernetes", Base: "oci:" + kubeImage})
+			if err != nil {
+				t.Fatalf("create: %v\n%s", err, log.String())
+			}
+			t.Cleanup(func() { c.Delete(context.Background(), sb.ID) })
+			return sb, time.Since(start)
+		}
+		ready := func(n int) {
+			t.Helper()
+			var got string
+			for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+				got = kc("get", "pods", "-l", pool+",pinfold.ready=1", "-o", "name")
+				if got != "" && len(strings.Fields(got)) >= n {
+					return
+				}
+			}
+			t.Fatalf("the pool has not %d ready pods: %q\n%s", n, got, log.String())
+		}
+		// podOf names the pod a session runs in, from inside: the kubelet's
+		// directory of the pod's volumes holds its uid.
+		podOf := func(id string) string {
+			t.Helper()
+			res, err := c.Exec(ctx, id, client.ExecRequest{Args: []string{"sh", "-c", `grep -o 'pods/[0-9a-f-]*' /proc/self/mountinfo | head -1`}})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("exec: %+v %v", res, err)
+			}
+			return strings.TrimSpace(res.Stdout)
+		}
+
+		// The first session of a template starts a pod of its own and
+		// tells the keeper, which keeps two ready.
+		first, cold := create()
+		ready(2)
+		// Sessions started together never get the same pod: two warm,
+		// one cold.
+		var wg sync.WaitGroup
+		ids := make([]string, 3)
+		times := make([]time.Duration, 3)
+		for i := range ids {
+			wg.Go(func() {
+				sb, d := create()
+				ids[i], times[i] = sb.ID, d
+			})
+		}
+		wg.Wait()
+		pods := map[string]bool{podOf(first.ID): true}
+		for _, id := range ids {
+			pods[podOf(id)] = true
+		}
+		if len(pods) != 4 {
+			t.Errorf("4 sessions in %d pods: %v", len(pods), pods)
+		}
+		claimed := kc("get", "pods", "-l", "pinfold.template,!pinfold.pool", "-o", "name")
+		if n := len(strings.Fields(claimed)); n != 2 {
+			t.Errorf("%d claimed pods, want 2: %q", n, claimed)
+		}
+		t.Logf("session start: cold %v; together %v", cold, times)
+		// The pool refills.
+		ready(2)
+
+		// A warm session is a session: the workspace, exec, files, ports,
+		// the changeset when it stops.
+		id := ids[0]
+		res, err := c.Exec(ctx, id, client.ExecRequest{Args: []string{"sh", "-c", "cat in.txt; echo out > out.txt; id -u; exit 3"}})
+		if err != nil || res.ExitCode != 3 || res.Stdout != "from the host\n65534\n" {
+			t.Errorf("exec: %+v %v", res, err)
+		}
+		if err := c.WriteFile(ctx, id, "/tmp/put", 0o644, strings.NewReader("put")); err != nil {
+			t.Error(err)
+		}
+		var got bytes.Buffer
+		if err := c.ReadFile(ctx, id, "/tmp/put", &got); err != nil || got.String() != "put" {
+			t.Errorf("files: %q %v", got.String(), err)
+		}
+		if res, err := c.Exec(ctx, id, client.ExecRequest{Args: []string{"sh", "-c", kubeServeHTTP}}); err != nil || res.ExitCode != 0 {
+			t.Errorf("httpd: %+v %v", res, err)
+		}
+		if p, err := c.Publish(ctx, id, 8766, 0); err != nil {
+			t.Errorf("publish: %v", err)
+		} else if out := httpGet(t, p.Host, "/a"); !strings.Contains(out, "200 OK") {
+			t.Errorf("through the published port: %q", out)
+		}
+		if _, err := c.Pause(ctx, id); err == nil {
+			t.Error("a pod's session was paused")
+		}
+		sb, err := c.Delete(ctx, id)
+		if err != nil || sb.Added != 1 {
+			t.Errorf("stop: %+v %v", sb, err)
+		}
+
+		// The server killed: the keeper's stdin ends, it deletes its pods.
+		// The sessions (their supervisors) live on.
+		serve.Process.Kill()
+		serve.Wait()
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			left := kc("get", "pods", "-l", pool, "-o", "name")
+			if left == "" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the pool's pods 30 s after the server was killed: %s", left)
+			}
+		}
+		res, err = c.Exec(ctx, ids[1], client.ExecRequest{Args: []string{"true"}})
+		if err == nil {
+			t.Errorf("the server answered after its kill: %+v", res)
+		}
+		for _, id := range append(ids, first.ID) {
+			stop := exec.Command(tg.Pinfold, "session", "stop", id)
+			stop.Env = env
+			if b, err := stop.CombinedOutput(); err != nil && id != ids[0] {
+				t.Errorf("session stop %s: %v %s", id, err, b)
+			}
+		}
+	})
+
+	t.Run("pool-kill-9", func(t *testing.T) {
+		// The server and its keeper killed: pinfold clean removes the pool.
+		store := t.TempDir()
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+		env := append(os.Environ(), "PINFOLD_STORE="+store)
+		sock := filepath.Join(store, "kube-pool.sock")
+		keeper := exec.Command(os.Getenv("PINFOLD_KUBE_HELPER"), "pool", "kill9", "1", sock)
+		keeper.Env = env
+		in, _ := keeper.StdinPipe()
+		defer in.Close()
+		if err := keeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// One session tells it its template (the CLI's sessions claim from a
+		// keeper named by PINFOLD_KUBE_POOL too).
+		start := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", "oci:"+kubeImage)
+		start.Dir = ws
+		start.Env = append(env, "PINFOLD_KUBE_POOL=kill9", "PINFOLD_KUBE_POOL_SOCKET="+sock)
+		out, err := start.Output()
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal(out, &rec) != nil {
+			keeper.Process.Kill()
+			t.Fatalf("session start: %v %s", err, out)
+		}
+		stop := exec.Command(tg.Pinfold, "session", "stop", rec.ID)
+		stop.Env = env
+		defer stop.Run()
+		for end := time.Now().Add(90 * time.Second); kc("get", "pods", "-l", "pinfold.pool=kill9,pinfold.ready=1", "-o", "name") == ""; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(end) {
+				keeper.Process.Kill()
+				t.Fatal("the keeper made no warm pod")
+			}
+		}
+		keeper.Process.Kill()
+		keeper.Wait()
+		if kc("get", "pods", "-l", "pinfold.pool=kill9", "-o", "name") == "" {
+			t.Fatal("the warm pod went before pinfold clean")
+		}
+		clean := exec.Command(tg.Pinfold, "clean")
+		clean.Env = env
+		if b, err := clean.CombinedOutput(); err != nil || !strings.Contains(string(b), "removed kubernetes pod/") {
+			t.Errorf("pinfold clean: %v %s", err, b)
+		}
+		for end := time.Now().Add(30 * time.Second); kc("get", "pods", "-l", "pinfold.pool=kill9", "-o", "name") != ""; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the warm pod is still there after pinfold clean")
+			}
+		}
+	})
+}
+
+// httpGet asks addr for path with HTTP/1.0 and returns the whole answer.
+func httpGet(t *testing.T, addr, path string) string {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\n\r\n", path)
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
