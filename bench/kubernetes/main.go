@@ -67,10 +67,14 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(ws)
+	// The store beside the workspace, not in it: the workspace is copied
+	// into every pod.
+	storeDir := ws + ".store"
+	defer os.RemoveAll(storeDir)
 	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644)
 	env := append(os.Environ(), "PINFOLD_KUBECONFIG="+*kubeconfig, "PINFOLD_KUBE_NAMESPACE="+ns, "PINFOLD_KUBE_PULL_POLICY=Never",
-		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+filepath.Join(ws, ".store"))
+		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+storeDir)
 	pf := func(args ...string) func() error {
 		return func() error {
 			c := exec.Command(bin, append([]string{"run", "--backend", "kubernetes", "--base", "oci:" + *image}, args...)...)
@@ -118,14 +122,14 @@ func main() {
 		return nil
 	}
 	report("exec in a running pod: pinfold-kube exec vs kubectl exec", *rounds*3, pexec, kexec)
-	sessions(bin, helper, *image, ws, env, kc, *rounds, kexec)
+	sessions(bin, helper, *image, ws, storeDir, env, kc, *rounds, kexec)
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average after: %s", load)
 }
 
 // sessions measures session start (warm, cold) and exec.
-func sessions(bin, helper, image, ws string, env []string, kc func(...string) *exec.Cmd, rounds int, kexec func() error) {
-	poolSock := filepath.Join(ws, ".store", "kube-pool.sock")
+func sessions(bin, helper, image, ws, store string, env []string, kc func(...string) *exec.Cmd, rounds int, kexec func() error) {
+	poolSock := filepath.Join(store, "kube-pool.sock")
 	keeper := exec.Command(helper, "pool", "bench", "1", poolSock)
 	keeper.Env = env
 	in, err := keeper.StdinPipe()
@@ -235,7 +239,6 @@ func sessions(bin, helper, image, ws string, env []string, kc func(...string) *e
 		}
 	}
 	report("session exec: pinfold exec SESSION -- true vs kubectl exec POD -- true", rounds*3, pexec(), kexec)
-	store := filepath.Join(ws, ".store")
 	serve := exec.Command(bin, "serve")
 	serve.Env = env
 	if err := serve.Start(); err != nil {
