@@ -138,7 +138,10 @@ func startPool(store string, size int) (stop func(), err error) {
 			return nil, fmt.Errorf("--kube-pool needs the kubernetes helper pinfold-kube: %v", err)
 		}
 	}
-	name := fmt.Sprintf("serve-%d", os.Getpid())
+	// Unique among the servers of a namespace: in a pod, this process is
+	// pid 1 and the host name is the pod's.
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("serve-%d-%s", os.Getpid(), host)
 	sock := filepath.Join(store, "kube-pool.sock")
 	cmd := exec.Command(bin, "pool", name, fmt.Sprint(size), sock)
 	in, err := cmd.StdinPipe()

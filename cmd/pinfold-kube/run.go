@@ -213,11 +213,15 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// they run side by side.
 	var linksErr error
 	var links sync.WaitGroup
+	// A failed copy ends the links' wait (which retries for a minute).
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
 	if r.NetworkNone && claimed == "" {
-		links.Go(func() { linksErr = s.linksDown(ctx) })
+		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
 	if dirs := s.copyDirs(); len(dirs) > 0 {
 		if err := s.copyIn(ctx, dirs); err != nil {
+			lcancel()
 			links.Wait()
 			return s.fail(kube.ErrCluster, err)
 		}

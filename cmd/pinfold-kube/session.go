@@ -186,8 +186,12 @@ func (s *session) tellPool(want *corev1.Pod) {
 }
 
 // maxTemplates bounds the templates a keeper keeps pods of (the most
-// recently used).
-const maxTemplates = 8
+// recently used); a template no session asked for in templateTTL is
+// dropped with its pods.
+const (
+	maxTemplates = 8
+	templateTTL  = 10 * time.Minute
+)
 
 // keeper keeps size ready pods of every template it has been told of.
 type keeper struct {
@@ -312,9 +316,7 @@ func (k *keeper) add(t kube.Request) {
 					oldest = key
 				}
 			}
-			delete(k.templates, oldest)
-			go k.c.cs.CoreV1().Pods(k.c.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{},
-				metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + k.name + "," + kube.LabelTemplate + "=" + oldest + "," + kube.LabelOwner + "=" + k.owner})
+			k.drop(oldest)
 		}
 	}
 	k.mu.Unlock()
@@ -324,8 +326,22 @@ func (k *keeper) add(t kube.Request) {
 	}
 }
 
+// drop forgets a template and deletes its pods; k.mu is held.
+func (k *keeper) drop(key string) {
+	delete(k.templates, key)
+	go k.c.cs.CoreV1().Pods(k.c.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + k.name + "," + kube.LabelTemplate + "=" + key + "," + kube.LabelOwner + "=" + k.owner})
+}
+
 // fill starts the pods each template lacks.
 func (k *keeper) fill(ctx context.Context) {
+	k.mu.Lock()
+	for key, t := range k.templates {
+		if time.Since(t.used) > templateTTL {
+			k.drop(key)
+		}
+	}
+	k.mu.Unlock()
 	pods, err := k.c.cs.CoreV1().Pods(k.c.ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelPool + "=" + k.name + "," + kube.LabelOwner + "=" + k.owner})
 	if err != nil {
 		return
