@@ -64,7 +64,8 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 			serve.Process.Signal(syscall.SIGTERM)
 			serve.Wait()
 		}()
-		pool := fmt.Sprintf("pinfold.pool=serve-%d", serve.Process.Pid)
+		host, _ := os.Hostname()
+		pool := fmt.Sprintf("pinfold.pool=serve-%d-%s", serve.Process.Pid, host)
 		sock := filepath.Join(store, "api.sock")
 		for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if _, err := os.Stat(sock); err == nil {
@@ -86,7 +87,12 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 			if err != nil {
 				t.Fatalf("create: %v\n%s", err, log.String())
 			}
-			t.Cleanup(func() { c.Delete(context.Background(), sb.ID) })
+			t.Cleanup(func() {
+				// Through the store: the server may be gone.
+				stop := exec.Command(tg.Pinfold, "session", "stop", sb.ID)
+				stop.Env = env
+				stop.Run()
+			})
 			return sb, time.Since(start)
 		}
 		ready := func(n int) {
@@ -198,6 +204,8 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 		}
 	})
 
+	t.Run("in-cluster", func(t *testing.T) { kubeInCluster(t, tg, kubectl, kubeconfig, ns) })
+
 	t.Run("pool-kill-9", func(t *testing.T) {
 		// The server and its keeper killed: pinfold clean removes the pool.
 		store := t.TempDir()
@@ -263,4 +271,118 @@ func httpGet(t *testing.T, addr, path string) string {
 	fmt.Fprintf(c, "GET %s HTTP/1.0\r\n\r\n", path)
 	b, _ := io.ReadAll(c)
 	return string(b)
+}
+
+// kubeInCluster runs pinfold serve in the cluster from
+// deploy/kubernetes/serve.yaml: an image of pinfold's binaries and
+// busybox, made with the kit's mkimg and imported into its containerd,
+// then a tenant's session through the server's pod, with its service
+// account's config (no kubeconfig), and the pool's pods gone with the
+// server.
+func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns string) {
+	cache := envOr("K8S_KIT_CACHE", "/var/cache/k8s-kit")
+	mkimg, _ := filepath.Glob(filepath.Join(cache, "images-*", "bin", "mkimg"))
+	ctrSock := filepath.Join(envOr("K8S_KIT_STATE", "/tmp/k8s-kit"), "containerd.sock")
+	busybox, err := exec.LookPath("busybox")
+	if len(mkimg) == 0 || err != nil {
+		t.Skipf("no kit mkimg (%v) or no busybox on this machine (%v)", mkimg, err)
+	}
+	if _, err := os.Stat(ctrSock); err != nil {
+		t.Skipf("the kit's containerd socket: %v", err)
+	}
+	root := t.TempDir()
+	for _, d := range []string{"usr/local/bin", "bin", "etc", "tmp"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.Chmod(filepath.Join(root, "tmp"), 0o1777)
+	for _, b := range []string{"pinfold", "pinfold-api", "pinfold-kube"} {
+		src := filepath.Join(filepath.Dir(tg.Pinfold), b)
+		if b == "pinfold-kube" {
+			src = os.Getenv("PINFOLD_KUBE_HELPER")
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, "usr/local/bin", b), data, 0o755)
+	}
+	data, _ := os.ReadFile(busybox)
+	os.WriteFile(filepath.Join(root, "bin/busybox"), data, 0o755)
+	for _, l := range []string{"sh", "cp", "chmod"} {
+		os.Symlink("busybox", filepath.Join(root, "bin", l))
+	}
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0::/:/bin/sh\nnonroot:x:65532:65532::/tmp:/bin/sh\n"), 0o644)
+	ref := fmt.Sprintf("docker.io/local/pinfold-serve:test-%d", os.Getpid())
+	tar := filepath.Join(t.TempDir(), "image.tar")
+	if b, err := exec.Command(mkimg[0], "-rootfs", root, "-ref", ref, "-out", tar, "-entrypoint", "/usr/local/bin/pinfold").CombinedOutput(); err != nil {
+		t.Fatalf("mkimg: %v %s", err, b)
+	}
+	ctr := filepath.Join(cache, "bin", "ctr")
+	if b, err := exec.Command(ctr, "--address", ctrSock, "-n", "k8s.io", "images", "import", tar).CombinedOutput(); err != nil {
+		t.Fatalf("ctr import: %v %s", err, b)
+	}
+	t.Cleanup(func() { exec.Command(ctr, "--address", ctrSock, "-n", "k8s.io", "images", "rm", ref).Run() })
+
+	kc := func(stdin string, args ...string) string {
+		t.Helper()
+		c := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...)
+		c.Stdin = strings.NewReader(stdin)
+		b, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v %s", args, err, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	token := fmt.Sprintf("%x", time.Now().UnixNano()) + "0123456789abcdef"
+	kc("", "create", "secret", "generic", "pinfold-serve-tokens", "--from-literal=tokens=alice "+token)
+	wd, _ := os.Getwd()
+	manifest, err := os.ReadFile(filepath.Join(wd, "..", "..", "deploy", "kubernetes", "serve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kit's node has the image and the sessions' busybox; it pulls
+	// nothing.
+	m := strings.ReplaceAll(string(manifest), "image: IMAGE", "image: "+ref+"\n        imagePullPolicy: Never")
+	m = strings.Replace(m, "        - {name: PINFOLD_STORE, value: /var/lib/pinfold}",
+		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}", 1)
+	kc(m, "apply", "-f", "-")
+	deleted := false
+	t.Cleanup(func() {
+		if !deleted {
+			exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "delete", "-f", "-", "--wait=false").Run()
+		}
+	})
+	kc("", "rollout", "status", "deploy/pinfold-serve", "--timeout=120s")
+	ip := kc("", "get", "pods", "-l", "app.kubernetes.io/name=pinfold-serve", "-o", "jsonpath={.items[0].status.podIP}")
+	c, err := client.New("http://"+ip+":7700", client.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{Backend: "kubernetes", Base: "oci:" + kubeImage})
+	if err != nil {
+		t.Fatalf("create through the server in the cluster: %v\n%s", err, kc("", "logs", "deploy/pinfold-serve"))
+	}
+	res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"sh", "-c", "echo x > made.txt; ls /var/run/secrets/kubernetes.io 2>/dev/null && echo TOKEN; exit 5"}})
+	if err != nil || res.ExitCode != 5 || strings.Contains(res.Stdout, "TOKEN") {
+		t.Errorf("exec: %+v %v", res, err)
+	}
+	if end, err := c.Delete(ctx, sb.ID); err != nil || end.Added != 1 {
+		t.Errorf("stop: %+v %v", end, err)
+	}
+	// The server's end (a deleted Deployment: SIGTERM) ends its keeper,
+	// which deletes its warm pods.
+	kc("", "delete", "deployment", "pinfold-serve", "--wait=true", "--timeout=60s")
+	deleted = true
+	for end := time.Now().Add(40 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		left := kc("", "get", "pods", "-l", "pinfold.pool", "-o", "name")
+		if left == "" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("warm pods 40 s after the server's end: %s", left)
+		}
+	}
+	kc("", "delete", "service,rolebinding,role,serviceaccount,secret", "-l", "app.kubernetes.io/name=pinfold-serve", "--ignore-not-found")
+	kc("", "delete", "secret", "pinfold-serve-tokens", "--ignore-not-found")
 }
