@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,14 +34,10 @@ const agentFile = "pinfold"
 // and stdout are the connection. stop closes the listener and removes the
 // socket; connections open then end with the pod.
 func (s *session) bridge(ctx context.Context, sock string) (stop func(), err error) {
-	os.Remove(sock)
-	l, err := net.Listen("unix", sock)
+	l, err := listenOwner(sock)
 	if err != nil {
 		return nil, fmt.Errorf("serving the session's socket: %w", err)
 	}
-	// The socket is its directory's owner's (the store's session
-	// directory is 0700); the listener must not unlink it twice.
-	l.(*net.UnixListener).SetUnlinkOnClose(true)
 	go func() {
 		for {
 			conn, err := l.Accept()
@@ -51,6 +48,16 @@ func (s *session) bridge(ctx context.Context, sock string) (stop func(), err err
 		}
 	}()
 	return func() { l.Close() }, nil
+}
+
+// listenOwner listens on a unix socket at path that only this user may
+// connect to (created so, not chmod-ed after), replacing a stale one.
+func listenOwner(path string) (net.Listener, error) {
+	os.Remove(path)
+	old := syscall.Umask(0o077)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	return l, err
 }
 
 // join runs the agent's bridge in the pod with conn as its streams: the
@@ -235,14 +242,12 @@ func pool(args []string, term <-chan os.Signal) int {
 	host, _ := os.Hostname()
 	k := &keeper{c: c, name: labelValue(args[0]), size: size, owner: ownerOf(os.Getpid()), host: host,
 		templates: map[string]*tmpl{}, wake: make(chan struct{}, 1)}
-	os.Remove(args[2])
-	l, err := net.Listen("unix", args[2])
+	l, err := listenOwner(args[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pinfold-kube pool:", err)
 		return 1
 	}
 	defer l.Close()
-	os.Chmod(args[2], 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
