@@ -15,7 +15,13 @@
 // copied in (tar over exec), read-only files are carried in a Secret with
 // the environment's values, and with the changeset access the pod's
 // writes come back as the changeset's upper directory. See
-// docs/backends.md.
+// docs/kubernetes.md.
+//
+// A session (Runtime.Session, and pinfold's sessions through the engine)
+// is a pod whose command is pinfold's session agent, copied in; the helper
+// serves the agent's socket on this machine by joining each connection to
+// an exec of the agent's bridge in the pod, and may claim the pod from a
+// warm pool (pinfold-kube pool).
 package kubernetes
 
 import (
