@@ -241,6 +241,49 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 				t.Fatal("the keeper made no warm pod")
 			}
 		}
+		// Three claims at once of the one ready pod: one gets it (the
+		// others' patches fail their resourceVersion precondition) and the
+		// others start pods of their own.
+		var wg sync.WaitGroup
+		got := make([]string, 3)
+		for i := range got {
+			wg.Go(func() {
+				c := exec.Command(tg.Pinfold, "session", "start", "--backend", "kubernetes", "--base", "oci:"+kubeImage)
+				c.Dir = ws
+				c.Env = start.Env
+				if out, err := c.Output(); err == nil {
+					got[i] = strings.TrimSpace(string(out))
+				}
+			})
+		}
+		wg.Wait()
+		pods := map[string]bool{}
+		for _, id := range got {
+			if id == "" {
+				t.Fatalf("a session did not start: %v", got)
+			}
+			defer func() {
+				stop := exec.Command(tg.Pinfold, "session", "stop", id)
+				stop.Env = env
+				stop.Run()
+			}()
+			c := exec.Command(tg.Pinfold, "exec", id, "--", "sh", "-c", `grep -o 'pods/[0-9a-f-]*' /proc/self/mountinfo | head -1`)
+			c.Env = env
+			out, _ := c.Output()
+			pods[strings.TrimSpace(string(out))] = true
+		}
+		if len(pods) != 3 {
+			t.Errorf("3 sessions in %d pods: %v", len(pods), pods)
+		}
+		if claimed := kc("get", "pods", "-l", "pinfold.template,!pinfold.pool,pinfold.run", "-o", "name"); len(strings.Fields(claimed)) != 1 {
+			t.Errorf("claimed pods, want one: %q", claimed)
+		}
+		for end := time.Now().Add(90 * time.Second); kc("get", "pods", "-l", "pinfold.pool=kill9,pinfold.ready=1", "-o", "name") == ""; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(end) {
+				keeper.Process.Kill()
+				t.Fatal("the keeper did not refill")
+			}
+		}
 		keeper.Process.Kill()
 		keeper.Wait()
 		if kc("get", "pods", "-l", "pinfold.pool=kill9", "-o", "name") == "" {
