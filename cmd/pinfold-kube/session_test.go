@@ -97,8 +97,10 @@ func TestTemplate(t *testing.T) {
 		"session":       {func(*kube.Request) {}, true},
 		"no pool":       {func(r *kube.Request) { r.Session.Pool = "" }, false},
 		"network allow": {func(r *kube.Request) { r.NetworkNone, r.NetworkAllow = false, true }, false},
-		"secret file":   {func(r *kube.Request) { r.Mounts = []kube.Mount{{Source: "/f", Target: "/f", ReadOnly: true, File: true}} }, false},
-		"a run":         {func(r *kube.Request) { r.Session = nil }, false},
+		"secret file": {func(r *kube.Request) {
+			r.Mounts = []kube.Mount{{Source: "/f", Target: "/f", ReadOnly: true, File: true}}
+		}, false},
+		"a run": {func(r *kube.Request) { r.Session = nil }, false},
 	} {
 		r := sessionRequest()
 		c.change(&r)
