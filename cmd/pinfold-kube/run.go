@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,6 +291,12 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		// stdin, and this machine's socket joined to its own.
 		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
 		args = append(args, agent.EnvFromStdin)
+		if r.WorkspaceParent && r.Dir != "" {
+			// An exec starts in the pod's directory (the workspace's
+			// parent): the agent, whose directory its commands inherit,
+			// starts in the session's.
+			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+		}
 		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
 		stopBridge, err := s.bridge(runCtx, r.Session.Sock)
 		if err != nil {
@@ -543,6 +550,15 @@ func (s *session) oomKilled(ctx context.Context) bool {
 	return false
 }
 
+// wsStage is the workspace's copy under the copy container's stage: its
+// volume, or with WorkspaceParent the subdirectory of its name.
+func (s *session) wsStage() string {
+	if s.req.WorkspaceParent {
+		return "ws/" + path.Base(s.req.Workspace)
+	}
+	return "ws"
+}
+
 // copyDirs lists the host directories the pod gets as copies (and a
 // session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
@@ -554,7 +570,7 @@ func (s *session) copyDirs() []kube.Dir {
 		return dirs // a warm pod gets its session's files when claimed
 	}
 	if s.req.Workspace != "" && s.req.Access != "none" {
-		dirs = append(dirs, kube.Dir{Src: s.req.Workspace, Name: "ws"})
+		dirs = append(dirs, kube.Dir{Src: s.req.Workspace, Name: s.wsStage(), Root: s.req.WorkspaceParent})
 	}
 	for i, m := range s.req.Mounts {
 		if !m.File {
@@ -611,7 +627,7 @@ func (s *session) copyOut(ctx context.Context) (int, error) {
 		done <- res{n, err}
 	}()
 	var errb strings.Builder
-	code, err := s.exec(ctx, copyName, []string{"tar", "-c", "-f", "-", "-C", stage + "/ws", "."}, nil, pw, &errb, false)
+	code, err := s.exec(ctx, copyName, []string{"tar", "-c", "-f", "-", "-C", stage + "/" + s.wsStage(), "."}, nil, pw, &errb, false)
 	pw.CloseWithError(err)
 	r := <-done
 	switch {
@@ -653,7 +669,11 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	var copyMounts []corev1.VolumeMount
 	if r.Workspace != "" && r.Access != "none" {
 		vols = append(vols, corev1.Volume{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "ws", MountPath: r.Workspace, ReadOnly: r.Access == "ro"})
+		at := r.Workspace
+		if r.WorkspaceParent {
+			at = path.Dir(r.Workspace)
+		}
+		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "ws", MountPath: at, ReadOnly: r.Access == "ro"})
 		copyMounts = append(copyMounts, corev1.VolumeMount{Name: "ws", MountPath: stage + "/ws"})
 	}
 	var secretItems []corev1.KeyToPath
@@ -710,6 +730,11 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	dir := r.Dir
 	if dir == "" {
 		dir = "/"
+	}
+	if r.WorkspaceParent && r.Session != nil {
+		// The agent gives each command its directory; the pod's own is
+		// the same for all the parent's workspaces.
+		dir = path.Dir(r.Workspace)
 	}
 	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
 		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}

@@ -90,6 +90,16 @@ func TestTemplate(t *testing.T) {
 			t.Errorf("%s: the same template", name)
 		}
 	}
+	// A tenant's workspaces, mounted at their parent: one template.
+	t1, t2 := sessionRequest(), sessionRequest()
+	t1.Workspace, t1.Dir, t1.WorkspaceParent = "/store/tenants/a/ws-1", "/store/tenants/a/ws-1", true
+	t2.Workspace, t2.Dir, t2.WorkspaceParent = "/store/tenants/a/ws-2", "/store/tenants/a/ws-2", true
+	if key(t1) != key(t2) {
+		t.Error("two workspaces of one parent have different templates")
+	}
+	if dirs := (&session{req: t1}).copyDirs(); len(dirs) != 2 || dirs[1].Name != "ws/ws-1" || !dirs[1].Root {
+		t.Errorf("a tenant's workspace copied as %+v", dirs)
+	}
 	for name, c := range map[string]struct {
 		change func(*kube.Request)
 		want   bool

@@ -413,6 +413,30 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	if end, err := c.Delete(ctx, sb.ID); err != nil || end.Added != 1 {
 		t.Errorf("stop: %+v %v", end, err)
 	}
+	// The tenant's next session claims a warm pod: its workspaces are
+	// fresh directories of one parent, which the pods mount. It sees its
+	// own workspace alone there.
+	for end := time.Now().Add(90 * time.Second); kc("", "get", "pods", "-l", "pinfold.pool,pinfold.ready=1", "-o", "name") == ""; time.Sleep(300 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no warm pod: %s", kc("", "logs", "deploy/pinfold-serve"))
+		}
+	}
+	start := time.Now()
+	sb2, err := c.Create(ctx, client.CreateRequest{Backend: "kubernetes", Base: "oci:" + kubeImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a tenant's warm session started in %v", time.Since(start))
+	if claimed := kc("", "get", "pods", "-l", "pinfold.template,!pinfold.pool", "-o", "name"); claimed == "" {
+		t.Error("the tenant's second session did not claim a warm pod")
+	}
+	res, err = c.Exec(ctx, sb2.ID, client.ExecRequest{Args: []string{"sh", "-c", "pwd; ls -a ..; echo y > two.txt"}})
+	if err != nil || res.ExitCode != 0 || res.Stdout != sb2.Workspace+"\n.\n..\n"+filepath.Base(sb2.Workspace)+"\n" {
+		t.Errorf("exec in the warm session: %+v %v (workspace %s)", res, err, sb2.Workspace)
+	}
+	if end, err := c.Delete(ctx, sb2.ID); err != nil || end.Added != 1 {
+		t.Errorf("stop the warm session: %+v %v", end, err)
+	}
 	// The server's end (a deleted Deployment: SIGTERM) ends its keeper,
 	// which deletes its warm pods.
 	kc("", "delete", "deployment", "pinfold-serve", "--wait=true", "--timeout=60s")

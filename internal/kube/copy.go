@@ -22,6 +22,9 @@ type Dir struct {
 	Name string
 	// FileName, when Src is a regular file, is its name under Name.
 	FileName string
+	// Root: Name is a directory of the tar too (the pod's mount point is
+	// above it), with Src's mode.
+	Root bool
 }
 
 // WriteTar writes the directories' contents (not the directories
@@ -32,6 +35,16 @@ type Dir struct {
 func WriteTar(w io.Writer, dirs []Dir) error {
 	tw := tar.NewWriter(w)
 	for _, d := range dirs {
+		if d.Root {
+			fi, err := os.Stat(d.Src)
+			if err != nil {
+				return err
+			}
+			h := &tar.Header{Name: d.Name + "/", Typeflag: tar.TypeDir, Mode: int64(fi.Mode().Perm()) | 0o700, ModTime: fi.ModTime(), Format: tar.FormatPAX}
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+		}
 		if d.FileName != "" {
 			if err := writeFile(tw, d.Src, d.Name+"/"+d.FileName); err != nil {
 				return err

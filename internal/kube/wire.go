@@ -76,8 +76,14 @@ type Request struct {
 
 	// Workspace is copied in at the same path; with Access "changeset" the
 	// pod's writes to it come back into Upper.
-	Workspace string  `json:"workspace,omitempty"`
-	Access    string  `json:"access,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceParent: the workspace's volume is mounted at its parent
+	// directory and the copy is its subdirectory, so that the pod's spec
+	// is the same for every workspace of that parent (a tenant's, whose
+	// workspaces are fresh directories of one parent) and a warm pod
+	// serves them all.
+	WorkspaceParent bool   `json:"workspace_parent,omitempty"`
+	Access          string `json:"access,omitempty"`
 	Upper     string  `json:"upper,omitempty"`
 	Mounts    []Mount `json:"mounts,omitempty"`
 

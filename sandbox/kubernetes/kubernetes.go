@@ -318,6 +318,14 @@ func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request,
 		}
 		r.Mounts = append(r.Mounts, kube.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, File: !fi.IsDir()})
 	}
+	if r.Session != nil && r.Workspace != "" {
+		// A tenant's workspace of pinfold serve (TENANTS/T/ws-...): its
+		// pod mounts the tenant's directory, the same for all its
+		// sessions, so that warm pods serve them.
+		if t := os.Getenv("PINFOLD_KUBE_TENANTS"); t != "" && filepath.Dir(filepath.Dir(r.Workspace)) == filepath.Clean(t) {
+			r.WorkspaceParent = true
+		}
+	}
 	if r.Session != nil && (r.Session.Agent == "" || r.Session.Sock == "") {
 		return nil, &sandbox.SpecError{Field: "session", Err: errors.New("a session's agent needs pinfold's binary and a run directory mounted")}
 	}
