@@ -82,10 +82,10 @@ type Request struct {
 	// is the same for every workspace of that parent (a tenant's, whose
 	// workspaces are fresh directories of one parent) and a warm pod
 	// serves them all.
-	WorkspaceParent bool   `json:"workspace_parent,omitempty"`
-	Access          string `json:"access,omitempty"`
-	Upper     string  `json:"upper,omitempty"`
-	Mounts    []Mount `json:"mounts,omitempty"`
+	WorkspaceParent bool    `json:"workspace_parent,omitempty"`
+	Access          string  `json:"access,omitempty"`
+	Upper           string  `json:"upper,omitempty"`
+	Mounts          []Mount `json:"mounts,omitempty"`
 
 	// Session, when set, makes the command a session's agent.
 	Session *Session `json:"session,omitempty"`
