@@ -206,6 +206,44 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 
 	t.Run("in-cluster", func(t *testing.T) { kubeInCluster(t, tg, kubectl, kubeconfig, ns) })
 
+	t.Run("kill-supervisor", func(t *testing.T) {
+		// The session's supervisor killed: its helper sees its socket
+		// close and deletes the pod; the session is lost.
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+		env := append(os.Environ(), "PINFOLD_STORE="+t.TempDir())
+		start := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", "oci:"+kubeImage)
+		start.Dir, start.Env = ws, env
+		out, err := start.Output()
+		var rec struct {
+			ID  string
+			Pid int
+		}
+		if err != nil || json.Unmarshal(out, &rec) != nil || rec.Pid == 0 {
+			t.Fatalf("session start: %v %s", err, out)
+		}
+		uid := exec.Command(tg.Pinfold, "exec", rec.ID, "--", "sh", "-c", `grep -o 'pods/[0-9a-f-]*' /proc/self/mountinfo | head -1`)
+		uid.Env = env
+		b, _ := uid.Output()
+		pod := strings.TrimPrefix(strings.TrimSpace(string(b)), "pods/")
+		if pod == "" || !strings.Contains(kc("get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"), pod) {
+			t.Fatalf("the session's pod (uid %q) is not among the namespace's", pod)
+		}
+		syscall.Kill(rec.Pid, syscall.SIGKILL)
+		for end := time.Now().Add(30 * time.Second); strings.Contains(kc("get", "pods", "-o", "jsonpath={.items[*].metadata.uid}"), pod); time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the pod of a session whose supervisor was killed is still there after 30 s")
+			}
+		}
+		st := exec.Command(tg.Pinfold, "session", "status", "--json", rec.ID)
+		st.Env = env
+		b, _ = st.Output()
+		if !strings.Contains(string(b), `"lost"`) {
+			t.Errorf("session status after its supervisor's kill: %s", b)
+		}
+	})
+
 	t.Run("pool-kill-9", func(t *testing.T) {
 		// The server and its keeper killed: pinfold clean removes the pool.
 		store := t.TempDir()
