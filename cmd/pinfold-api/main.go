@@ -88,10 +88,10 @@ func serve(args []string) int {
 		fmt.Fprintf(os.Stderr, " and http://%s", tl.Addr())
 	}
 	fmt.Fprintln(os.Stderr)
-	// Tenants' workspaces are fresh directories of STORE/tenants/T: the
+	// Tenants' workspaces are fresh directories of TENANTS/T: the
 	// kubernetes runtime mounts T's directory in their pods, so that one
 	// warm pod serves any of T's sessions.
-	os.Setenv("PINFOLD_KUBE_TENANTS", filepath.Join(dir, "tenants"))
+	os.Setenv("PINFOLD_KUBE_TENANTS", server.TenantsDir(dir))
 	if *kubePool > 0 {
 		stopPool, err := startPool(dir, *kubePool)
 		if err != nil {

@@ -804,7 +804,7 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	}
 	term := int64(1)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod()},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &f,
@@ -829,4 +829,18 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		secret = nil
 	}
 	return pod, secret, pol, nil
+}
+
+// serverPod is the owner reference of pinfold's own pod, when pinfold
+// runs in one (PINFOLD_KUBE_OWNER_POD, _UID and _NAMESPACE, from the
+// downward API: deploy/kubernetes/serve.yaml) in the namespace of the
+// pods it makes: they are then deleted by the garbage collector with it,
+// however it ended. In another namespace an owner reference would read as
+// a missing owner (and the pod be deleted at once), so there is none.
+func (s *session) serverPod() []metav1.OwnerReference {
+	name, uid, ns := os.Getenv("PINFOLD_KUBE_OWNER_POD"), os.Getenv("PINFOLD_KUBE_OWNER_UID"), os.Getenv("PINFOLD_KUBE_OWNER_NAMESPACE")
+	if name == "" || uid == "" || s.c == nil || ns != s.c.ns {
+		return nil
+	}
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}}
 }

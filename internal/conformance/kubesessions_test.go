@@ -424,8 +424,11 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	// The kit's node has the image and the sessions' busybox; it pulls
 	// nothing.
 	m := strings.ReplaceAll(string(manifest), "image: IMAGE", "image: "+ref+"\n        imagePullPolicy: Never")
-	m = strings.Replace(m, "        - {name: PINFOLD_STORE, value: /var/lib/pinfold}",
-		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}", 1)
+	m = strings.Replace(m, "        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}",
+		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}", 1)
+	if !strings.Contains(m, "PINFOLD_KUBE_PULL_POLICY") {
+		t.Fatal("the manifest's PINFOLD_STORE line moved: the test cannot set the pull policy")
+	}
 	kc(m, "apply", "-f", "-")
 	deleted := false
 	t.Cleanup(func() {
@@ -467,6 +470,15 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	t.Logf("a tenant's warm session started in %v", time.Since(start))
 	if claimed := kc("", "get", "pods", "-l", "pinfold.template,!pinfold.pool", "-o", "name"); claimed == "" {
 		t.Error("the tenant's second session did not claim a warm pod")
+	}
+	// Every pod the server made is its pod's (the garbage collector
+	// deletes them with it).
+	serverUID := kc("", "get", "pods", "-l", "app.kubernetes.io/name=pinfold-serve", "-o", "jsonpath={.items[0].metadata.uid}")
+	owners := kc("", "get", "pods", "-l", "pinfold.run", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].uid}{"\n"}{end}`)
+	for _, l := range strings.Split(owners, "\n") {
+		if f := strings.Fields(l); len(f) != 2 || f[1] != serverUID {
+			t.Errorf("a pod not owned by the server's pod %s: %q", serverUID, l)
+		}
 	}
 	res, err = c.Exec(ctx, sb2.ID, client.ExecRequest{Args: []string{"sh", "-c", "pwd; ls -a ..; echo y > two.txt"}})
 	if err != nil || res.ExitCode != 0 || res.Stdout != sb2.Workspace+"\n.\n..\n"+filepath.Base(sb2.Workspace)+"\n" {
