@@ -4,9 +4,15 @@
 //   - a command in a new pod: `pinfold run --backend kubernetes -- true`
 //     (with the changeset access: the workspace is copied in and out, and
 //     with --access none) against `kubectl run --rm -i --restart=Never`;
-//   - a command in a running pod (what a session's exec costs): the
-//     helper's exec (`pinfold-kube exec POD -- true`, the path a run's
-//     command takes) against `kubectl exec POD -- true`.
+//   - a command in a running pod: the helper's exec (`pinfold-kube exec
+//     POD -- true`, the path a run's command takes) against `kubectl exec
+//     POD -- true`;
+//   - sessions: `pinfold session start --backend kubernetes` from a warm
+//     pool (a pool keeper running, as `pinfold serve --kube-pool` starts
+//     it) against a cold start, and the cold start against `kubectl run`
+//     of a sleeping pod until it is Ready; `pinfold exec SESSION -- true`
+//     (straight to the store's socket, and through `pinfold serve`)
+//     against `kubectl exec POD -- true` of the same image.
 //
 // Rounds are paired: each round runs every side once, in rotating order;
 // a ratio is the median of the per-round ratios.
@@ -61,10 +67,14 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(ws)
+	// The store beside the workspace, not in it: the workspace is copied
+	// into every pod.
+	storeDir := ws + ".store"
+	defer os.RemoveAll(storeDir)
 	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644)
 	env := append(os.Environ(), "PINFOLD_KUBECONFIG="+*kubeconfig, "PINFOLD_KUBE_NAMESPACE="+ns, "PINFOLD_KUBE_PULL_POLICY=Never",
-		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+filepath.Join(ws, ".store"))
+		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+storeDir)
 	pf := func(args ...string) func() error {
 		return func() error {
 			c := exec.Command(bin, append([]string{"run", "--backend", "kubernetes", "--base", "oci:" + *image}, args...)...)
@@ -112,8 +122,139 @@ func main() {
 		return nil
 	}
 	report("exec in a running pod: pinfold-kube exec vs kubectl exec", *rounds*3, pexec, kexec)
+	sessions(bin, helper, *image, ws, storeDir, env, kc, *rounds, kexec)
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average after: %s", load)
+}
+
+// sessions measures session start (warm, cold) and exec.
+func sessions(bin, helper, image, ws, store string, env []string, kc func(...string) *exec.Cmd, rounds int, kexec func() error) {
+	poolSock := filepath.Join(store, "kube-pool.sock")
+	keeper := exec.Command(helper, "pool", "bench", "1", poolSock)
+	keeper.Env = env
+	in, err := keeper.StdinPipe()
+	if err != nil {
+		fail(err)
+	}
+	if err := keeper.Start(); err != nil {
+		fail(err)
+	}
+	defer func() { in.Close(); keeper.Wait() }()
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			c := exec.Command(bin, "session", "stop", id)
+			c.Env = env
+			c.Run()
+		}
+	}()
+	start := func(pool bool) func() error {
+		return func() error {
+			c := exec.Command(bin, "session", "start", "--backend", "kubernetes", "--base", "oci:"+image)
+			c.Dir, c.Env = ws, env
+			if pool {
+				c.Env = append(c.Env, "PINFOLD_KUBE_POOL=bench", "PINFOLD_KUBE_POOL_SOCKET="+poolSock)
+			}
+			out, err := c.Output()
+			if err != nil {
+				return fmt.Errorf("session start: %v: %s", err, out)
+			}
+			id := strings.TrimSpace(string(out))
+			ids = append(ids, id)
+			return nil
+		}
+	}
+	stopAll := func() {
+		for _, id := range ids {
+			c := exec.Command(bin, "session", "stop", id)
+			c.Env = env
+			c.Run()
+		}
+		ids = nil
+	}
+	ready := func() {
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if b, _ := kc("get", "pods", "-l", "pinfold.pool=bench,pinfold.ready=1", "-o", "name").Output(); len(strings.TrimSpace(string(b))) > 0 {
+				return
+			}
+		}
+		fail(fmt.Errorf("the pool has no ready pod after 60 s"))
+	}
+	// The keeper learns the template from a first (cold) session.
+	if err := start(true)(); err != nil {
+		fail(err)
+	}
+	stopAll()
+	var ta, tb, ratios []float64
+	for i := 0; i < rounds; i++ {
+		ready()
+		t0 := time.Now()
+		if err := start(true)(); err != nil {
+			fail(err)
+		}
+		w := time.Since(t0).Seconds()
+		t0 = time.Now()
+		if err := start(false)(); err != nil {
+			fail(err)
+		}
+		c := time.Since(t0).Seconds()
+		stopAll()
+		ta, tb, ratios = append(ta, w), append(tb, c), append(ratios, w/c)
+	}
+	fmt.Printf("session start: warm (pool) vs cold (%d rounds)\n  warm %.3f s [%.3f..%.3f]  cold %.3f s [%.3f..%.3f]  ratio %.2f\n", rounds,
+		median(ta), min(ta), max(ta), median(tb), min(tb), max(tb), median(ratios))
+	n := 0
+	kubectlUp := func() error {
+		n++
+		name := fmt.Sprintf("up-%d", n)
+		defer kc("delete", "pod", name, "--grace-period=1", "--wait=false").Run()
+		if b, err := kc("run", name, "--image", image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600").CombinedOutput(); err != nil {
+			return fmt.Errorf("%v %s", err, b)
+		}
+		if b, err := kc("wait", "--for=condition=Ready", "pod/"+name, "--timeout=60s").CombinedOutput(); err != nil {
+			return fmt.Errorf("%v %s", err, b)
+		}
+		return nil
+	}
+	report("session start: pinfold session start (cold) vs kubectl run + wait Ready", rounds, func() error {
+		err := start(false)()
+		stopAll()
+		return err
+	}, kubectlUp)
+
+	// Exec into a running session.
+	ready()
+	if err := start(true)(); err != nil {
+		fail(err)
+	}
+	id := ids[len(ids)-1]
+	pexec := func(extra ...string) func() error {
+		return func() error {
+			c := exec.Command(bin, "exec", id, "--", "true")
+			c.Env = append(env, extra...)
+			if b, err := c.CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %s", err, b)
+			}
+			return nil
+		}
+	}
+	report("session exec: pinfold exec SESSION -- true vs kubectl exec POD -- true", rounds*3, pexec(), kexec)
+	serve := exec.Command(bin, "serve")
+	serve.Env = env
+	if err := serve.Start(); err != nil {
+		fail(err)
+	}
+	defer func() { serve.Process.Signal(os.Interrupt); serve.Wait() }()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(store, "api.sock")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			fail(fmt.Errorf("pinfold serve did not listen"))
+		}
+	}
+	report("session exec through pinfold serve (PINFOLD_HOST) vs kubectl exec POD -- true", rounds*3,
+		pexec("PINFOLD_HOST=unix://"+filepath.Join(store, "api.sock")), kexec)
 }
 
 // report runs a and b paired for rounds and prints their medians and

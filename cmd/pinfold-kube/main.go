@@ -7,6 +7,10 @@
 //	pinfold-kube check       can the cluster be reached and used
 //	pinfold-kube leftovers   objects of pinfold processes that are gone
 //	pinfold-kube clean       remove them (pinfold clean runs it)
+//	pinfold-kube pool NAME SIZE SOCKET
+//	                         keep SIZE warm pods of every session template
+//	                         it is told of on SOCKET (pinfold serve
+//	                         --kube-pool starts it), until stdin ends
 //	pinfold-kube exec POD -- ARGS...
 //	                         run ARGS in the pod's main container, as a
 //	                         session's command would be (for benchmarks)
@@ -16,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"k8s.io/klog/v2"
 )
@@ -37,6 +43,10 @@ func main() {
 		os.Exit(leftovers(false))
 	case "clean":
 		os.Exit(leftovers(true))
+	case "pool":
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+		os.Exit(pool(os.Args[2:], term))
 	case "exec":
 		os.Exit(execCmd(os.Args[2:]))
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 )
 
@@ -56,6 +58,9 @@ type session struct {
 	// sizes feeds the terminal's sizes to the exec stream.
 	sizes chan remotecommand.TerminalSize
 	trace []kube.Step
+	// warm: the pod was claimed from a pool (its agent is in, its links
+	// are down); pooling: the pod is being made for a pool.
+	warm, pooling bool
 }
 
 func (s *session) send(ev kube.Event) {
@@ -146,6 +151,12 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		return s.fail(kube.ErrSpec, err)
 	}
 	core := c.cs.CoreV1()
+	if r.Session != nil {
+		go s.tellPool(pod)
+		if claimed := s.claim(ctx, pod); claimed != "" {
+			return s.command(ctx, controls, claimed)
+		}
+	}
 	if secret != nil {
 		if _, err := core.Secrets(c.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			return s.fail(kube.ErrCluster, fmt.Errorf("creating the run's secret: %w", err))
@@ -190,15 +201,28 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		return s.fail(kube.ErrCluster, err)
 	}
 	s.mark("pod running")
+	return s.command(ctx, controls, "")
+}
+
+// command prepares the running pod (its links down, the copies in; a
+// claimed pod's links are down and its agent in already) and runs the
+// command in it.
+func (s *session) command(ctx context.Context, controls <-chan kube.Control, claimed string) int {
+	r, c := &s.req, s.c
+	core := c.cs.CoreV1()
 	// The links' check and the copy are execs in different containers:
 	// they run side by side.
 	var linksErr error
 	var links sync.WaitGroup
-	if r.NetworkNone {
-		links.Go(func() { linksErr = s.linksDown(ctx) })
+	// A failed copy ends the links' wait (which retries for a minute).
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	if r.NetworkNone && claimed == "" {
+		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
 	if dirs := s.copyDirs(); len(dirs) > 0 {
 		if err := s.copyIn(ctx, dirs); err != nil {
+			lcancel()
 			links.Wait()
 			return s.fail(kube.ErrCluster, err)
 		}
@@ -261,6 +285,24 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 		// reaches its terminal, which then reads 0x0 at first: the size is
 		// set before the command, as docker's runtime does it.
 		args = append([]string{"/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, r.Rows, r.Cols), "sh"}, args...)
+	}
+	if r.Session != nil {
+		// The agent: pinfold's binary copied in, its environment on its
+		// stdin, and this machine's socket joined to its own.
+		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
+		args = append(args, agent.EnvFromStdin)
+		if r.WorkspaceParent && r.Dir != "" {
+			// An exec starts in the pod's directory (the workspace's
+			// parent): the agent, whose directory its commands inherit,
+			// starts in the session's.
+			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+		}
+		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
+		stopBridge, err := s.bridge(runCtx, r.Session.Sock)
+		if err != nil {
+			return s.fail(kube.ErrCluster, err)
+		}
+		defer stopBridge()
 	}
 	code, err := s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
 	s.mark("command ended")
@@ -508,11 +550,27 @@ func (s *session) oomKilled(ctx context.Context) bool {
 	return false
 }
 
-// copyDirs lists the host directories the pod gets as copies.
+// wsStage is the workspace's copy under the copy container's stage: its
+// volume, or with WorkspaceParent the subdirectory of its name.
+func (s *session) wsStage() string {
+	if s.req.WorkspaceParent {
+		return "ws/" + path.Base(s.req.Workspace)
+	}
+	return "ws"
+}
+
+// copyDirs lists the host directories the pod gets as copies (and a
+// session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
+	if s.req.Session != nil && !s.warm {
+		dirs = append(dirs, kube.Dir{Src: s.req.Session.Agent, Name: "agent", FileName: agentFile})
+	}
+	if s.pooling {
+		return dirs // a warm pod gets its session's files when claimed
+	}
 	if s.req.Workspace != "" && s.req.Access != "none" {
-		dirs = append(dirs, kube.Dir{Src: s.req.Workspace, Name: "ws"})
+		dirs = append(dirs, kube.Dir{Src: s.req.Workspace, Name: s.wsStage(), Root: s.req.WorkspaceParent})
 	}
 	for i, m := range s.req.Mounts {
 		if !m.File {
@@ -569,7 +627,7 @@ func (s *session) copyOut(ctx context.Context) (int, error) {
 		done <- res{n, err}
 	}()
 	var errb strings.Builder
-	code, err := s.exec(ctx, copyName, []string{"tar", "-c", "-f", "-", "-C", stage + "/ws", "."}, nil, pw, &errb, false)
+	code, err := s.exec(ctx, copyName, []string{"tar", "-c", "-f", "-", "-C", stage + "/" + s.wsStage(), "."}, nil, pw, &errb, false)
 	pw.CloseWithError(err)
 	r := <-done
 	switch {
@@ -611,7 +669,11 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	var copyMounts []corev1.VolumeMount
 	if r.Workspace != "" && r.Access != "none" {
 		vols = append(vols, corev1.Volume{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "ws", MountPath: r.Workspace, ReadOnly: r.Access == "ro"})
+		at := r.Workspace
+		if r.WorkspaceParent {
+			at = path.Dir(r.Workspace)
+		}
+		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "ws", MountPath: at, ReadOnly: r.Access == "ro"})
 		copyMounts = append(copyMounts, corev1.VolumeMount{Name: "ws", MountPath: stage + "/ws"})
 	}
 	var secretItems []corev1.KeyToPath
@@ -637,6 +699,16 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		mainMounts = append(mainMounts, corev1.VolumeMount{Name: v, MountPath: m.Target, ReadOnly: true})
 		copyMounts = append(copyMounts, corev1.VolumeMount{Name: v, MountPath: stage + "/" + v})
 	}
+	if r.Session != nil {
+		// A session's pod: pinfold's binary (copied in, read-only in
+		// main), the agent's run directory and the session's home.
+		for _, v := range []string{"agent", "run", "home"} {
+			vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "agent", MountPath: kube.AgentDir, ReadOnly: true},
+			corev1.VolumeMount{Name: "run", MountPath: kube.SessionRun}, corev1.VolumeMount{Name: "home", MountPath: kube.SessionHome})
+		copyMounts = append(copyMounts, corev1.VolumeMount{Name: "agent", MountPath: stage + "/agent"})
+	}
 	if len(secretItems) > 0 {
 		mode := int32(0o444)
 		vols = append(vols, corev1.Volume{Name: "files", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -658,6 +730,11 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	dir := r.Dir
 	if dir == "" {
 		dir = "/"
+	}
+	if r.WorkspaceParent && r.Session != nil {
+		// The agent gives each command its directory; the pod's own is
+		// the same for all the parent's workspaces.
+		dir = path.Dir(r.Workspace)
 	}
 	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
 		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}
@@ -727,7 +804,7 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	}
 	term := int64(1)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod()},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &f,
@@ -752,4 +829,18 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		secret = nil
 	}
 	return pod, secret, pol, nil
+}
+
+// serverPod is the owner reference of pinfold's own pod, when pinfold
+// runs in one (PINFOLD_KUBE_OWNER_POD, _UID and _NAMESPACE, from the
+// downward API: deploy/kubernetes/serve.yaml) in the namespace of the
+// pods it makes: they are then deleted by the garbage collector with it,
+// however it ended. In another namespace an owner reference would read as
+// a missing owner (and the pod be deleted at once), so there is none.
+func (s *session) serverPod() []metav1.OwnerReference {
+	name, uid, ns := os.Getenv("PINFOLD_KUBE_OWNER_POD"), os.Getenv("PINFOLD_KUBE_OWNER_UID"), os.Getenv("PINFOLD_KUBE_OWNER_NAMESPACE")
+	if name == "" || uid == "" || s.c == nil || ns != s.c.ns {
+		return nil
+	}
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}}
 }

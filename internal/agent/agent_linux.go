@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,6 +37,22 @@ func AgentMain(args []string) int {
 	if len(args) > 0 {
 		if d, err := time.ParseDuration(args[0]); err == nil {
 			idle = d
+		}
+	}
+	if len(args) > 1 && args[1] == EnvFromStdin {
+		// The session's environment, NUL-separated, on stdin (a pod of
+		// the kubernetes runtime, whose spec holds none, so that a warm
+		// pod made before the session serves it).
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pinfold agent: reading the environment: %v\n", err)
+			return 1
+		}
+		os.Clearenv()
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+				os.Setenv(k, v)
+			}
 		}
 	}
 	sock := filepath.Join(RunDir, sockName)
@@ -363,4 +380,31 @@ func checkDir(dir string) error {
 		return syscall.ENOTDIR
 	}
 	return nil
+}
+
+// EnvFromStdin, as the agent's second argument, makes it read its whole
+// environment from stdin (NUL-separated) before it serves.
+const EnvFromStdin = "env-from-stdin"
+
+// BridgeCommand is the hidden subcommand that joins its stdin and stdout
+// to the agent's socket: the kubernetes runtime runs it by exec in the pod
+// for every connection to the session's socket on the host.
+const BridgeCommand = "__session-bridge"
+
+// BridgeMain copies stdin to the agent's socket and the socket to stdout.
+// The end of stdin half-closes the connection, as the end of a client's
+// connection would; it returns once the agent closes its side.
+func BridgeMain() int {
+	c, err := net.Dial("unix", filepath.Join(RunDir, sockName))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold bridge: %v\n", err)
+		return 1
+	}
+	uc := c.(*net.UnixConn)
+	go func() {
+		io.Copy(uc, os.Stdin)
+		uc.CloseWrite()
+	}()
+	io.Copy(os.Stdout, uc)
+	return 0
 }

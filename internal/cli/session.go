@@ -37,6 +37,8 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 		}
 	case agent.AgentCommand:
 		return agent.AgentMain(args[1:]), true
+	case agent.BridgeCommand:
+		return agent.BridgeMain(), true
 	case session.SuperviseCommand:
 		if len(args) != 2 {
 			return fault.ExitUsage, true

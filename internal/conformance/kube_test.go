@@ -153,8 +153,14 @@ func TestKubernetes(t *testing.T) {
 	}
 	tg := conformance.Target{Backend: kubernetes.Name, Runtime: rt, Base: "oci:" + kubeImage,
 		Pinfold: filepath.Join(tools, "pinfold"), Leftovers: rt.Leftovers}
+	api := exec.Command("go", "build", "-o", filepath.Join(tools, "pinfold-api"), "github.com/pinfold/pinfold/cmd/pinfold-api")
+	api.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := api.CombinedOutput(); err != nil {
+		t.Fatalf("building pinfold-api: %v\n%s", err, b)
+	}
 	conformance.Run(t, tg)
 	t.Run("kube", func(t *testing.T) { kubeChecks(t, tg, kubectl, kubeconfig, ns) })
+	t.Run("sessions", func(t *testing.T) { kubeSessions(t, tg, rt, kubectl, kubeconfig, ns) })
 	// Nothing of the runs is left in the namespace.
 	var left string
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {

@@ -20,6 +20,11 @@ import (
 type Dir struct {
 	Src  string
 	Name string
+	// FileName, when Src is a regular file, is its name under Name.
+	FileName string
+	// Root: Name is a directory of the tar too (the pod's mount point is
+	// above it), with Src's mode.
+	Root bool
 }
 
 // WriteTar writes the directories' contents (not the directories
@@ -30,6 +35,22 @@ type Dir struct {
 func WriteTar(w io.Writer, dirs []Dir) error {
 	tw := tar.NewWriter(w)
 	for _, d := range dirs {
+		if d.Root {
+			fi, err := os.Stat(d.Src)
+			if err != nil {
+				return err
+			}
+			h := &tar.Header{Name: d.Name + "/", Typeflag: tar.TypeDir, Mode: int64(fi.Mode().Perm()) | 0o700, ModTime: fi.ModTime(), Format: tar.FormatPAX}
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+		}
+		if d.FileName != "" {
+			if err := writeFile(tw, d.Src, d.Name+"/"+d.FileName); err != nil {
+				return err
+			}
+			continue
+		}
 		err := filepath.WalkDir(d.Src, func(p string, de fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -83,6 +104,30 @@ func WriteTar(w io.Writer, dirs []Dir) error {
 		}
 	}
 	return tw.Close()
+}
+
+// writeFile writes the regular file src as name.
+func writeFile(tw *tar.Writer, src, name string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", src)
+	}
+	h := &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: fi.ModTime(), Format: tar.FormatPAX}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, f, h.Size); err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return nil
 }
 
 // entry is what the pod's tar said about one path.

@@ -76,11 +76,65 @@ type Request struct {
 
 	// Workspace is copied in at the same path; with Access "changeset" the
 	// pod's writes to it come back into Upper.
-	Workspace string  `json:"workspace,omitempty"`
-	Access    string  `json:"access,omitempty"`
-	Upper     string  `json:"upper,omitempty"`
-	Mounts    []Mount `json:"mounts,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceParent: the workspace's volume is mounted at its parent
+	// directory and the copy is its subdirectory, so that the pod's spec
+	// is the same for every workspace of that parent (a tenant's, whose
+	// workspaces are fresh directories of one parent) and a warm pod
+	// serves them all.
+	WorkspaceParent bool    `json:"workspace_parent,omitempty"`
+	Access          string  `json:"access,omitempty"`
+	Upper           string  `json:"upper,omitempty"`
+	Mounts          []Mount `json:"mounts,omitempty"`
+
+	// Session, when set, makes the command a session's agent.
+	Session *Session `json:"session,omitempty"`
 }
+
+// Session is what a session's pod needs besides a run's: pinfold's binary
+// (the agent) copied in, a writable home and run directory, and the
+// agent's socket served on the host.
+//
+// Its environment is not in the pod's spec (nor in a Secret): the helper
+// hands it to the agent on the agent's stdin, so that a pod started before
+// the session (a warm pod of a pool) is the same pod a cold start would
+// make. Request.Env is then empty.
+type Session struct {
+	// Agent is pinfold's binary on this machine, copied into the pod at
+	// AgentDir/pinfold.
+	Agent string `json:"agent"`
+	// Env is the session's whole environment.
+	Env []string `json:"env"`
+	// Sock is the unix socket on this machine the helper listens on: every
+	// connection is joined to the agent's socket in the pod (an exec of
+	// the agent's bridge).
+	Sock string `json:"sock"`
+	// Pool names the warm pool to claim a pod from ("": start one).
+	Pool string `json:"pool,omitempty"`
+	// PoolSock is the pool keeper's socket, told of the template used so
+	// that it keeps warm pods of it.
+	PoolSock string `json:"pool_sock,omitempty"`
+}
+
+// Paths in a session's pod.
+const (
+	// AgentDir holds pinfold's binary (an emptyDir, read-only in main).
+	AgentDir = "/.pinfold/bin"
+	// SessionRun and SessionHome are the agent's run directory and the
+	// session's home (agent.RunDir, agent.Home; emptyDirs).
+	SessionRun  = "/.pinfold/run"
+	SessionHome = "/home/sandbox"
+)
+
+// Pool labels: a warm pod carries LabelPool (the pool's name) and
+// LabelTemplate (the hash of its spec), and LabelReady once it can be
+// claimed. A claim replaces LabelOwner with the claimer's and removes
+// LabelPool, with the pod's resourceVersion as a precondition.
+const (
+	LabelPool     = "pinfold.pool"
+	LabelTemplate = "pinfold.template"
+	LabelReady    = "pinfold.ready"
+)
 
 // Block is an address range a pod may reach, less the Except ranges.
 type Block struct {

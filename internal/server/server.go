@@ -50,7 +50,14 @@ type Config struct {
 	MaxBody, MaxUpload int64
 	// Engine makes the engine a request uses (nil: engine.New(Store)).
 	Engine func() *engine.Engine
+	// Tenants holds the tenants' workspaces (TENANT/ws-...); empty:
+	// TenantsDir(Store). Not inside the store, which no sandbox may see.
+	Tenants string
 }
+
+// TenantsDir is the default directory of the tenants' workspaces for the
+// store at dir: beside it ("/var/lib/pinfold-tenants").
+func TenantsDir(store string) string { return filepath.Clean(store) + "-tenants" }
 
 // Defaults for Config's bounds.
 const (
@@ -406,7 +413,11 @@ func (s *Server) tenantWorkspace(t, snapshot string) (string, error) {
 			return "", errors.New("invalid tenant name")
 		}
 	}
-	dir := filepath.Join(s.cfg.Store, "tenants", t)
+	root := s.cfg.Tenants
+	if root == "" {
+		root = TenantsDir(s.cfg.Store)
+	}
+	dir := filepath.Join(root, t)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}

@@ -76,10 +76,15 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = real
 		}
+		// A pod does not see this machine's files: the kubernetes runtime
+		// copies the agent in, gives the pod a home and run directory of
+		// its own and serves the agent's socket in the host's run
+		// directory, which the pod never writes (hence read-only there).
+		kube := p.Backend == "kubernetes"
 		p.Sandbox.Mounts = append(p.Sandbox.Mounts,
 			sandboxMount(exe, agent.AgentPath, true),
-			sandboxMount(filepath.Join(dir, "run"), agent.RunDir, false),
-			sandboxMount(filepath.Join(dir, "home"), agent.Home, false))
+			sandboxMount(filepath.Join(dir, "run"), agent.RunDir, kube),
+			sandboxMount(filepath.Join(dir, "home"), agent.Home, kube))
 	}
 	env := p.Command.Env[:0:0]
 	for _, v := range p.Command.Env {

@@ -15,7 +15,13 @@
 // copied in (tar over exec), read-only files are carried in a Secret with
 // the environment's values, and with the changeset access the pod's
 // writes come back as the changeset's upper directory. See
-// docs/backends.md.
+// docs/kubernetes.md.
+//
+// A session (Runtime.Session, and pinfold's sessions through the engine)
+// is a pod whose command is pinfold's session agent, copied in; the helper
+// serves the agent's socket on this machine by joining each connection to
+// an exec of the agent's bridge in the pod, and may claim the pod from a
+// warm pool (pinfold-kube pool).
 package kubernetes
 
 import (
@@ -34,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
@@ -279,7 +286,29 @@ func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request,
 	if sp.Access == sandbox.AccessChangeset {
 		r.Upper = sp.Changeset.Upper
 	}
+	if isAgent(cmd) {
+		// A session's agent: its environment goes to the agent, not into
+		// the pod (see kube.Session).
+		r.Session = &kube.Session{Env: env, Pool: os.Getenv("PINFOLD_KUBE_POOL"), PoolSock: os.Getenv("PINFOLD_KUBE_POOL_SOCKET")}
+		r.Env = nil
+	}
 	for _, m := range sp.Mounts {
+		if r.Session != nil {
+			// The session's own mounts (internal/session.Resolve) are the
+			// pod's: pinfold's binary is copied in, the run directory and
+			// home are emptyDirs, and the host's run directory gets the
+			// socket the helper joins to the agent's.
+			switch m.Target {
+			case agent.AgentPath:
+				r.Session.Agent = m.Source
+				continue
+			case agent.RunDir:
+				r.Session.Sock = filepath.Join(m.Source, agent.SockName)
+				continue
+			case agent.Home:
+				continue
+			}
+		}
 		fi, err := os.Stat(m.Source)
 		if err != nil {
 			return nil, &sandbox.SpecError{Field: "mount", Err: err}
@@ -289,7 +318,24 @@ func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request,
 		}
 		r.Mounts = append(r.Mounts, kube.Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, File: !fi.IsDir()})
 	}
+	if r.Session != nil && r.Workspace != "" {
+		// A tenant's workspace of pinfold serve (TENANTS/T/ws-...): its
+		// pod mounts the tenant's directory, the same for all its
+		// sessions, so that warm pods serve them.
+		if t := os.Getenv("PINFOLD_KUBE_TENANTS"); t != "" && filepath.Dir(filepath.Dir(r.Workspace)) == filepath.Clean(t) {
+			r.WorkspaceParent = true
+		}
+	}
+	if r.Session != nil && (r.Session.Agent == "" || r.Session.Sock == "") {
+		return nil, &sandbox.SpecError{Field: "session", Err: errors.New("a session's agent needs pinfold's binary and a run directory mounted")}
+	}
 	return r, nil
+}
+
+// isAgent reports whether cmd is a session's agent (pinfold's binary at
+// agent.AgentPath running agent.AgentCommand).
+func isAgent(cmd *sandbox.Cmd) bool {
+	return len(cmd.Args) >= 2 && cmd.Args[0] == agent.AgentPath && cmd.Args[1] == agent.AgentCommand
 }
 
 func randomID() string {

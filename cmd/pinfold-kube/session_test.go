@@ -1,0 +1,121 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/pinfold/pinfold/internal/kube"
+)
+
+func sessionRequest() kube.Request {
+	r := baseRequest()
+	r.Env = nil
+	r.Args = []string{"/.pinfold/agent", "__session-agent", "0"}
+	r.Session = &kube.Session{Agent: "/usr/local/bin/pinfold", Env: []string{"TOKEN=s3cr3t"}, Sock: "/s/run/agent.sock", Pool: "p"}
+	return r
+}
+
+// TestSessionPod checks a session's pod: the agent's volumes, its
+// environment nowhere in the pod or a Secret, the same confinement as a
+// run's.
+func TestSessionPod(t *testing.T) {
+	s := &session{req: sessionRequest()}
+	pod, secret, pol, err := s.objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != nil {
+		t.Errorf("a session's pod has a secret: %v", secret.Data)
+	}
+	if pol == nil {
+		t.Error("no deny-all policy for network none")
+	}
+	mounts := map[string]bool{}
+	for _, c := range pod.Spec.Containers {
+		if len(c.Env) > 0 {
+			t.Errorf("container %s has an environment: %v", c.Name, c.Env)
+		}
+		if c.Name == mainName {
+			for _, m := range c.VolumeMounts {
+				mounts[m.MountPath] = m.ReadOnly
+			}
+		}
+	}
+	if ro, ok := mounts[kube.AgentDir]; !ok || !ro {
+		t.Errorf("the agent is not mounted read-only: %v", mounts)
+	}
+	for _, p := range []string{kube.SessionRun, kube.SessionHome, "/ws"} {
+		if ro, ok := mounts[p]; !ok || ro {
+			t.Errorf("%s is not mounted writable: %v", p, mounts)
+		}
+	}
+	dirs := s.copyDirs()
+	if len(dirs) != 2 || dirs[0].FileName != agentFile || dirs[1].Src != "/ws" {
+		t.Errorf("copied in: %+v", dirs)
+	}
+	s.warm = true
+	if dirs := s.copyDirs(); len(dirs) != 1 || dirs[0].Src != "/ws" {
+		t.Errorf("copied into a warm pod: %+v", dirs)
+	}
+}
+
+// TestTemplate checks that a pod's template depends on what confines it,
+// not on the run's names, and which sessions may come from a pool.
+func TestTemplate(t *testing.T) {
+	key := func(r kube.Request) string {
+		t.Helper()
+		pod, _, _, err := (&session{req: r}).objects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return template(pod)
+	}
+	a := sessionRequest()
+	b := sessionRequest()
+	b.ID, b.Owner, b.Session.Env = "other", "9-9", []string{"TOKEN=other"}
+	if key(a) != key(b) {
+		t.Error("two sessions of one plan have different templates")
+	}
+	for name, change := range map[string]func(*kube.Request){
+		"image":     func(r *kube.Request) { r.Image = "img:2" },
+		"user":      func(r *kube.Request) { r.UID = 1001 },
+		"memory":    func(r *kube.Request) { r.Memory = 1 << 30 },
+		"workspace": func(r *kube.Request) { r.Workspace, r.Dir = "/other", "/other" },
+		"access":    func(r *kube.Request) { r.Access = "ro" },
+		"hostname":  func(r *kube.Request) { r.Hostname = "h2" },
+		"mount":     func(r *kube.Request) { r.Mounts = []kube.Mount{{Source: "/x", Target: "/x", ReadOnly: true}} },
+	} {
+		c := sessionRequest()
+		change(&c)
+		if key(c) == key(a) {
+			t.Errorf("%s: the same template", name)
+		}
+	}
+	// A tenant's workspaces, mounted at their parent: one template.
+	t1, t2 := sessionRequest(), sessionRequest()
+	t1.Workspace, t1.Dir, t1.WorkspaceParent = "/store/tenants/a/ws-1", "/store/tenants/a/ws-1", true
+	t2.Workspace, t2.Dir, t2.WorkspaceParent = "/store/tenants/a/ws-2", "/store/tenants/a/ws-2", true
+	if key(t1) != key(t2) {
+		t.Error("two workspaces of one parent have different templates")
+	}
+	if dirs := (&session{req: t1}).copyDirs(); len(dirs) != 2 || dirs[1].Name != "ws/ws-1" || !dirs[1].Root {
+		t.Errorf("a tenant's workspace copied as %+v", dirs)
+	}
+	for name, c := range map[string]struct {
+		change func(*kube.Request)
+		want   bool
+	}{
+		"session":       {func(*kube.Request) {}, true},
+		"no pool":       {func(r *kube.Request) { r.Session.Pool = "" }, false},
+		"network allow": {func(r *kube.Request) { r.NetworkNone, r.NetworkAllow = false, true }, false},
+		"secret file": {func(r *kube.Request) {
+			r.Mounts = []kube.Mount{{Source: "/f", Target: "/f", ReadOnly: true, File: true}}
+		}, false},
+		"a run": {func(r *kube.Request) { r.Session = nil }, false},
+	} {
+		r := sessionRequest()
+		c.change(&r)
+		if got := (&session{req: r}).poolable(); got != c.want {
+			t.Errorf("%s: poolable %v", name, got)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+var _ sandbox.Sessioner = (*Runtime)(nil)
+
+// Session starts a pod of spec that stays up until the session is closed:
+// its command is pinfold's session agent (pinfold's binary, copied in), and
+// every Run is an exec of the agent's bridge through the API server, which
+// the agent forks into the command. Commands share the pod's /tmp, home,
+// processes and workspace copy; with the changeset access the copy's
+// changes come back into spec.Changeset's Upper when the session closes.
+// ForwardPort reaches the pod's loopback through the agent. Pause is not
+// offered: the pod's processes have no host pid to freeze.
+//
+// pinfold's binary is PINFOLD_AGENT, else pinfold beside the running
+// binary, else on PATH.
+func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	exe, err := agentBinary()
+	if err != nil {
+		return nil, &sandbox.SpecError{Field: "session", Err: err}
+	}
+	dir, err := os.MkdirTemp("", "pinfold-session-")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (sandbox.Session, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for _, d := range []string{"run", "home"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	// The session's mounts as internal/session gives them: the kubernetes
+	// runtime copies the agent in and makes the home and run directory
+	// the pod's own; the host's run directory gets the agent's socket.
+	spec.Mounts = append(append([]sandbox.Mount(nil), spec.Mounts...),
+		sandbox.Mount{Source: exe, Target: agent.AgentPath, ReadOnly: true},
+		sandbox.Mount{Source: filepath.Join(dir, "run"), Target: agent.RunDir, ReadOnly: true},
+		sandbox.Mount{Source: filepath.Join(dir, "home"), Target: agent.Home, ReadOnly: true})
+	sb, err := r.New(ctx, spec)
+	if err != nil {
+		return fail(err)
+	}
+	ks := sb.(*Sandbox)
+	var env []string
+	for _, kv := range sandbox.DefaultEnv(&ks.spec, false) {
+		if !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+agent.Home)
+	// The agent lives as long as the session, whatever becomes of ctx.
+	proc, err := sb.Run(context.WithoutCancel(ctx), &sandbox.Cmd{Args: []string{agent.AgentPath, agent.AgentCommand, "0"}, Env: env})
+	if err != nil {
+		return fail(err)
+	}
+	wd := ""
+	if ks.spec.Access != sandbox.AccessNone {
+		wd = ks.spec.Workspace
+	}
+	s, err := agent.NewSession(ctx, filepath.Join(dir, "run", agent.SockName), proc, wd, ks.spec.Limits, func() error {
+		return os.RemoveAll(dir)
+	})
+	if err != nil {
+		proc.Signal(os.Kill)
+		proc.Wait()
+		return fail(err)
+	}
+	return s, nil
+}
+
+// agentBinary finds pinfold's binary for a session's agent.
+func agentBinary() (string, error) {
+	if p := os.Getenv("PINFOLD_AGENT"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		if filepath.Base(exe) == "pinfold" {
+			return exe, nil
+		}
+		if p := filepath.Join(filepath.Dir(exe), "pinfold"); isFile(p) {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("pinfold"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("a session needs pinfold's binary for its agent: set PINFOLD_AGENT")
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
