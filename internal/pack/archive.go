@@ -229,3 +229,58 @@ func IsApp(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
 }
+
+// AppRoot is where an app's root image lies in its file.
+type AppRoot struct {
+	RootImage
+	Offset int64 // of the squashfs's first byte in the file
+}
+
+// ReadAppRoot finds the root image of the app file f (one pass over the
+// tar's headers, skipping the data): nil when the app has none.
+func ReadAppRoot(f *os.File) (*AppRoot, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var meta *AppMeta
+	var off, size int64 = -1, 0
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNotArchive, f.Name(), err)
+		}
+		switch {
+		case hdr.Typeflag != tar.TypeReg:
+		case hdr.Name == RootFile:
+			// The tar reader has read exactly the header: the file's
+			// offset is where the data begins.
+			if off, err = f.Seek(0, io.SeekCurrent); err != nil {
+				return nil, err
+			}
+			size = hdr.Size
+		case hdr.Name == MetaFile:
+			if hdr.Size > maxDoc {
+				return nil, fmt.Errorf("%s: %s is too large (%d bytes)", f.Name(), hdr.Name, hdr.Size)
+			}
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, err
+			}
+			meta = &AppMeta{}
+			if err := json.Unmarshal(b, meta); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", f.Name(), MetaFile, err)
+			}
+		}
+	}
+	if meta == nil || meta.Format != AppFormat || meta.Root == nil || off < 0 {
+		return nil, nil
+	}
+	if meta.Root.Size != size {
+		return nil, fmt.Errorf("%s: %s is %d bytes, %s says %d", f.Name(), RootFile, size, MetaFile, meta.Root.Size)
+	}
+	return &AppRoot{RootImage: *meta.Root, Offset: off}, nil
+}

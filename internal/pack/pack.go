@@ -138,6 +138,10 @@ const (
 	MetaFile = "pinfold.json"
 	// SignatureFile is the archive's signature, [Signature].
 	SignatureFile = "pinfold-signature.json"
+	// RootFile is an app's merged root filesystem as a squashfs image,
+	// stored uncompressed in the archive so that it can be mounted at its
+	// offset in the file ([RootImage]).
+	RootFile = "pinfold-root.squashfs"
 )
 
 // Signature is an embedded cosign-style signature: a simple-signing
@@ -153,6 +157,26 @@ type AppMeta struct {
 	SandboxID string `json:"sandbox_id,omitempty"`
 	BaseID    string `json:"base_id,omitempty"`
 	Tag       string `json:"tag,omitempty"`
+	// Root describes RootFile, when the app has one.
+	Root *RootImage `json:"root,omitempty"`
+}
+
+// RootImage is the squashfs of an app's merged layers: what a run mounts
+// instead of unpacking the layers (see docs/pack.md).
+type RootImage struct {
+	Digest string `json:"digest"` // sha256 of the squashfs bytes
+	Size   int64  `json:"size"`
+	// Top lists the image's top-level entries, which the sandbox shows
+	// one by one around its own /dev, /proc, /sys and /tmp.
+	Top []RootEntry `json:"top"`
+}
+
+// RootEntry is one top-level entry of a RootImage.
+type RootEntry struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // "dir", "file" or "symlink"
+	Mode uint32 `json:"mode"` // permission bits
+	Link string `json:"link,omitempty"`
 }
 
 // AppFormat is the format of app files this pinfold writes and runs.

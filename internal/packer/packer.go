@@ -107,6 +107,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
 	}
+	var written []*fileLayer
 	for i, l := range job.Layers {
 		fl, err := writeLayer(ctx, l, epoch, filepath.Join(blobs, fmt.Sprintf(".layer%d", i)))
 		if err != nil {
@@ -117,9 +118,24 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 			return nil, err
 		}
 		fl.path = final
+		written = append(written, fl)
 		img, err = mutate.Append(img, mutate.Addendum{Layer: fl, MediaType: types.OCILayer,
 			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "pinfold pack", Comment: l.Comment}})
 		if err != nil {
+			return nil, err
+		}
+	}
+	rootFile := ""
+	if len(job.Meta) > 0 && job.Out != "" {
+		// An app: its merged root as a squashfs a run can mount.
+		rootFile = filepath.Join(work, pack.RootFile)
+		root, err := writeRoot(ctx, written, epoch, rootFile)
+		if err != nil {
+			return nil, staged(pack.StageLayers, fmt.Errorf("writing the root image: %w", err))
+		}
+		if root == nil {
+			rootFile = ""
+		} else if job.Meta, err = withRoot(job.Meta, root); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +169,7 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 			}
 			res.Signature = pack.SignatureFile
 		}
-		if err := write(img, job, sig, epoch, work); err != nil {
+		if err := write(img, job, sig, epoch, work, rootFile); err != nil {
 			return nil, staged(pack.StageOut, err)
 		}
 	}
@@ -239,7 +255,7 @@ func isArchive(out string) bool {
 }
 
 // write writes img to job.Out.
-func write(img v1.Image, job *pack.Job, sig *pack.Signature, epoch time.Time, work string) error {
+func write(img v1.Image, job *pack.Job, sig *pack.Signature, epoch time.Time, work, rootFile string) error {
 	var opts []layout.Option
 	if job.Tag != "" {
 		opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": job.Tag}))
@@ -277,6 +293,11 @@ func write(img v1.Image, job *pack.Job, sig *pack.Signature, epoch time.Time, wo
 
 	if len(job.Meta) > 0 {
 		if err := os.WriteFile(filepath.Join(dir, pack.MetaFile), job.Meta, 0o644); err != nil {
+			return err
+		}
+	}
+	if rootFile != "" {
+		if err := os.Rename(rootFile, filepath.Join(dir, pack.RootFile)); err != nil {
 			return err
 		}
 	}

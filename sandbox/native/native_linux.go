@@ -184,12 +184,16 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	sp := &s.spec
 	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch,
 		resolver: s.net != nil && s.net.Mode != netpolicy.None}
+	var app *appRoot
 	switch sp.Base.Kind {
 	case sandbox.BaseHost:
 		plan.baseRoot, plan.hostBase = "/", true
 	case sandbox.BaseDir:
 		plan.baseRoot = sp.Base.Path // made canonical by Normalize
 	case sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12:
+		if app = s.appCandidate(&plan); app != nil {
+			break // mounted, once the mount points are known
+		}
 		root, err := s.storeBase(ctx)
 		if err != nil {
 			return err
@@ -259,9 +263,17 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	}
 	hide, err := hideStore(sp, &plan)
 	if err != nil {
+		if app != nil {
+			app.f.Close()
+		}
 		return err
 	}
 	plan.hide = hide
+	if app != nil {
+		if err := s.placeAppBase(ctx, app, &plan); err != nil {
+			return err
+		}
+	}
 
 	caps, err := capMask(sp.Capabilities)
 	if err != nil {
@@ -344,6 +356,47 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	}
 	s.releaseBase = store.UseBase(b.Root)
 	return b.Root, nil
+}
+
+// placeAppBase mounts the app's root image when the plan's mount points
+// allow it, and unpacks the app into the store otherwise.
+func (s *Sandbox) placeAppBase(ctx context.Context, app *appRoot, plan *rootPlan) error {
+	if !app.fits(plan) {
+		app.f.Close()
+		root, err := s.storeBase(ctx)
+		if err != nil {
+			return err
+		}
+		plan.baseRoot = root
+		return nil
+	}
+	st, err := s.openStore()
+	if err != nil {
+		app.f.Close()
+		return err
+	}
+	m, err := app.check(st)
+	if err != nil {
+		return err
+	}
+	plan.app = m
+	return nil
+}
+
+func (s *Sandbox) openStore() (*store.Store, error) {
+	dir := s.spec.Store
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return nil, &sandbox.SpecError{Field: "store", Err: err}
+		}
+		dir = d
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, &sandbox.SpecError{Field: "store", Err: err}
+	}
+	return st, nil
 }
 
 // hideStore returns where pinfold's store shows inside, when a bind or

@@ -140,6 +140,9 @@ func baseEntries(root string, host bool) []string {
 	if host {
 		return hostSystemDirs[:]
 	}
+	if root == "" {
+		return nil // an app's mounted root image
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil
@@ -178,6 +181,7 @@ type rootPlan struct {
 	hideExe  string   // the host's pinfold binary, when the base shows it
 	hide     []string // directories inside shown empty (pinfold's store)
 	resolver bool     // /etc/resolv.conf names pinfold's DNS server
+	app      *appMount // the base is an app's root image, mounted (baseRoot is "")
 }
 
 // resolvConf is the sandbox's /etc/resolv.conf with pinfold's stack.
@@ -194,6 +198,9 @@ func buildRoot(p *rootPlan) []initp.Op {
 	}
 	for _, o := range p.overlays {
 		points = append(points, o.at())
+	}
+	if p.app != nil {
+		l.placeApp(p.app, points)
 	}
 	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
 		dst := "/" + name

@@ -14,6 +14,8 @@
 // it directly, and the kernel kills it when the supervisor dies.
 package native
 
+import "fmt"
+
 //go:generate sh initc/build.sh
 
 // Op kinds, flags, message types and record tags mirror initc/proto.h.
@@ -29,6 +31,10 @@ const (
 	OpSetattr = 9
 	OpUmount  = 10
 	OpRmdir   = 11
+	// OpFuse mounts a squashfs image file through squashfuse, served from
+	// inside the sandbox: A is the file, B the mount point, C squashfuse,
+	// D the file's identity and the image's offset ([FuseIdentity]).
+	OpFuse = 12
 
 	// OpHostSource marks Op.A as a path on the host.
 	OpHostSource = 1
@@ -172,3 +178,9 @@ type Exec struct {
 
 // Winsize is a terminal size.
 type Winsize struct{ Rows, Cols uint16 }
+
+// FuseIdentity is OpFuse's D: the identity of the image file (from its
+// stat) the init checks the file it opens against, and the image's offset.
+func FuseIdentity(dev, ino uint64, size int64, mtime, ctime [2]int64, offset int64) string {
+	return fmt.Sprintf("%d %d %d %d %d %d %d %d", dev, ino, size, mtime[0], mtime[1], ctime[0], ctime[1], offset)
+}

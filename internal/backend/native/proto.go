@@ -224,10 +224,12 @@ var stepNames = [...]string{
 	22: "setting resource limits", 23: "dropping capabilities", 24: "setting groups",
 	25: "switching user", 26: "setting no_new_privs", 27: "installing the seccomp filter",
 	28: "executing", 29: "starting the command", 30: "setting up stdio", 31: "creating the network device",
+	32: "opening the app image for its mount",
 }
 
 // Step numbers callers branch on.
 const (
+	StepFuse = 32
 	StepOp   = 14
 	StepExec = 28
 )

@@ -38,6 +38,12 @@ __asm__(".text\n"
 	"	hlt\n");
 
 #define CLOSE_RANGE_CLOEXEC 4
+#define AF_UNIX 1
+#ifndef SOCK_SEQPACKET
+#define SOCK_SEQPACKET 5
+#endif
+#define EPERM 1
+#define ESTALE 116
 
 struct mount_attr {
 	u64 attr_set, attr_clr, propagation, userns_fd;
@@ -117,7 +123,8 @@ struct opref {
 	const struct op *op;
 	const char *a, *b, *c, *d;
 	u32 alen;
-	int fd; /* OP_IDMAP: the detached mount stage 1 made */
+	int fd;   /* OP_IDMAP: the detached mount stage 1 made; OP_FUSE: the image file */
+	int fuse; /* OP_FUSE: /dev/fuse, opened as the sandbox's user namespace */
 };
 
 static struct {
@@ -127,7 +134,7 @@ static struct {
 	const char *cgroups[MAXLIST];
 	int ncgroups;
 	struct opref ops[MAXOPS];
-	int nops, nidmap;
+	int nops, nidmap, nfuse;
 	int loup, rootro, nnp, has_user, has_initid;
 	const struct tunconf *tun;
 	const void *seccomp;
@@ -324,8 +331,11 @@ static int parse_config(const char *buf, long n)
 			o->c = opstr(&q, qe, 0);
 			o->d = opstr(&q, qe, 0);
 			o->fd = -1;
+			o->fuse = -1;
 			if (o->op->kind == OP_IDMAP)
 				G.nidmap++;
+			if (o->op->kind == OP_FUSE)
+				G.nfuse++;
 			break;
 		}
 		case C_HOSTNAME:
@@ -508,6 +518,123 @@ static long prepare_idmaps(long pid)
 	return r;
 }
 
+/* parse_u64s reads n decimal numbers separated by single spaces. */
+static int parse_u64s(const char *s, u64 *v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		u64 x = 0;
+		if (*s < '0' || *s > '9')
+			return -1;
+		while (*s >= '0' && *s <= '9')
+			x = x * 10 + (u64)(*s++ - '0');
+		v[i] = x;
+		if (i < n - 1 && *s++ != ' ')
+			return -1;
+	}
+	return *s ? -1 : 0;
+}
+
+static long fuse_ns;
+static int fuse_sock[2];
+
+/*
+ * fuse_open_main runs in a forked copy of stage 1 (its own memory and fd
+ * table, as setns into a user namespace requires): it joins the sandbox's
+ * user namespace keeping the host's ids, opens /dev/fuse (which the
+ * sandbox's own ids may not open) and sends the fd back. FUSE takes a
+ * mount only from the user namespace that opened the device: the sandbox's,
+ * so that the ids the daemon reports are the sandbox's own.
+ */
+static int fuse_open_main(void *arg)
+{
+	long fd;
+	int f;
+	(void)arg;
+	if (sys2(__NR_setns, fuse_ns, CLONE_NEWUSER) < 0)
+		return 1;
+	fd = sys4(__NR_openat, AT_FDCWD, "/dev/fuse", O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 2;
+	f = (int)fd;
+	return send_fds(fuse_sock[1], "f", 1, &f, 1) < 0 ? 3 : 0;
+}
+
+/*
+ * prepare_fuse opens the image file of each OP_FUSE op, checks its identity
+ * (the file pinfold checked the digest of, not one swapped in since), and
+ * opens /dev/fuse for stage 2's mount.
+ */
+static long prepare_fuse(long pid)
+{
+	char path[64];
+	long r = 0;
+	for (int i = 0; i < G.nops && r == 0; i++) {
+		struct opref *o = &G.ops[i];
+		u64 id[8], st[18];
+		long fd, child;
+		int nfds = 0, fds[1];
+		char b[4];
+		if (o->op->kind != OP_FUSE)
+			continue;
+		if (!o->a || !o->d || parse_u64s(o->d, id, 8) < 0) {
+			report(ST_FUSE, EINVAL, i, "bad image identity");
+			return -EINVAL;
+		}
+		fd = sys4(__NR_openat, AT_FDCWD, o->a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+		if (fd < 0) {
+			report(ST_FUSE, fd, i, o->a);
+			return fd;
+		}
+		o->fd = (int)fd;
+		if ((r = sys2(__NR_fstat, fd, st)) < 0) {
+			report(ST_FUSE, r, i, o->a);
+			return r;
+		}
+		/* struct stat: dev, ino, nlink, mode|uid, gid|pad, rdev, size,
+		 * blksize, blocks, atime, atime_ns, mtime, mtime_ns, ctime, ctime_ns */
+		if (st[0] != id[0] || st[1] != id[1] || st[6] != id[2] || st[11] != id[3] || st[12] != id[4] ||
+		    st[13] != id[5] || st[14] != id[6]) {
+			report(ST_FUSE, ESTALE, i, o->a);
+			return -ESTALE;
+		}
+		procpath(path, pid, "ns/user");
+		fuse_ns = sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+		if (fuse_ns < 0) {
+			report(ST_FUSE, fuse_ns, i, path);
+			return fuse_ns;
+		}
+		r = sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fuse_sock);
+		if (r < 0) {
+			sys1(__NR_close, fuse_ns);
+			report(ST_FUSE, r, i, "socketpair");
+			return r;
+		}
+		child = pf_clone(SIGCHLD, helper_stack + sizeof helper_stack, fuse_open_main, 0);
+		if (child < 0)
+			r = child;
+		else {
+			int st2 = 0;
+			sys1(__NR_close, fuse_sock[1]);
+			fuse_sock[1] = -1;
+			r = recv_fds(fuse_sock[0], b, sizeof b, fds, 1, &nfds);
+			sys4(__NR_wait4, child, &st2, WALL, 0);
+			if (r >= 0 && nfds != 1)
+				r = (st2 >> 8) == 2 ? -EACCES : -EPERM;
+		}
+		if (fuse_sock[1] >= 0)
+			sys1(__NR_close, fuse_sock[1]);
+		sys1(__NR_close, fuse_sock[0]);
+		sys1(__NR_close, fuse_ns);
+		if (r < 0) {
+			report(ST_FUSE, r, i, "/dev/fuse");
+			return r;
+		}
+		o->fuse = fds[0];
+		r = 0;
+	}
+	return r;
+}
+
 static int stage2(void *arg);
 static char stage2_stack[256 * 1024];
 
@@ -583,6 +710,8 @@ void pf_main(long *sp)
 	}
 	if (r == 0 && G.nidmap)
 		r = prepare_idmaps(pid);
+	if (r == 0 && G.nfuse)
+		r = prepare_fuse(pid);
 	if (r < 0)
 		goto fail;
 	tmark(5);
@@ -616,6 +745,67 @@ static long stat_mode(const char *path, u32 *mode)
 		memcpy(&m, stx + 28, 2);
 		*mode = m;
 	}
+	return r;
+}
+
+static char daemon_stack[16384];
+static char daemon_args[2][64];
+
+/*
+ * daemon_main is squashfuse, forked from stage 2 once the FUSE mount is
+ * made: it lives in the sandbox's namespaces (so it dies with them) and
+ * sees the host's root, where its program and libraries are.
+ */
+static int daemon_main(void *arg)
+{
+	struct opref *o = arg;
+	u64 none = 0;
+	char *argv[8], *envp[1] = {0};
+	char opt[40];
+	u64 id[8];
+	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &none, 0, 8);
+	sys5(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (parse_u64s(o->d, id, 8) < 0 || sys3(__NR_fcntl, o->fd, F_SETFD, 0) < 0 ||
+	    sys3(__NR_fcntl, o->fuse, F_SETFD, 0) < 0)
+		return 126;
+	memcpy(daemon_args[0], "/proc/self/fd/", 15);
+	utoa(daemon_args[0] + 14, (unsigned long)o->fd);
+	memcpy(daemon_args[1], "/dev/fd/", 9);
+	utoa(daemon_args[1] + 8, (unsigned long)o->fuse);
+	memcpy(opt, "offset=", 8);
+	utoa(opt + 7, (unsigned long)id[7]);
+	if (sys1(__NR_chroot, "/.old") < 0 || sys1(__NR_chdir, "/") < 0)
+		return 126;
+	argv[0] = (char *)"squashfuse";
+	argv[1] = (char *)"-f";
+	argv[2] = (char *)"-o";
+	argv[3] = opt;
+	argv[4] = daemon_args[0];
+	argv[5] = daemon_args[1];
+	argv[6] = 0;
+	sys3(__NR_execve, o->c, argv, envp);
+	return 127;
+}
+
+static long mount_fuse(struct opref *o)
+{
+	char data[128];
+	long r, pid;
+	memcpy(data, "fd=", 4);
+	utoa(data + 3, (unsigned long)o->fuse);
+	if (scat(data, sizeof data, ",rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions") < 0)
+		return -ENAMETOOLONG;
+	r = sys5(__NR_mount, "pinfold-app", o->b, "fuse.squashfuse", MS_RDONLY | MS_NOSUID | MS_NODEV, data);
+	if (r == 0) {
+		pid = pf_clone(SIGCHLD, daemon_stack + sizeof daemon_stack, daemon_main, o);
+		if (pid < 0)
+			r = pid;
+	}
+	/* Only the daemon holds the device now: if it dies, the mount fails
+	 * with ENOTCONN instead of hanging. */
+	sys1(__NR_close, o->fuse);
+	sys1(__NR_close, o->fd);
+	o->fuse = o->fd = -1;
 	return r;
 }
 
@@ -680,6 +870,8 @@ static long do_op(struct opref *o)
 		return sys2(__NR_umount2, o->b, MNT_DETACH);
 	case OP_RMDIR:
 		return sys3(__NR_unlinkat, AT_FDCWD, o->b, 0x200 /* AT_REMOVEDIR */);
+	case OP_FUSE:
+		return mount_fuse(o);
 	case OP_SETATTR: {
 		struct mount_attr a;
 		memset(&a, 0, sizeof a);

@@ -106,6 +106,15 @@ struct op {
 #define OP_SETATTR 9 /* b=path attr, recursive when mflags has MS_REC */
 #define OP_UMOUNT 10 /* b=path: detach the mount there */
 #define OP_RMDIR 11  /* b=path: remove an empty directory */
+/*
+ * OP_FUSE: a=host path of a squashfs image file, b=mount point, c=host path
+ * of squashfuse, d="DEV INO SIZE MSEC MNSEC CSEC CNSEC OFFSET" (decimal):
+ * stage 1 opens a, checks that it is the file of that identity, and opens
+ * /dev/fuse as the sandbox's user namespace; stage 2 mounts it at b and
+ * starts squashfuse (in the sandbox's namespaces) to serve the image at
+ * OFFSET in the file.
+ */
+#define OP_FUSE 12
 
 /* op flags */
 #define OPF_HOSTSRC 1  /* a is a host path (resolved under the old root) */
@@ -144,5 +153,6 @@ struct op {
 #define ST_FORK 29
 #define ST_STDIO 30
 #define ST_TUN 31
+#define ST_FUSE 32
 
 #endif

@@ -1,0 +1,245 @@
+package packer
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/pack"
+)
+
+// An app carries its image's layers merged into one squashfs (pack.RootFile)
+// that a run can mount instead of unpacking the layers. sqfstar (squashfs-
+// tools) makes it from one tar of the merged tree, which writeRoot streams
+// from the layers just written: whiteouts applied, each path's last version
+// kept, in the order the layers list them. Without sqfstar the app has no
+// root image and every run unpacks it.
+
+// errNoRoot is returned when the layers cannot be merged into one tree
+// this way (a hard link whose target a later layer replaced).
+var errNoRoot = errors.New("the layers cannot be merged into one root image")
+
+type rootRef struct {
+	layer, index int
+	hdr          *tar.Header
+}
+
+// mergeLayers reads the layers' tars once and returns, for each path that
+// survives, the entry that gives it.
+func mergeLayers(ctx context.Context, layers []*fileLayer) (map[string]*rootRef, error) {
+	final := map[string]*rootRef{}
+	drop := func(p string, below int, under bool) {
+		for n, r := range final {
+			if r.layer < below && (n == p && !under || strings.HasPrefix(n, p+"/")) {
+				delete(final, n)
+			}
+		}
+	}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return nil, err
+		}
+		tr := tar.NewReader(rc)
+		for j := 0; ; j++ {
+			if err := ctx.Err(); err != nil {
+				rc.Close()
+				return nil, err
+			}
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				rc.Close()
+				return nil, err
+			}
+			name := strings.TrimSuffix(hdr.Name, "/")
+			dir, base := path.Split(name)
+			dir = strings.TrimSuffix(dir, "/")
+			switch {
+			case base == ".wh..wh..opq":
+				drop(dir, i, true)
+			case strings.HasPrefix(base, ".wh."):
+				drop(path.Join(dir, base[4:]), i, false)
+			default:
+				if hdr.Typeflag != tar.TypeDir {
+					drop(name, i, true) // a file replaces a directory and what it held
+				}
+				final[name] = &rootRef{i, j, hdr}
+			}
+		}
+		rc.Close()
+	}
+	for n, r := range final {
+		if r.hdr.Typeflag == tar.TypeLink {
+			t, ok := final[strings.TrimSuffix(r.hdr.Linkname, "/")]
+			if !ok || t.layer != r.layer {
+				return nil, fmt.Errorf("%w: %s", errNoRoot, n)
+			}
+		}
+	}
+	return final, nil
+}
+
+// writeMerged writes the merged tree as one tar: each directory where it
+// first appears (with its last metadata), every other entry where its
+// last version is.
+func writeMerged(ctx context.Context, layers []*fileLayer, final map[string]*rootRef, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	done := map[string]bool{}
+	buf := make([]byte, 1<<20)
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return err
+		}
+		tr := tar.NewReader(rc)
+		for j := 0; ; j++ {
+			if err := ctx.Err(); err != nil {
+				rc.Close()
+				return err
+			}
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				rc.Close()
+				return err
+			}
+			name := strings.TrimSuffix(hdr.Name, "/")
+			r, ok := final[name]
+			if !ok || done[name] {
+				continue
+			}
+			if r.hdr.Typeflag == tar.TypeDir {
+				if hdr.Typeflag != tar.TypeDir {
+					continue // a directory later: written where it first is one
+				}
+				done[name] = true
+				if err := tw.WriteHeader(r.hdr); err != nil {
+					rc.Close()
+					return err
+				}
+				continue
+			}
+			if r.layer != i || r.index != j {
+				continue
+			}
+			done[name] = true
+			if err := tw.WriteHeader(hdr); err != nil {
+				rc.Close()
+				return err
+			}
+			if _, err := io.CopyBuffer(tw, tr, buf); err != nil {
+				rc.Close()
+				return err
+			}
+		}
+		rc.Close()
+	}
+	return tw.Close()
+}
+
+// topEntries lists the merged tree's top-level entries.
+func topEntries(final map[string]*rootRef) []pack.RootEntry {
+	var top []pack.RootEntry
+	for n, r := range final {
+		if n == "" || n == "." || strings.Contains(n, "/") {
+			continue
+		}
+		e := pack.RootEntry{Name: n, Mode: uint32(r.hdr.Mode) & 0o7777}
+		switch r.hdr.Typeflag {
+		case tar.TypeDir:
+			e.Type = "dir"
+		case tar.TypeSymlink:
+			e.Type, e.Link = "symlink", r.hdr.Linkname
+		case tar.TypeReg, tar.TypeLink:
+			e.Type = "file"
+		default:
+			continue
+		}
+		top = append(top, e)
+	}
+	slices.SortFunc(top, func(a, b pack.RootEntry) int { return strings.Compare(a.Name, b.Name) })
+	return top
+}
+
+// sqfstarArgs fix everything in the image that is not the tree: times,
+// compression, block size; squashfs-tools' output is the same on any number
+// of CPUs ("reproducible" is its default).
+func sqfstarArgs(epoch time.Time, out string) []string {
+	e := strconv.FormatInt(max(epoch.Unix(), 0), 10)
+	return []string{"-quiet", "-no-progress", "-exit-on-error", "-reproducible", "-no-xattrs",
+		"-comp", "gzip", "-b", "128K", "-mkfs-time", e, "-root-time", e, "-root-mode", "755",
+		"-root-uid", "0", "-root-gid", "0", "-force", out}
+}
+
+// writeRoot writes the app's root image at file and returns what
+// pinfold.json says of it; nil when sqfstar is missing or the layers do not
+// merge (the app then has none).
+func writeRoot(ctx context.Context, layers []*fileLayer, epoch time.Time, file string) (*pack.RootImage, error) {
+	tool, err := exec.LookPath("sqfstar")
+	if err != nil {
+		return nil, nil
+	}
+	final, err := mergeLayers(ctx, layers)
+	if errors.Is(err, errNoRoot) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, tool, sqfstarArgs(epoch, file)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	werr := writeMerged(ctx, layers, final, in)
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("sqfstar: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, err
+	}
+	return &pack.RootImage{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: n, Top: topEntries(final)}, nil
+}
+
+// withRoot returns the app's metadata with its root image added.
+func withRoot(meta json.RawMessage, root *pack.RootImage) (json.RawMessage, error) {
+	var m pack.AppMeta
+	if err := json.Unmarshal(meta, &m); err != nil {
+		return nil, err
+	}
+	m.Root = root
+	return json.Marshal(m)
+}

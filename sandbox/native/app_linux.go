@@ -1,0 +1,199 @@
+package native
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/pack"
+	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// An app (pinfold pack app) carries its merged root as a squashfs image.
+// Where this host can, a run mounts that image instead of unpacking the
+// app's layers into the store: squashfuse serves it from inside the
+// sandbox's user, mount and pid namespaces, so the owners it reports are
+// the sandbox's own ids (uid 0 of the image is the sandbox's root, as in
+// the store's shifted roots), and it dies with the sandbox. See
+// docs/pack.md, "How it starts".
+
+// AppMountEnv set to 0 makes every app run unpack its layers into the
+// store instead of mounting its root image.
+const AppMountEnv = "PINFOLD_APP_MOUNT"
+
+// appStage is where the init mounts the image before it shows its
+// top-level entries and detaches it.
+const appStage = "/.pinfold-app"
+
+// fuseDaemons are the squashfuse programs, preferred first.
+var fuseDaemons = [...]string{"squashfuse_ll", "squashfuse"}
+
+// AppMount reports whether runs of apps on this host mount their root
+// image ("mount") or unpack the app into the store ("unpack"), and why.
+func AppMount() (mode, why string) {
+	if _, err := appDaemon(); err != nil {
+		return "unpack", err.Error()
+	}
+	return "mount", "squashfuse and /dev/fuse are usable"
+}
+
+// appDaemon finds squashfuse and checks /dev/fuse.
+func appDaemon() (string, error) {
+	if os.Getenv(AppMountEnv) == "0" {
+		return "", errors.New(AppMountEnv + "=0")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/fuse", &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return "", errors.New("/dev/fuse is missing")
+	}
+	// The init opens it with this process's ids (joined to the sandbox's
+	// user namespace).
+	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
+		return "", errors.New("/dev/fuse cannot be opened by this user")
+	}
+	for _, d := range fuseDaemons {
+		if p, err := exec.LookPath(d); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs, nil
+			}
+		}
+	}
+	return "", errors.New("squashfuse is not installed")
+}
+
+// appRoot is an app file whose root image a run may mount.
+type appRoot struct {
+	f      *os.File
+	st     unix.Stat_t
+	root   *pack.AppRoot
+	daemon string
+}
+
+// appCandidate returns the app base of the spec when its root image can
+// be mounted here; nil when the run unpacks it (not an app, an app
+// without a root image, a signed app run by its verified digest, a host
+// without squashfuse or /dev/fuse, or a plan the mount cannot serve).
+func (s *Sandbox) appCandidate(plan *rootPlan) *appRoot {
+	sp := &s.spec
+	// A verified run (Ref is the signed digest) reads only what the
+	// signature covers: the manifest and its layers.
+	if sp.Base.Kind != sandbox.BaseOCI || sp.Base.Ref != "" || !strings.HasSuffix(sp.Base.Path, ".pinfold") ||
+		sp.BaseWrites != "" || plan.resolver {
+		return nil
+	}
+	daemon, err := appDaemon()
+	if err != nil {
+		return nil
+	}
+	f, err := os.Open(sp.Base.Path)
+	if err != nil {
+		return nil
+	}
+	a := &appRoot{f: f, daemon: daemon}
+	if err := unix.Fstat(int(f.Fd()), &a.st); err != nil || a.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil
+	}
+	if a.root, err = pack.ReadAppRoot(f); err != nil || a.root == nil {
+		f.Close()
+		return nil
+	}
+	return a
+}
+
+// fits reports whether the root image can be shown with the plan's mount
+// points: each must be a top-level directory of the image or lie outside
+// its top-level entries (the image's directories are shown whole).
+func (a *appRoot) fits(plan *rootPlan) bool {
+	points := []string{}
+	for _, b := range plan.binds {
+		points = append(points, b.dst)
+	}
+	for _, o := range plan.overlays {
+		points = append(points, o.at())
+	}
+	points = append(points, plan.hide...)
+	for _, p := range points {
+		top, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+		for _, e := range a.root.Top {
+			if e.Name == top && (p != "/"+top || e.Type != "dir") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// check checks the image against its digest (once per file identity) and
+// returns what buildRoot needs. A file that fails is refused.
+func (a *appRoot) check(st *store.Store) (*appMount, error) {
+	defer a.f.Close()
+	if err := st.CheckAppRoot(a.f, &a.st, a.root.Offset, a.root.Size, a.root.Digest); err != nil {
+		return nil, &sandbox.SpecError{Field: "base", Err: err}
+	}
+	return &appMount{
+		file:   a.f.Name(),
+		daemon: a.daemon,
+		ident: initp.FuseIdentity(a.st.Dev, a.st.Ino, a.st.Size, [2]int64{a.st.Mtim.Sec, a.st.Mtim.Nsec},
+			[2]int64{a.st.Ctim.Sec, a.st.Ctim.Nsec}, a.root.Offset),
+		top: a.root.Top,
+	}, nil
+}
+
+// appMount is an app's root image as buildRoot mounts it.
+type appMount struct {
+	file, daemon, ident string
+	top                 []pack.RootEntry
+}
+
+// placeApp mounts the image at appStage and shows its top-level entries
+// as placeBase shows a directory's, then detaches the staging mount (the
+// binds keep the image mounted).
+func (l *layout) placeApp(m *appMount, points []string) {
+	l.mkdirAll(appStage, 0o700)
+	l.add(initp.Op{Kind: initp.OpFuse, A: m.file, B: appStage, C: m.daemon, D: m.ident,
+		What: "mounting the app " + m.file})
+	const attr = attrRdonly | attrNosuid | attrNodev
+	for _, e := range m.top {
+		dst := "/" + e.Name
+		if isOwnMount(dst) || strings.Contains(e.Name, "/") || e.Name == "" || e.Name == "." || e.Name == ".." ||
+			dst == appStage {
+			continue
+		}
+		is := false
+		for _, p := range points {
+			is = is || p == dst
+		}
+		switch e.Type {
+		case "symlink":
+			l.add(initp.Op{Kind: initp.OpSymlink, A: e.Link, B: dst})
+		case "dir":
+			l.made[dst] = true
+			l.add(initp.Op{Kind: initp.OpMkdir, B: dst, Mode: e.Mode & 0o7777})
+			if !is {
+				l.add(initp.Op{Kind: initp.OpBind, A: appStage + dst, B: dst, MountFlags: syscall.MS_REC, Attr: attr,
+					What: "mounting " + dst + " from the app"})
+			}
+		case "file":
+			l.add(initp.Op{Kind: initp.OpMkfile, B: dst, Mode: e.Mode & 0o7777})
+			if !is {
+				l.add(initp.Op{Kind: initp.OpBind, A: appStage + dst, B: dst, Attr: attr,
+					What: "mounting " + dst + " from the app"})
+			}
+		}
+	}
+	l.unstageApp()
+}
+
+// unstageApp detaches the staging mount once the entries are shown.
+func (l *layout) unstageApp() {
+	l.add(initp.Op{Kind: initp.OpUmount, B: appStage, What: "detaching " + appStage})
+	l.add(initp.Op{Kind: initp.OpRmdir, B: appStage})
+}
