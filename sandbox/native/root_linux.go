@@ -177,10 +177,10 @@ type rootPlan struct {
 	overlays []overlay
 	idmap    bool // binds are idmapped (root supervisors)
 	tmpSize  int64
-	scratch  string   // host directory for /tmp instead of a tmpfs
-	hideExe  string   // the host's pinfold binary, when the base shows it
-	hide     []string // directories inside shown empty (pinfold's store)
-	resolver bool     // /etc/resolv.conf names pinfold's DNS server
+	scratch  string    // host directory for /tmp instead of a tmpfs
+	hideExe  string    // the host's pinfold binary, when the base shows it
+	hide     []string  // directories inside shown empty (pinfold's store)
+	resolver bool      // /etc/resolv.conf names pinfold's DNS server
 	app      *appMount // the base is an app's root image, mounted (baseRoot is "")
 }
 
