@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/pinfold/pinfold/internal/trust"
 )
@@ -234,6 +235,8 @@ func IsApp(path string) bool {
 type AppRoot struct {
 	RootImage
 	Offset int64 // of the squashfs's first byte in the file
+	index  []byte
+	blobs  map[string][2]int64 // "sha256:hex" -> offset, size
 }
 
 // ReadAppRoot finds the root image of the app file f (one pass over the
@@ -243,7 +246,8 @@ func ReadAppRoot(f *os.File) (*AppRoot, error) {
 		return nil, err
 	}
 	var meta *AppMeta
-	var off, size int64 = -1, 0
+	r := &AppRoot{Offset: -1, blobs: map[string][2]int64{}}
+	var size int64
 	tr := tar.NewReader(f)
 	for {
 		hdr, err := tr.Next()
@@ -253,16 +257,21 @@ func ReadAppRoot(f *os.File) (*AppRoot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrNotArchive, f.Name(), err)
 		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		// The tar reader has read exactly the header: the file's offset is
+		// where the entry's data begins.
+		off, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, err
+		}
 		switch {
-		case hdr.Typeflag != tar.TypeReg:
 		case hdr.Name == RootFile:
-			// The tar reader has read exactly the header: the file's
-			// offset is where the data begins.
-			if off, err = f.Seek(0, io.SeekCurrent); err != nil {
-				return nil, err
-			}
-			size = hdr.Size
-		case hdr.Name == MetaFile:
+			r.Offset, size = off, hdr.Size
+		case strings.HasPrefix(hdr.Name, "blobs/sha256/"):
+			r.blobs["sha256:"+strings.TrimPrefix(hdr.Name, "blobs/sha256/")] = [2]int64{off, hdr.Size}
+		case hdr.Name == MetaFile || hdr.Name == "index.json":
 			if hdr.Size > maxDoc {
 				return nil, fmt.Errorf("%s: %s is too large (%d bytes)", f.Name(), hdr.Name, hdr.Size)
 			}
@@ -270,17 +279,92 @@ func ReadAppRoot(f *os.File) (*AppRoot, error) {
 			if err != nil {
 				return nil, err
 			}
+			if hdr.Name == "index.json" {
+				r.index = b
+				continue
+			}
 			meta = &AppMeta{}
 			if err := json.Unmarshal(b, meta); err != nil {
 				return nil, fmt.Errorf("%s: %s: %w", f.Name(), MetaFile, err)
 			}
 		}
 	}
-	if meta == nil || meta.Format != AppFormat || meta.Root == nil || off < 0 {
+	if meta == nil || meta.Format != AppFormat || meta.Root == nil || r.Offset < 0 {
 		return nil, nil
 	}
 	if meta.Root.Size != size {
 		return nil, fmt.Errorf("%s: %s is %d bytes, %s says %d", f.Name(), RootFile, size, MetaFile, meta.Root.Size)
 	}
-	return &AppRoot{RootImage: *meta.Root, Offset: off}, nil
+	r.RootImage = *meta.Root
+	return r, nil
+}
+
+// ErrDigest is wrapped when part of an app does not match its digest.
+var ErrDigest = errors.New("does not match its digest")
+
+// Verify checks the whole app file f against its digests, as a run that
+// unpacks it would: the manifest index.json names, its config and every
+// layer, and the root image against the digest pinfold.json gives it. So a
+// file with a changed layer is refused whether the run mounts it or not.
+func (r *AppRoot) Verify(f *os.File) error {
+	var index struct {
+		Manifests []Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(r.index, &index); err != nil || len(index.Manifests) != 1 {
+		return fmt.Errorf("%w: %s: index.json does not name one manifest", ErrNotArchive, f.Name())
+	}
+	mb, err := r.blob(f, index.Manifests[0].Digest, true)
+	if err != nil {
+		return err
+	}
+	var m Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return fmt.Errorf("%s: the manifest: %w", f.Name(), err)
+	}
+	for _, d := range append([]Descriptor{m.Config}, m.Layers...) {
+		if _, err := r.blob(f, d.Digest, false); err != nil {
+			return err
+		}
+	}
+	if err := checkRegion(f, r.Offset, r.Size, r.Digest); err != nil {
+		return fmt.Errorf("%s: the root image %w", f.Name(), err)
+	}
+	return nil
+}
+
+// blob checks one blob against its digest, and returns it when keep.
+func (r *AppRoot) blob(f *os.File, digest string, keep bool) ([]byte, error) {
+	at, ok := r.blobs[digest]
+	if !ok {
+		return nil, fmt.Errorf("%s: blob %s is missing", f.Name(), digest)
+	}
+	if keep {
+		if at[1] > maxDoc {
+			return nil, fmt.Errorf("%s: blob %s is too large", f.Name(), digest)
+		}
+		b := make([]byte, at[1])
+		if _, err := f.ReadAt(b, at[0]); err != nil {
+			return nil, err
+		}
+		if sum := sha256.Sum256(b); "sha256:"+hex.EncodeToString(sum[:]) != digest {
+			return nil, fmt.Errorf("%s: blob %s %w", f.Name(), digest, ErrDigest)
+		}
+		return b, nil
+	}
+	if err := checkRegion(f, at[0], at[1], digest); err != nil {
+		return nil, fmt.Errorf("%s: blob %s %w", f.Name(), digest, err)
+	}
+	return nil, nil
+}
+
+func checkRegion(f *os.File, off, size int64, digest string) error {
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, io.NewSectionReader(f, off, size), make([]byte, 1<<20))
+	if err != nil {
+		return err
+	}
+	if n != size || "sha256:"+hex.EncodeToString(h.Sum(nil)) != digest {
+		return ErrDigest
+	}
+	return nil
 }

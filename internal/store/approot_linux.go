@@ -4,48 +4,40 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
 
-// ErrRootDigest is wrapped when an app's root image does not match the
-// digest its file names for it.
-var ErrRootDigest = errors.New("the app's root image does not match its digest")
-
-// CheckAppRoot checks that the size bytes at off in the opened file f (an
-// app's squashfs root image) have digest. A check that passed is recorded
-// under the file's identity (device, inode, size, times, as st gives them)
-// in index/approot/, so that later runs of the same file cost one small
-// read; a file changed since misses the record and is read again. st must
-// be f's own fstat, so that what is recorded is what was read.
-func (s *Store) CheckAppRoot(f *os.File, st *unix.Stat_t, off, size int64, digest string) error {
-	key := appRootKey(st, off, size, digest)
-	name := s.dir + "/index/approot/" + key
+// CheckOnce runs check on the opened file f unless a check of what for the
+// same file passed before: a check that passes is recorded under the file's
+// identity (device, inode, size, modification and change times, from f's
+// own fstat) in index/checked/, so that later runs of the same file cost
+// one small read; a file changed since misses the record and is checked
+// again. A file that changes while it is checked is refused.
+func (s *Store) CheckOnce(f *os.File, what string, check func() error) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	key := checkKey(&st, what)
+	name := s.dir + "/index/checked/" + key
 	var buf [8]byte
 	if n, err := readSmall(name, buf[:]); err == nil && n == 3 && string(buf[:3]) == "ok\n" {
 		return nil
 	}
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, io.NewSectionReader(f, off, size), make([]byte, 1<<20))
-	if err != nil {
-		return fmt.Errorf("reading the app's root image: %w", err)
+	if err := check(); err != nil {
+		return err
 	}
-	if got := digestPrefix + hex.EncodeToString(h.Sum(nil)); n != size || got != digest {
-		return fmt.Errorf("%s: %w (%s, want %s)", f.Name(), ErrRootDigest, got, digest)
-	}
-	// The file must not have changed while it was read.
 	var after unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
 		return err
 	}
-	if appRootKey(&after, off, size, digest) != key {
-		return fmt.Errorf("%s changed while its root image was checked", f.Name())
+	if checkKey(&after, what) != key {
+		return fmt.Errorf("%s changed while it was checked", f.Name())
 	}
-	if err := os.MkdirAll(s.dir+"/index/approot", 0o700); err != nil {
+	if err := os.MkdirAll(s.dir+"/index/checked", 0o700); err != nil {
 		return nil // checked; only not recorded
 	}
 	tmp, err := s.workName()
@@ -62,18 +54,17 @@ func (s *Store) CheckAppRoot(f *os.File, st *unix.Stat_t, off, size int64, diges
 	return nil
 }
 
-func appRootKey(st *unix.Stat_t, off, size int64, digest string) string {
+func checkKey(st *unix.Stat_t, what string) string {
 	b := make([]byte, 0, 160)
-	b = append(b, "pinfold app root 1\x00"...)
+	b = append(b, "pinfold checked file 1\x00"...)
 	for _, v := range [...]uint64{
 		st.Dev, st.Ino, uint64(st.Size),
 		uint64(st.Mtim.Sec), uint64(st.Mtim.Nsec),
 		uint64(st.Ctim.Sec), uint64(st.Ctim.Nsec),
-		uint64(off), uint64(size),
 	} {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
-	b = append(b, digest...)
+	b = append(b, what...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

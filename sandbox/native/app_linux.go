@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,7 +136,8 @@ func (a *appRoot) fits(plan *rootPlan) bool {
 // returns what buildRoot needs. A file that fails is refused.
 func (a *appRoot) check(st *store.Store) (*appMount, error) {
 	defer a.f.Close()
-	if err := st.CheckAppRoot(a.f, &a.st, a.root.Offset, a.root.Size, a.root.Digest); err != nil {
+	what := fmt.Sprintf("app root %s at %d", a.root.Digest, a.root.Offset)
+	if err := st.CheckOnce(a.f, what, func() error { return a.root.Verify(a.f) }); err != nil {
 		return nil, &sandbox.SpecError{Field: "base", Err: err}
 	}
 	return &appMount{
