@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/appmount"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/pack"
@@ -35,7 +36,9 @@ func Run(ctx context.Context, opt Options) *Report {
 			return append(cs, landlockCheck())
 		},
 		func() []Check { return append(h.storeChecks(opt.StoreDir), h.basesCheck(opt.StoreDir)) },
-		func() []Check { return []Check{signaturesCheck(), netHelperCheck(), packHelperCheck()} },
+		func() []Check {
+			return []Check{signaturesCheck(), netHelperCheck(), packHelperCheck(), appMountCheck()}
+		},
 	}
 	if opt.Workspace != "" {
 		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })
@@ -736,5 +739,24 @@ func packHelperCheck() Check {
 		return c
 	}
 	c.Status, c.Detail = Pass, path
+	return c
+}
+
+// appMountCheck says how runs of apps start here: their root image mounted
+// through squashfuse inside the sandbox, or their layers unpacked into the
+// store on the first run (docs/pack.md, "How it starts").
+func appMountCheck() Check {
+	c := Check{ID: "app.mount", Title: "app start (mount or unpack)"}
+	mode, why := appmount.Mode()
+	note := "; pack app adds the root image with sqfstar"
+	if _, err := exec.LookPath("sqfstar"); err != nil {
+		note = "; sqfstar is not installed, so pack app writes apps without a root image (they are unpacked wherever they run)"
+	}
+	if mode == "mount" {
+		c.Status, c.Detail = Pass, "apps are mounted: "+why+note
+		return c
+	}
+	c.Status, c.Detail = Warn, "apps are unpacked into the store on their first run: "+why+note
+	c.Fix = "install squashfuse (apt-get install squashfuse) and make /dev/fuse readable and writable by the user that runs pinfold"
 	return c
 }

@@ -1,16 +1,14 @@
 package native
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/appmount"
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/store"
@@ -25,49 +23,9 @@ import (
 // the store's shifted roots), and it dies with the sandbox. See
 // docs/pack.md, "How it starts".
 
-// AppMountEnv set to 0 makes every app run unpack its layers into the
-// store instead of mounting its root image.
-const AppMountEnv = "PINFOLD_APP_MOUNT"
-
 // appStage is where the init mounts the image before it shows its
 // top-level entries and detaches it.
 const appStage = "/.pinfold-app"
-
-// fuseDaemons are the squashfuse programs, preferred first.
-var fuseDaemons = [...]string{"squashfuse_ll", "squashfuse"}
-
-// AppMount reports whether runs of apps on this host mount their root
-// image ("mount") or unpack the app into the store ("unpack"), and why.
-func AppMount() (mode, why string) {
-	if _, err := appDaemon(); err != nil {
-		return "unpack", err.Error()
-	}
-	return "mount", "squashfuse and /dev/fuse are usable"
-}
-
-// appDaemon finds squashfuse and checks /dev/fuse.
-func appDaemon() (string, error) {
-	if os.Getenv(AppMountEnv) == "0" {
-		return "", errors.New(AppMountEnv + "=0")
-	}
-	var st unix.Stat_t
-	if err := unix.Stat("/dev/fuse", &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return "", errors.New("/dev/fuse is missing")
-	}
-	// The init opens it with this process's ids (joined to the sandbox's
-	// user namespace).
-	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
-		return "", errors.New("/dev/fuse cannot be opened by this user")
-	}
-	for _, d := range fuseDaemons {
-		if p, err := exec.LookPath(d); err == nil {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs, nil
-			}
-		}
-	}
-	return "", errors.New("squashfuse is not installed")
-}
 
 // appRoot is an app file whose root image a run may mount.
 type appRoot struct {
@@ -89,7 +47,7 @@ func (s *Sandbox) appCandidate(plan *rootPlan) *appRoot {
 		sp.BaseWrites != "" || plan.resolver {
 		return nil
 	}
-	daemon, err := appDaemon()
+	daemon, err := appmount.Daemon()
 	if err != nil {
 		return nil
 	}

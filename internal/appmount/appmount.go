@@ -1,0 +1,57 @@
+// Package appmount decides whether runs of apps (pinfold pack app) mount
+// their root image through squashfuse or unpack their layers into the
+// store, and finds squashfuse: see docs/pack.md, "How it starts". The
+// mount itself is the native runtime's (sandbox/native, initc OP_FUSE).
+package appmount
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Env set to 0 makes every app run unpack its layers into the store
+// instead of mounting its root image.
+const Env = "PINFOLD_APP_MOUNT"
+
+// daemons are the squashfuse programs, preferred first: the low-level one
+// answers lookups without the high-level library's path bookkeeping.
+var daemons = [...]string{"squashfuse_ll", "squashfuse"}
+
+// Daemon returns the absolute path of squashfuse when apps can be mounted
+// here, and why not otherwise.
+func Daemon() (string, error) {
+	if os.Getenv(Env) == "0" {
+		return "", errors.New(Env + "=0")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/fuse", &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return "", errors.New("/dev/fuse is missing")
+	}
+	// The sandbox's init opens it with this process's ids (joined to the
+	// sandbox's user namespace).
+	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
+		return "", errors.New("/dev/fuse cannot be opened by this user")
+	}
+	for _, d := range daemons {
+		if p, err := exec.LookPath(d); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs, nil
+			}
+		}
+	}
+	return "", errors.New("squashfuse is not installed")
+}
+
+// Mode reports whether runs of apps here mount their root image ("mount")
+// or unpack the app into the store ("unpack"), and why.
+func Mode() (mode, why string) {
+	p, err := Daemon()
+	if err != nil {
+		return "unpack", err.Error()
+	}
+	return "mount", p + " and /dev/fuse are usable"
+}
