@@ -1,0 +1,223 @@
+package cli_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needAppMount skips unless apps can be mounted here (CI installs
+// squashfuse and squashfs-tools with scripts/setup.sh).
+func needAppMount(t *testing.T) {
+	t.Helper()
+	needRoot(t)
+	needTool(t, "sqfstar", "squashfuse_ll")
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+}
+
+// appLeftovers lists what a mounted app run could leave on the host: FUSE
+// mounts and squashfuse processes.
+func appLeftovers(t *testing.T) []string {
+	t.Helper()
+	var left []string
+	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "fuse.squashfuse") || strings.HasPrefix(l, "pinfold-app ") {
+				left = append(left, "mount: "+l)
+			}
+		}
+	}
+	for _, pid := range squashfuses() {
+		left = append(left, "process "+pid)
+	}
+	return left
+}
+
+// squashfuses lists the pids of squashfuse daemons pinfold started (their
+// arguments name an offset and a /dev/fd mount point).
+func squashfuses() []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 4 && args[0] == "squashfuse" && strings.HasPrefix(args[3], "offset=") && strings.HasPrefix(args[5], "/dev/fd/") {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func waitNoAppLeftovers(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := appLeftovers(t)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", what, left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAppMountedRun runs an app with its root image mounted and unpacked,
+// and checks that both show the same files with the same owners, that the
+// mounted run leaves no base in the store and nothing on the host, after
+// a normal end, a failure and kill -9 of pinfold alike.
+func TestAppMountedRun(t *testing.T) {
+	needAppMount(t)
+	f := newPackFixture(t)
+	app := filepath.Join(f.dir, "app.pinfold")
+	script := `stat -c '%u %g %a %n' /home/app /etc/passwd hello.txt; cat /etc/passwd | head -1; ` +
+		`echo written > /tmp/w && cat /tmp/w; echo x > /etc/x 2>/dev/null || echo read-only; ` +
+		`grep -c fuse.squashfuse /proc/self/mounts || true`
+	if _, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", app, "--", "sh", "-c", script); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	if n := mustRun(t, "", "tar", "tf", app); !strings.Contains(n, "pinfold-root.squashfs") {
+		t.Fatalf("the app has no root image:\n%s", n)
+	}
+	want := "1000 1000 755 /home/app\n0 0 644 /etc/passwd\n0 0 644 hello.txt\nroot:x:0:0:root:/root:/bin/sh\nwritten\nread-only\n"
+	for _, c := range []struct {
+		name  string
+		mount string // PINFOLD_APP_MOUNT
+		bases bool   // the run unpacked the app into the store
+	}{
+		{"mounted", "", false},
+		{"unpacked", "0", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := filepath.Join(t.TempDir(), "store")
+			t.Setenv("PINFOLD_STORE", store)
+			t.Setenv("PINFOLD_APP_MOUNT", c.mount)
+			for round := 0; round < 2; round++ { // first run, then a warm one
+				got, errs, code := pf(t, "/", "run", app)
+				// The last line counts the squashfuse mounts the sandbox sees.
+				fuse := strings.TrimPrefix(got, want)
+				if code != 0 || !strings.HasPrefix(got, want) || (fuse == "0\n") != c.bases {
+					t.Fatalf("round %d: %d %q %s", round, code, got, errs)
+				}
+			}
+			list, _, _ := pf(t, "/", "base", "ls")
+			if has := strings.Contains(list, "oci"); has != c.bases {
+				t.Errorf("bases in the store after the runs: %v, want %v:\n%s", has, c.bases, list)
+			}
+			waitNoAppLeftovers(t, "normal runs")
+			if _, _, code := pf(t, "/", "run", app, "--", "sh", "-c", "exit 7"); code != 7 {
+				t.Errorf("exit 7: %d", code)
+			}
+			if _, _, code := pf(t, "/", "run", app, "--", "/no/such/command"); code == 0 {
+				t.Error("a missing command ran")
+			}
+			waitNoAppLeftovers(t, "failed runs")
+		})
+	}
+
+	// kill -9 of pinfold while the command runs from the mounted image.
+	t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+	t.Setenv("PINFOLD_APP_MOUNT", "")
+	cmd := exec.Command(pinfold, "run", app, "--", "sh", "-c", "sleep 60 & sleep 60")
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(squashfuses()) == 0 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("no squashfuse started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitNoAppLeftovers(t, "kill -9 of pinfold")
+}
+
+// TestAppMountRefusesTampering changes one byte of an app's root image:
+// the run is refused (the mounted mode checks it against its digest),
+// and so is a file whose layer changed (checked once per file although
+// the mounted run does not read it).
+func TestAppMountRefusesTampering(t *testing.T) {
+	needAppMount(t)
+	f := newPackFixture(t)
+	app := filepath.Join(f.dir, "app.pinfold")
+	if _, errs, code := f.pack(t, "", "app", "--base", "tar:"+f.base, "--out", app, "--", "cat", "hello.txt"); code != 0 {
+		t.Fatalf("pack app: %d %s", code, errs)
+	}
+	orig, _ := os.ReadFile(app)
+	off, size := entryAt(t, orig, "pinfold-root.squashfs")
+	bad := filepath.Join(f.dir, "bad.pinfold")
+	for _, at := range []int64{off + size/2, off + size - 1} {
+		b := bytes.Clone(orig)
+		b[at] ^= 0xff
+		os.WriteFile(bad, b, 0o644)
+		t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+		got, errs, code := pf(t, "/", "run", bad)
+		if code != 125 || got != "" || !strings.Contains(errs, "does not match its digest") {
+			t.Errorf("a changed root image at %d: %d %q %s", at-off, code, got, errs)
+		}
+	}
+	// The same file changed after a run checked it: its identity differs,
+	// so it is checked again.
+	store := filepath.Join(t.TempDir(), "store")
+	t.Setenv("PINFOLD_STORE", store)
+	os.WriteFile(bad, orig, 0o644)
+	if got, errs, code := pf(t, "/", "run", bad); code != 0 || got != "hello from the image\n" {
+		t.Fatalf("the intact app: %d %q %s", code, got, errs)
+	}
+	b := bytes.Clone(orig)
+	b[off+size/3] ^= 0xff
+	fh, _ := os.OpenFile(bad, os.O_WRONLY, 0)
+	fh.WriteAt(b[off+size/3:off+size/3+1], off+size/3)
+	fh.Close()
+	if got, errs, code := pf(t, "/", "run", bad); code != 125 || got != "" {
+		t.Errorf("changed in place after a checked run: %d %q %s", code, got, errs)
+	}
+	// A layer changed (the image's first, the base).
+	lo, _ := entryAt(t, orig, "blobs/sha256/")
+	b = bytes.Clone(orig)
+	b[lo+100] ^= 0xff
+	os.WriteFile(bad, b, 0o644)
+	t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
+	if got, errs, code := pf(t, "/", "run", bad); code == 0 || got != "" {
+		t.Errorf("a changed layer ran: %d %q %s", code, got, errs)
+	}
+	waitNoAppLeftovers(t, "refused runs")
+}
+
+// entryAt returns the offset and size of the data of the first tar entry
+// whose name starts with prefix and holds more than 4 KiB.
+func entryAt(t *testing.T, archive []byte, prefix string) (int64, int64) {
+	t.Helper()
+	r := bytes.NewReader(archive)
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			t.Fatalf("no %s in the archive", prefix)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(hdr.Name, prefix) && hdr.Size > 4096 {
+			return r.Size() - int64(r.Len()), hdr.Size
+		}
+	}
+}
