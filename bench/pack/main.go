@@ -16,7 +16,15 @@
 //     1.5x of) and `podman run --rm IMAGE true` (context), after one
 //     warm-up run each (the first run of an app or an oci: base unpacks
 //     it into the store; that first run is timed and printed too). The
-//     image is a busybox base with the workspace.
+//     image is a busybox base with the workspace. The app runs both ways
+//     it can start: its root image mounted (squashfuse, the default where
+//     it is usable) and unpacked into the store (PINFOLD_APP_MOUNT=0).
+//
+//   - the first run of a large app (-big: directories of this machine
+//     with busybox, packed with pack app): mounted, the run checks the
+//     file's digests and mounts its root image; unpacked, it extracts the
+//     layers into the store. Each round uses a fresh store, so each is a
+//     first run; the app file is in the page cache for both.
 //
 // Build pinfold and pinfold-pack first (scripts/build.sh), then, as root:
 //
@@ -40,7 +48,9 @@ func main() {
 	tree := flag.String("tree", "usr/lib/python3.11,usr/share/perl", "comma-separated directories under / copied into the packed tree")
 	rounds := flag.Int("rounds", 5, "paired rounds of pack image / tar | zstd")
 	runs := flag.Int("runs", 20, "paired rounds of the app start-up")
-	only := flag.String("only", "", "run one part only: pack or start")
+	only := flag.String("only", "", "run one part only: pack, start or first")
+	big := flag.String("big", "usr/lib/python3.11,usr/share/perl,usr/share/doc,usr/share/zoneinfo,usr/share/i18n", "comma-separated directories under / in the large app of the first-run bench")
+	firsts := flag.Int("firsts", 5, "paired rounds of the large app's first run")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	check(err)
@@ -59,6 +69,9 @@ func main() {
 	}
 	if *only == "" || *only == "start" {
 		startBench(bin, dir, ws, *runs)
+	}
+	if *only == "" || *only == "first" {
+		firstBench(bin, dir, ws, strings.Split(*big, ","), *firsts)
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average at the end: %s", load)
@@ -159,21 +172,23 @@ func startBench(bin, dir, ws string, runs int) {
 	type side struct {
 		name, store string
 		args        []string
+		env         []string
 	}
 	// Each side has a store of its own: the app and the image have the
 	// same config, so in one store the second would find the first's root.
 	sides := []side{
-		{"pinfold run APP -- true", store + "-app", []string{bin, "run", app, "--", "true"}},
-		{"pinfold run --base oci:IMAGE -- true", store + "-oci", []string{bin, "run", "--access", "none", "--base", "oci:" + img, "--", "true"}},
+		{"pinfold run APP -- true (mounted)", store + "-app", []string{bin, "run", app, "--", "true"}, nil},
+		{"pinfold run --base oci:IMAGE -- true", store + "-oci", []string{bin, "run", "--access", "none", "--base", "oci:" + img, "--", "true"}, nil},
+		{"pinfold run APP -- true (unpacked)", store + "-unpacked", []string{bin, "run", app, "--", "true"}, []string{"PINFOLD_APP_MOUNT=0"}},
 	}
 	if podman {
 		sides = append(sides, side{"podman run --rm IMAGE true", store, []string{"podman", "run", "--rm", "--runtime", "runc", "--network", "none",
-			"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000", "localhost/pinfold-bench-pack:1", "true"}})
+			"--ulimit", "nofile=20000:20000", "--ulimit", "nproc=1000:1000", "localhost/pinfold-bench-pack:1", "true"}, nil})
 	}
 	run := func(s side) time.Duration {
 		args := s.args
 		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PINFOLD_STORE="+s.store)
+		cmd.Dir, cmd.Env = dir, append(append(os.Environ(), "PINFOLD_STORE="+s.store), s.env...)
 		start := time.Now()
 		if b, err := cmd.CombinedOutput(); err != nil {
 			fail(fmt.Errorf("%v: %v %s", args, err, b))
@@ -185,7 +200,7 @@ func startBench(bin, dir, ws string, runs int) {
 		fmt.Printf("first run (unpacks into the store): %-40s %v\n", s.name, run(s).Round(time.Millisecond))
 	}
 	times := make([][]time.Duration, len(sides))
-	var ratios, podRatios []float64
+	var ratios, unpRatios, podRatios []float64
 	for i := range runs {
 		got := make([]time.Duration, len(sides))
 		for k := range sides {
@@ -196,17 +211,72 @@ func startBench(bin, dir, ws string, runs int) {
 			times[j] = append(times[j], got[j])
 		}
 		ratios = append(ratios, float64(got[0])/float64(got[1]))
+		unpRatios = append(unpRatios, float64(got[2])/float64(got[1]))
 		if podman {
-			podRatios = append(podRatios, float64(got[0])/float64(got[2]))
+			podRatios = append(podRatios, float64(got[0])/float64(got[3]))
 		}
 	}
 	for j, s := range sides {
 		fmt.Printf("median %-40s %v\n", s.name, median(times[j]).Round(10*time.Microsecond))
 	}
-	fmt.Printf("ratio app / oci: base: %.2f (goal <= 1.5)\n", medianF(ratios))
+	fmt.Printf("ratio app (mounted) / oci: base: %.2f (goal <= 1.5)\n", medianF(ratios))
+	fmt.Printf("ratio app (unpacked) / oci: base: %.2f\n", medianF(unpRatios))
 	if podman {
 		fmt.Printf("ratio app / podman run: %.2f\n", medianF(podRatios))
 	}
+}
+
+func firstBench(bin, dir, ws string, tree []string, rounds int) {
+	root := filepath.Join(dir, "bigroot")
+	check(os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	bb, err := exec.LookPath("busybox")
+	check(err)
+	sh("", "cp "+bb+" "+root+"/bin/busybox && ln -s busybox "+root+"/bin/sh && ln -s busybox "+root+"/bin/true")
+	for _, t := range tree {
+		dst := filepath.Join(root, filepath.Dir(t))
+		check(os.MkdirAll(dst, 0o755))
+		sh("", "cp -a /"+t+" "+dst+"/")
+	}
+	size := strings.Fields(sh("", "du -sb "+root))[0]
+	files := strings.TrimSpace(sh("", "find "+root+" | wc -l"))
+	app := filepath.Join(dir, "big.pinfold")
+	cmd := exec.Command(bin, "pack", "app", "--base", "dir:"+root, "--out", app, "--", "true")
+	cmd.Dir, cmd.Env = ws, append(os.Environ(), "PINFOLD_STORE="+filepath.Join(dir, "store-bigpack"))
+	start := time.Now()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("pack app: %v %s", err, b))
+	}
+	packed := time.Since(start)
+	st, err := os.Stat(app)
+	check(err)
+	sh("", "cat "+app+" > /dev/null") // into the page cache
+	fmt.Printf("\n== first run of a large app: %s (%s bytes, %s entries; app file %d bytes, packed in %v), %d paired rounds, a fresh store each\n",
+		strings.Join(tree, ","), size, files, st.Size(), packed.Round(time.Millisecond), rounds)
+	first := func(env string, n int) time.Duration {
+		store := filepath.Join(dir, fmt.Sprintf("store-first-%d", n))
+		defer os.RemoveAll(store)
+		cmd := exec.Command(bin, "run", app, "--", "true")
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "PINFOLD_STORE="+store, env)
+		start := time.Now()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fail(fmt.Errorf("run %s: %v %s", app, err, b))
+		}
+		return time.Since(start)
+	}
+	var ms, us []time.Duration
+	var ratios []float64
+	for i := range rounds {
+		var m, u time.Duration
+		if i%2 == 0 {
+			m, u = first("PINFOLD_APP_MOUNT=", 2*i), first("PINFOLD_APP_MOUNT=0", 2*i+1)
+		} else {
+			u, m = first("PINFOLD_APP_MOUNT=0", 2*i+1), first("PINFOLD_APP_MOUNT=", 2*i)
+		}
+		ms, us = append(ms, m), append(us, u)
+		ratios = append(ratios, float64(m)/float64(u))
+		fmt.Printf("round %d: mounted %v, unpacked %v, ratio %.2f\n", i+1, m.Round(time.Millisecond), u.Round(time.Millisecond), float64(m)/float64(u))
+	}
+	fmt.Printf("median first run: mounted %v, unpacked %v, ratio %.2f\n", median(ms).Round(time.Millisecond), median(us).Round(time.Millisecond), medianF(ratios))
 }
 
 func sh(dir, script string) string {

@@ -261,6 +261,13 @@ func writeRoot(ctx context.Context, layers []*fileLayer, epoch time.Time, file s
 	}
 	e := max(epoch.Unix(), 0)
 	cmd := exec.CommandContext(ctx, tool, sqfstarArgs(e, file)...)
+	// sqfstar refuses SOURCE_DATE_EPOCH beside the times it is given
+	// (pack reads it into the job's epoch).
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SOURCE_DATE_EPOCH=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
