@@ -117,6 +117,11 @@ func classify(err error, p *plan.Plan) error {
 		return fault.New(fault.Setup, "cannot serve the sandbox's network: "+err.Error(), "",
 			"check that the pinfold-net beside pinfold (or PINFOLD_NET_HELPER) is the one built with this pinfold (scripts/build.sh builds both)", err)
 	}
+	if errors.Is(err, native.ErrAppMount) {
+		return fault.New(fault.Setup, "cannot build the sandbox: "+err.Error(),
+			"the app's root image is mounted through squashfuse inside the sandbox, and that step failed",
+			"run it unpacked instead (PINFOLD_APP_MOUNT=0 pinfold run APP), and see pinfold doctor's app.mount", err)
+	}
 	var setup *initp.SetupError
 	if errors.As(err, &setup) {
 		return fault.New(fault.Setup, "cannot build the sandbox: "+err.Error(),

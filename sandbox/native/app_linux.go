@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,6 +23,11 @@ import (
 // the sandbox's own ids (uid 0 of the image is the sandbox's root, as in
 // the store's shifted roots), and it dies with the sandbox. See
 // docs/pack.md, "How it starts".
+
+// ErrAppMount is wrapped when the sandbox could not mount an app's root
+// image (squashfuse missing its libraries, /dev/fuse refused, the file
+// changed after it was checked).
+var ErrAppMount = errors.New("mounting the app's root image failed")
 
 // appStage is where the init mounts the image before it shows its
 // top-level entries and detaches it.

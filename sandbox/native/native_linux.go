@@ -981,6 +981,12 @@ func explainSetup(err error) error {
 		return fmt.Errorf("%w: %w: the filesystem of %s does not support idmapped mounts; "+
 			"run pinfold as the owner of the directory instead of root", ErrIDMap, err, se.Detail)
 	}
+	if se.Step == initp.StepFuse || se.Op != nil && (se.Op.Kind == initp.OpFuse || strings.HasPrefix(se.Op.A, appStage+"/")) {
+		if se.Errno == unix.ESTALE {
+			return fmt.Errorf("%w: %w: the app file changed after pinfold checked it", ErrAppMount, err)
+		}
+		return fmt.Errorf("%w: %w", ErrAppMount, err)
+	}
 	return fmt.Errorf("setting up the sandbox: %w", err)
 }
 
