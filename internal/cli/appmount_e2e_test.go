@@ -52,7 +52,7 @@ func squashfuses() []string {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 4 && args[0] == "squashfuse" && strings.HasPrefix(args[3], "offset=") && strings.HasPrefix(args[5], "/dev/fd/") {
+		if len(args) > 6 && args[0] == "squashfuse" && strings.HasPrefix(args[4], "offset=") && strings.HasPrefix(args[6], "/dev/fd/") {
 			pids = append(pids, e.Name())
 		}
 	}
@@ -90,6 +90,14 @@ func TestAppMountedRun(t *testing.T) {
 	}
 	if n := mustRun(t, "", "tar", "tf", app); !strings.Contains(n, "pinfold-root.squashfs") {
 		t.Fatalf("the app has no root image:\n%s", n)
+	}
+	// The same inputs, another store: the same bytes, root image included.
+	again := filepath.Join(f.dir, "again.pinfold")
+	if _, errs, code := f.pack(t, filepath.Join(f.dir, "store-again"), "app", "--base", "tar:"+f.base, "--out", again, "--", "sh", "-c", script); code != 0 {
+		t.Fatalf("pack app again: %d %s", code, errs)
+	}
+	if a, b := mustRun(t, "", "sha256sum", app), mustRun(t, "", "sha256sum", again); strings.Fields(a)[0] != strings.Fields(b)[0] {
+		t.Errorf("two packs of the same app differ: %s %s", a, b)
 	}
 	want := "1000 1000 755 /home/app\n0 0 644 /etc/passwd\n0 0 644 hello.txt\nroot:x:0:0:root:/root:/bin/sh\nwritten\nread-only\n"
 	for _, c := range []struct {

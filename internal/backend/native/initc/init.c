@@ -760,7 +760,7 @@ static int daemon_main(void *arg)
 {
 	struct opref *o = arg;
 	u64 none = 0;
-	char *argv[8], *envp[1] = {0};
+	char *argv[9], *envp[1] = {0};
 	char opt[40];
 	u64 id[8];
 	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &none, 0, 8);
@@ -777,12 +777,15 @@ static int daemon_main(void *arg)
 	if (sys1(__NR_chroot, "/.old") < 0 || sys1(__NR_chdir, "/") < 0)
 		return 126;
 	argv[0] = (char *)"squashfuse";
+	/* -s: one thread, so that the daemon takes one task of the sandbox's
+	 * pids limit, not libfuse's up to ten. */
 	argv[1] = (char *)"-f";
-	argv[2] = (char *)"-o";
-	argv[3] = opt;
-	argv[4] = daemon_args[0];
-	argv[5] = daemon_args[1];
-	argv[6] = 0;
+	argv[2] = (char *)"-s";
+	argv[3] = (char *)"-o";
+	argv[4] = opt;
+	argv[5] = daemon_args[0];
+	argv[6] = daemon_args[1];
+	argv[7] = 0;
 	sys3(__NR_execve, o->c, argv, envp);
 	return 127;
 }
