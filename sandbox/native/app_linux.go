@@ -119,13 +119,18 @@ type appMount struct {
 	top                 []pack.RootEntry
 }
 
-// placeApp mounts the image at appStage and shows its top-level entries
-// as placeBase shows a directory's, then detaches the staging mount (the
-// binds keep the image mounted).
-func (l *layout) placeApp(m *appMount, points []string) {
+// mountApp mounts the image at appStage. It comes first among the ops, so
+// that squashfuse starts while the init builds /dev, /proc and /tmp.
+func (l *layout) mountApp(m *appMount) {
 	l.mkdirAll(appStage, 0o700)
 	l.add(initp.Op{Kind: initp.OpFuse, A: m.file, B: appStage, C: m.daemon, D: m.ident,
 		What: "mounting the app " + m.file})
+}
+
+// placeApp shows the mounted image's top-level entries as placeBase shows
+// a directory's, then detaches the staging mount (the binds keep the image
+// mounted).
+func (l *layout) placeApp(m *appMount, points []string) {
 	const attr = attrRdonly | attrNosuid | attrNodev
 	for _, e := range m.top {
 		dst := "/" + e.Name

@@ -200,7 +200,7 @@ func buildRoot(p *rootPlan) []initp.Op {
 		points = append(points, o.at())
 	}
 	if p.app != nil {
-		l.placeApp(p.app, points)
+		l.mountApp(p.app)
 	}
 	for _, name := range baseEntries(p.baseRoot, p.hostBase) {
 		dst := "/" + name
@@ -279,6 +279,9 @@ func buildRoot(p *rootPlan) []initp.Op {
 			What: "showing /tmp at /var/tmp"})
 	}
 	l.mkdirAll("/sys", 0o555) // empty: nothing of the host's /sys is shown
+	if p.app != nil {
+		l.placeApp(p.app, points)
+	}
 
 	for _, b := range p.binds {
 		if b.file {
