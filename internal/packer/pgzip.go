@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"runtime"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -12,6 +13,14 @@ import (
 // like the level: the bytes depend on it, never on how many CPUs
 // compressed them.
 const blockSize = 1 << 20
+
+// gzipWriters are reused: a new writer allocates and clears its
+// compressor's tables, for every block. Reset gives the same output as a
+// new writer of the same level.
+var gzipWriters = sync.Pool{New: func() any {
+	gz, _ := gzip.NewWriterLevel(nil, Level)
+	return gz
+}}
 
 // parallelGzip compresses what is written to it as a series of gzip
 // members of blockSize input bytes each, compressed on all CPUs and
@@ -69,9 +78,11 @@ func (z *parallelGzip) flush() {
 		defer func() { <-z.sem }()
 		var out bytes.Buffer
 		out.Grow(len(block) / 2)
-		gz, _ := gzip.NewWriterLevel(&out, Level)
+		gz := gzipWriters.Get().(*gzip.Writer)
+		gz.Reset(&out)
 		gz.Write(block)
 		gz.Close()
+		gzipWriters.Put(gz)
 		r <- out.Bytes()
 	}()
 }
