@@ -19,8 +19,9 @@ func appCommand() command {
 			{name: "inspect", summary: "show what an app file holds", use: "inspect APP.pinfold [--verify-key FILE] [--json]", interspersed: true,
 				long: `Shows what an app file holds: its image digest, sandbox id and base,
 the command, environment and working directory it runs with, its layers,
-and whether it is signed (and, with --verify-key, by a trusted key).
-Nothing is unpacked.`,
+its root image (the squashfs a run mounts, when it has one), and whether
+it is signed (and, with --verify-key, by a trusted key). Nothing is
+unpacked.`,
 				setup: func(fs *flagSet) runner {
 					var asJSON bool
 					var keys []string
@@ -75,8 +76,9 @@ func appInspect(io *IO, file string, keyPaths []string, asJSON bool) int {
 			VerifiedBy string            `json:"verified_by,omitempty"`
 			Unverified string            `json:"unverified,omitempty"`
 			Labels     map[string]string `json:"labels,omitempty"`
+			Root       *pack.RootImage   `json:"root,omitempty"`
 		}{a.Path, a.Meta.Format, a.Digest, a.Meta.SandboxID, a.Meta.BaseID, a.Meta.Tag, a.Config.Created,
-			c.Entrypoint, c.Cmd, c.Env, c.WorkingDir, a.Manifest.Layers, size, a.Signature != nil, verified, why, c.Labels})
+			c.Entrypoint, c.Cmd, c.Env, c.WorkingDir, a.Manifest.Layers, size, a.Signature != nil, verified, why, c.Labels, a.Meta.Root})
 	} else {
 		w := io.Stdout
 		fmt.Fprintf(w, "app:        %s (%s)\n", a.Path, a.Meta.Format)
@@ -94,6 +96,11 @@ func appInspect(io *IO, file string, keyPaths []string, asJSON bool) int {
 		}
 		for i, l := range a.Manifest.Layers {
 			fmt.Fprintf(w, "layer %d:    %s %d bytes\n", i, l.Digest, l.Size)
+		}
+		if r := a.Meta.Root; r != nil {
+			fmt.Fprintf(w, "root image: %s %d bytes (squashfs: runs mount it where they can)\n", r.Digest, r.Size)
+		} else {
+			fmt.Fprintln(w, "root image: none (runs unpack the layers)")
 		}
 		switch {
 		case a.Signature == nil:

@@ -91,6 +91,9 @@ func TestAppMountedRun(t *testing.T) {
 	if n := mustRun(t, "", "tar", "tf", app); !strings.Contains(n, "pinfold-root.squashfs") {
 		t.Fatalf("the app has no root image:\n%s", n)
 	}
+	if out, errs, _ := pf(t, "/", "app", "inspect", app); !strings.Contains(out, "root image: sha256:") {
+		t.Errorf("app inspect: %q %s", out, errs)
+	}
 	// The same inputs, another store: the same bytes, root image included.
 	again := filepath.Join(f.dir, "again.pinfold")
 	if _, errs, code := f.pack(t, filepath.Join(f.dir, "store-again"), "app", "--base", "tar:"+f.base, "--out", again, "--", "sh", "-c", script); code != 0 {
