@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,13 +38,17 @@ func Daemon() (string, error) {
 		return "", errors.New("/dev/fuse cannot be opened by this user")
 	}
 	for _, d := range daemons {
-		if p, err := exec.LookPath(d); err == nil {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs, nil
-			}
+		p, err := exec.LookPath(d)
+		if err != nil {
+			continue
+		}
+		// squashfuse runs with the host's system directories as its root
+		// (see initc's daemon_root): it must be found there.
+		if real, err := filepath.EvalSymlinks(p); err == nil && filepath.IsAbs(real) && systemPath(real) {
+			return real, nil
 		}
 	}
-	return "", errors.New("squashfuse is not installed")
+	return "", errors.New("squashfuse is not installed in /usr")
 }
 
 // Mode reports whether runs of apps here mount their root image ("mount")
@@ -54,4 +59,15 @@ func Mode() (mode, why string) {
 		return "unpack", err.Error()
 	}
 	return "mount", p + " and /dev/fuse are usable"
+}
+
+// systemPath reports whether p lies in the system directories the daemon
+// sees.
+func systemPath(p string) bool {
+	for _, d := range [...]string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"} {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
 }

@@ -751,6 +751,109 @@ static long stat_mode(const char *path, u32 *mode)
 static char daemon_stack[16384];
 static char daemon_args[2][64];
 
+#ifndef CLONE_NEWNS
+#define CLONE_NEWNS 0x00020000
+#endif
+#define S_IFLNK 0120000
+#define FSOPEN_CLOEXEC 1
+#define FSMOUNT_CLOEXEC 1
+#define FSCONFIG_CMD_CREATE 6
+#define ATTR_RDONLY 0x1
+#define ATTR_NOSUID 0x2
+#define ATTR_NODEV 0x4
+#define ATTR_NOEXEC 0x8
+
+/* What of the host the daemon sees: its program and libraries. */
+static const char *const daemon_dirs[] = {"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+#define NDAEMONDIRS (int)(sizeof daemon_dirs / sizeof daemon_dirs[0])
+static int daemon_fds[NDAEMONDIRS];
+static char daemon_links[NDAEMONDIRS][256];
+
+static int daemon_path(char *p, size_t cap, const char *name)
+{
+	p[0] = 0;
+	return scat(p, cap, "/.old/") < 0 || scat(p, cap, name) < 0 ? -1 : 0;
+}
+
+/*
+ * daemon_root gives squashfuse a mount namespace of its own whose root
+ * holds only the host's system directories (read-only, as the host base
+ * shows them: its program and libraries) and a /proc of the sandbox's pid
+ * namespace (for /proc/self/fd), not the host's root: a squashfs crafted
+ * to exploit squashfuse reaches no more of the host than a sandbox on the
+ * host base sees.
+ */
+static long daemon_root(void)
+{
+	char p[64];
+	long r, fs, proc;
+	if ((r = sys1(__NR_unshare, CLONE_NEWNS)) < 0)
+		return r;
+	for (int i = 0; i < NDAEMONDIRS; i++) {
+		u8 stx[256];
+		u16 m;
+		daemon_fds[i] = -1;
+		daemon_links[i][0] = 0;
+		if (daemon_path(p, sizeof p, daemon_dirs[i]) < 0)
+			return -ENAMETOOLONG;
+		if (sys5(__NR_statx, AT_FDCWD, p, AT_SYMLINK_NOFOLLOW, STATX_TYPE, stx) < 0)
+			continue;
+		memcpy(&m, stx + 28, 2);
+		if ((m & S_IFMT) == S_IFLNK) {
+			r = sys4(__NR_readlinkat, AT_FDCWD, p, daemon_links[i], sizeof daemon_links[i] - 1);
+			if (r <= 0)
+				return r < 0 ? r : -EINVAL;
+			daemon_links[i][r] = 0;
+		} else if ((m & S_IFMT) == S_IFDIR) {
+			struct mount_attr a;
+			long fd = sys3(__NR_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE);
+			if (fd < 0)
+				return fd;
+			memset(&a, 0, sizeof a);
+			a.attr_set = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
+			if ((r = sys5(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a)) < 0)
+				return r;
+			daemon_fds[i] = (int)fd;
+		}
+	}
+	/* A proc of the sandbox's pid namespace, made while the host's proc
+	 * is still visible in this namespace (which the kernel requires). */
+	if ((fs = sys2(__NR_fsopen, "proc", FSOPEN_CLOEXEC)) < 0)
+		return fs;
+	if ((r = sys5(__NR_fsconfig, fs, FSCONFIG_CMD_CREATE, 0, 0, 0)) < 0)
+		return r;
+	if ((proc = sys3(__NR_fsmount, fs, FSMOUNT_CLOEXEC, ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC)) < 0)
+		return proc;
+	/* The new root hides the host's under it, in this namespace only. */
+	if ((r = sys5(__NR_mount, "tmpfs", "/.old", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16k")) < 0)
+		return r;
+	for (int i = 0; i < NDAEMONDIRS; i++) {
+		if (daemon_path(p, sizeof p, daemon_dirs[i]) < 0)
+			return -ENAMETOOLONG;
+		if (daemon_links[i][0] && (r = sys3(__NR_symlinkat, daemon_links[i], AT_FDCWD, p)) < 0)
+			return r;
+		if (daemon_fds[i] >= 0 &&
+		    ((r = sys3(__NR_mkdirat, AT_FDCWD, p, 0755)) < 0 ||
+		     (r = sys5(__NR_move_mount, daemon_fds[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH)) < 0))
+			return r;
+	}
+	if ((r = sys3(__NR_mkdirat, AT_FDCWD, "/.old/proc", 0555)) < 0 ||
+	    (r = sys5(__NR_move_mount, proc, "", AT_FDCWD, "/.old/proc", MOVE_MOUNT_F_EMPTY_PATH)) < 0)
+		return r;
+	if ((r = sys1(__NR_chroot, "/.old")) < 0 || (r = sys1(__NR_chdir, "/")) < 0)
+		return r;
+	/* The command's own seccomp filter: nothing the daemon does can be
+	 * more than what the command may do. */
+	if ((r = sys5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
+		return r;
+	if (G.seccomp_len) {
+		struct sock_fprog f = {(u16)(G.seccomp_len / 8), (void *)G.seccomp};
+		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 /*
  * daemon_main is squashfuse, forked from stage 2 once the FUSE mount is
  * made: it lives in the sandbox's namespaces (so it dies with them) and
@@ -774,7 +877,7 @@ static int daemon_main(void *arg)
 	utoa(daemon_args[1] + 8, (unsigned long)o->fuse);
 	memcpy(opt, "offset=", 8);
 	utoa(opt + 7, (unsigned long)id[7]);
-	if (sys1(__NR_chroot, "/.old") < 0 || sys1(__NR_chdir, "/") < 0)
+	if (daemon_root() < 0)
 		return 126;
 	argv[0] = (char *)"squashfuse";
 	/* -s: one thread, so that the daemon takes one task of the sandbox's
