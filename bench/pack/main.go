@@ -197,7 +197,7 @@ func startBench(bin, dir, ws string, runs int) {
 	}
 	fmt.Printf("\n== start-up of a packed app (busybox base), %d paired rounds\n", runs)
 	for _, s := range sides {
-		fmt.Printf("first run (unpacks into the store): %-40s %v\n", s.name, run(s).Round(time.Millisecond))
+		fmt.Printf("first run: %-40s %v\n", s.name, run(s).Round(time.Millisecond))
 	}
 	times := make([][]time.Duration, len(sides))
 	var ratios, unpRatios, podRatios []float64

@@ -123,6 +123,13 @@ func TestAppMountedRun(t *testing.T) {
 					t.Fatalf("round %d: %d %q %s", round, code, got, errs)
 				}
 			}
+			if c.bases {
+				// Unpacked once, the app runs from the store from then on.
+				t.Setenv("PINFOLD_APP_MOUNT", "")
+				if got, errs, code := pf(t, "/", "run", app); code != 0 || got != want+"0\n" {
+					t.Errorf("after an unpacked run: %d %q %s", code, got, errs)
+				}
+			}
 			list, _, _ := pf(t, "/", "base", "ls")
 			if has := strings.Contains(list, "oci"); has != c.bases {
 				t.Errorf("bases in the store after the runs: %v, want %v:\n%s", has, c.bases, list)

@@ -332,6 +332,27 @@ func (r *AppRoot) Verify(f *os.File) error {
 	return nil
 }
 
+// ConfigDigest returns the digest of the app's image config, which names
+// its unpacked root in the store (bases/oci/HEX), reading the manifest
+// index.json names and checking it against its digest.
+func (r *AppRoot) ConfigDigest(f *os.File) (string, error) {
+	var index struct {
+		Manifests []Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(r.index, &index); err != nil || len(index.Manifests) != 1 {
+		return "", fmt.Errorf("%w: %s: index.json does not name one manifest", ErrNotArchive, f.Name())
+	}
+	mb, err := r.blob(f, index.Manifests[0].Digest, true)
+	if err != nil {
+		return "", err
+	}
+	var m Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return "", fmt.Errorf("%s: the manifest: %w", f.Name(), err)
+	}
+	return m.Config.Digest, nil
+}
+
 // blob checks one blob against its digest, and returns it when keep.
 func (r *AppRoot) blob(f *os.File, digest string, keep bool) ([]byte, error) {
 	at, ok := r.blobs[digest]

@@ -31,6 +31,14 @@ type ociManifest struct {
 	UIDShift *uint32  `json:"uid_shift,omitempty"`
 }
 
+// HasOCIBase reports whether the image whose config has configDigest is
+// unpacked in the store as opt would unpack it (one small read): OCIBase
+// would then return it without unpacking.
+func (s *Store) HasOCIBase(configDigest string, opt ImportOptions) bool {
+	hexSum, ok := strings.CutPrefix(configDigest, digestPrefix)
+	return ok && isHex(hexSum) && checkBase(s.dir+"/bases/oci/"+hexSum, opt.limits(s.asRoot)) == nil
+}
+
 // OCIBase returns the root filesystem of the image ref in the OCI layout,
 // docker-archive or oci-archive at path, unpacking it into the store the
 // first time.
