@@ -200,6 +200,10 @@ func TestAppMountRefusesTampering(t *testing.T) {
 	if got, errs, code := pf(t, "/", "run", bad); code != 0 || got != "hello from the image\n" {
 		t.Fatalf("the intact app: %d %q %s", code, got, errs)
 	}
+	// The check is recorded by the file's identity: later runs skip it.
+	if recs, _ := os.ReadDir(filepath.Join(store, "index", "checked")); len(recs) != 1 {
+		t.Errorf("records of checked files: %v", recs)
+	}
 	b := bytes.Clone(orig)
 	b[off+size/3] ^= 0xff
 	fh, _ := os.OpenFile(bad, os.O_WRONLY, 0)

@@ -37,8 +37,10 @@ func (s *Store) CheckOnce(f *os.File, what string, check func() error) error {
 	if checkKey(&after, what) != key {
 		return fmt.Errorf("%s changed while it was checked", f.Name())
 	}
-	if err := os.MkdirAll(s.dir+"/index/checked", 0o700); err != nil {
-		return nil // checked; only not recorded
+	for _, d := range [...]string{"tmp", "index/checked"} {
+		if err := os.MkdirAll(s.dir+"/"+d, 0o700); err != nil {
+			return nil // checked; only not recorded
+		}
 	}
 	tmp, err := s.workName()
 	if err != nil {
