@@ -28,6 +28,14 @@ func Daemon() (string, error) {
 	if os.Getenv(Env) == "0" {
 		return "", errors.New(Env + "=0")
 	}
+	// As root a sandbox maps the ids 0-65535 of the image (the store
+	// shifts unpacked roots into that range too), so the owners squashfuse
+	// reports are the image's. As another user it maps that user alone:
+	// the image's root would show as nobody, where an unpacked root
+	// belongs to the user.
+	if os.Geteuid() != 0 {
+		return "", errors.New("pinfold is not running as root")
+	}
 	var st unix.Stat_t
 	if err := unix.Stat("/dev/fuse", &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 		return "", errors.New("/dev/fuse is missing")

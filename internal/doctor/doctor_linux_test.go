@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,6 +102,12 @@ func TestHostPasses(t *testing.T) {
 		"cgroup.controllers", "cgroup.delegation", "store.writable", "store.space", "bases", "idmap.workspace"} {
 		if c := byID(t, r, id); c.Status != Pass {
 			t.Errorf("%s: %s: %s (fix: %s)", id, c.Status, c.Detail, c.Fix)
+		}
+	}
+	// squashfuse and squashfs-tools are installed by scripts/setup.sh.
+	if _, err := exec.LookPath("squashfuse_ll"); err == nil || os.Getenv("CI") != "" {
+		if c := byID(t, r, "app.mount"); c.Status != Pass || !strings.Contains(c.Detail, "apps are mounted") {
+			t.Errorf("app.mount: %s: %s (fix: %s)", c.Status, c.Detail, c.Fix)
 		}
 	}
 	if r.Failed() {
