@@ -48,7 +48,9 @@ func TestReadAppRoot(t *testing.T) {
 	index, _ := json.Marshal(map[string]any{"manifests": []Descriptor{{Digest: digestOf(m)}}})
 	meta, _ := json.Marshal(AppMeta{Format: AppFormat, Root: &RootImage{Digest: digestOf([]byte(root)), Size: int64(len(root)),
 		Top: []RootEntry{{Name: "bin", Type: "dir", Mode: 0o755}}}})
-	blob := func(s string) [2]string { return [2]string{"blobs/sha256/" + strings.TrimPrefix(digestOf([]byte(s)), "sha256:"), s} }
+	blob := func(s string) [2]string {
+		return [2]string{"blobs/sha256/" + strings.TrimPrefix(digestOf([]byte(s)), "sha256:"), s}
+	}
 	good := [][2]string{blob(layer), blob(config), blob(string(m)), {"index.json", string(index)},
 		{RootFile, root}, {MetaFile, string(meta)}}
 
