@@ -213,6 +213,16 @@ func (s *Store) GC(dryRun bool) (removed []string, err error) {
 		}
 		removed = append(removed, b.Kind+" base "+b.ID)
 	}
+	// The records of checked app files are a cache of checks (CheckOnce):
+	// without them a run checks its file again.
+	if recs, _ := os.ReadDir(s.dir + "/index/checked"); len(recs) > 0 {
+		removed = append(removed, fmt.Sprintf("%d records of checked app files", len(recs)))
+		if !dryRun {
+			for _, r := range recs {
+				os.Remove(s.dir + "/index/checked/" + r.Name())
+			}
+		}
+	}
 	if !dryRun {
 		gone, err := s.CleanTmp()
 		for _, g := range gone {
