@@ -204,6 +204,15 @@ func TestAppMountRefusesTampering(t *testing.T) {
 	if recs, _ := os.ReadDir(filepath.Join(store, "index", "checked")); len(recs) != 1 {
 		t.Errorf("records of checked files: %v", recs)
 	}
+	if out, errs, code := pf(t, "/", "gc"); code != 0 || !strings.Contains(out+errs, "1 records of checked app files") {
+		t.Errorf("gc: %d %q %s", code, out, errs)
+	}
+	if recs, _ := os.ReadDir(filepath.Join(store, "index", "checked")); len(recs) != 0 {
+		t.Errorf("records of checked files after gc: %v", recs)
+	}
+	if got, errs, code := pf(t, "/", "run", bad); code != 0 || got != "hello from the image\n" {
+		t.Fatalf("the intact app after gc: %d %q %s", code, got, errs)
+	}
 	b := bytes.Clone(orig)
 	b[off+size/3] ^= 0xff
 	fh, _ := os.OpenFile(bad, os.O_WRONLY, 0)
