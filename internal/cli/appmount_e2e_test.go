@@ -115,8 +115,10 @@ func TestAppMountedRun(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "store")
 			t.Setenv("PINFOLD_STORE", store)
 			t.Setenv("PINFOLD_APP_MOUNT", c.mount)
+			link := filepath.Join(t.TempDir(), "link.pinfold") // the init opens the file itself
+			os.Symlink(app, link)
 			for round := 0; round < 2; round++ { // first run, then a warm one
-				got, errs, code := pf(t, "/", "run", app)
+				got, errs, code := pf(t, "/", "run", []string{app, link}[round])
 				// The last line counts the squashfuse mounts the sandbox sees.
 				fuse := strings.TrimPrefix(got, want)
 				if code != 0 || !strings.HasPrefix(got, want) || (fuse == "0\n") != c.bases {

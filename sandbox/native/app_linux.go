@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -112,8 +113,14 @@ func (a *appRoot) check(st *store.Store) (*appMount, error) {
 	if err := st.CheckOnce(a.f, what, func() error { return a.root.Verify(a.f) }); err != nil {
 		return nil, &sandbox.SpecError{Field: "base", Err: err}
 	}
+	// The init opens the file by this path without following a last
+	// symbolic link; the identity it checks is the file's, wherever.
+	file := a.f.Name()
+	if real, err := filepath.EvalSymlinks(file); err == nil {
+		file = real
+	}
 	return &appMount{
-		file:   a.f.Name(),
+		file:   file,
 		daemon: a.daemon,
 		ident: initp.FuseIdentity(a.st.Dev, a.st.Ino, a.st.Size, [2]int64{a.st.Mtim.Sec, a.st.Mtim.Nsec},
 			[2]int64{a.st.Ctim.Sec, a.st.Ctim.Nsec}, a.root.Offset),
