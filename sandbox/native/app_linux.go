@@ -20,7 +20,7 @@ import (
 // An app (pinfold pack app) carries its merged root as a squashfs image.
 // Where this host can, a run mounts that image instead of unpacking the
 // app's layers into the store: squashfuse serves it from inside the
-// sandbox's user, mount and pid namespaces, so the owners it reports are
+// sandbox's user and pid namespaces, so the owners it reports are
 // the sandbox's own ids (uid 0 of the image is the sandbox's root, as in
 // the store's shifted roots), and it dies with the sandbox. See
 // docs/pack.md, "How it starts".
@@ -72,7 +72,7 @@ func (s *Sandbox) appCandidate(plan *rootPlan) *appRoot {
 		return nil
 	}
 	// An app already unpacked into the store (by a run that verified its
-	// signature, or with AppMountEnv=0) starts faster from there.
+	// signature, or with appmount.Env=0) starts faster from there.
 	if cd, err := a.root.ConfigDigest(f); err == nil {
 		if st, err := s.openStore(); err == nil && st.HasOCIBase(cd, store.ImportOptions{UIDShift: storeShift()}) {
 			f.Close()
