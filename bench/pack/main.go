@@ -56,6 +56,7 @@ func main() {
 	check(err)
 	dir, err := os.MkdirTemp("/var/tmp", "pinfold-bench-pack-")
 	check(err)
+	benchDir = dir
 	defer os.RemoveAll(dir)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average at the start: %s", load)
@@ -308,7 +309,14 @@ func check(err error) {
 	}
 }
 
+// benchDir is removed when the bench fails too (os.Exit runs no defer):
+// the large app's tree is hundreds of megabytes.
+var benchDir string
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench/pack:", err)
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
 	os.Exit(1)
 }
