@@ -17,8 +17,10 @@
 //     warm-up run each (the first run of an app or an oci: base unpacks
 //     it into the store; that first run is timed and printed too). The
 //     image is a busybox base with the workspace. The app runs both ways
-//     it can start: its root image mounted (squashfuse, the default where
-//     it is usable) and unpacked into the store (PINFOLD_APP_MOUNT=0).
+//     it can start by default (its first run mounts the root image with
+//     squashfuse where that is usable and unpacks the app in the
+//     background; the runs after it start from the store) and unpacked
+//     into the store first (PINFOLD_APP_MOUNT=0).
 //
 //   - the first run of a large app (-big: directories of this machine
 //     with busybox, packed with pack app): mounted, the run checks the
@@ -178,7 +180,7 @@ func startBench(bin, dir, ws string, runs int) {
 	// Each side has a store of its own: the app and the image have the
 	// same config, so in one store the second would find the first's root.
 	sides := []side{
-		{"pinfold run APP -- true (mounted)", store + "-app", []string{bin, "run", app, "--", "true"}, nil},
+		{"pinfold run APP -- true (default)", store + "-app", []string{bin, "run", app, "--", "true"}, nil},
 		{"pinfold run --base oci:IMAGE -- true", store + "-oci", []string{bin, "run", "--access", "none", "--base", "oci:" + img, "--", "true"}, nil},
 		{"pinfold run APP -- true (unpacked)", store + "-unpacked", []string{bin, "run", app, "--", "true"}, []string{"PINFOLD_APP_MOUNT=0"}},
 	}
@@ -200,6 +202,18 @@ func startBench(bin, dir, ws string, runs int) {
 	for _, s := range sides {
 		fmt.Printf("first run: %-40s %v\n", s.name, run(s).Round(time.Millisecond))
 	}
+	// The default's first run mounted the app and unpacks it in the
+	// background: the rounds measure the runs after that.
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cmd := exec.Command(bin, "base", "ls")
+		cmd.Env = append(os.Environ(), "PINFOLD_STORE="+sides[0].store)
+		if b, _ := cmd.Output(); strings.Contains(string(b), "oci") {
+			break
+		}
+		if time.Now().After(end) {
+			fail(fmt.Errorf("the first run did not unpack the app in the background"))
+		}
+	}
 	times := make([][]time.Duration, len(sides))
 	var ratios, unpRatios, podRatios []float64
 	for i := range runs {
@@ -220,7 +234,7 @@ func startBench(bin, dir, ws string, runs int) {
 	for j, s := range sides {
 		fmt.Printf("median %-40s %v\n", s.name, median(times[j]).Round(10*time.Microsecond))
 	}
-	fmt.Printf("ratio app (mounted) / oci: base: %.2f (goal <= 1.5)\n", medianF(ratios))
+	fmt.Printf("ratio app (default: after its mounted first run, from the store) / oci: base: %.2f (goal <= 1.5)\n", medianF(ratios))
 	fmt.Printf("ratio app (unpacked) / oci: base: %.2f\n", medianF(unpRatios))
 	if podman {
 		fmt.Printf("ratio app / podman run: %.2f\n", medianF(podRatios))

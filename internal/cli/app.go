@@ -3,14 +3,21 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
+	"github.com/pinfold/pinfold/internal/appmount"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/pack"
+	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/trust"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func appCommand() command {
@@ -176,4 +183,45 @@ func appRun(o *runOptions, rest []string) ([]string, error) {
 	}
 	f.Env = append(slices.Clone(c.Env), f.Env...)
 	return args, nil
+}
+
+// unpackAppLater starts "pinfold __app-unpack APP", detached, once a
+// native run of an app started from its mounted root image: the next runs
+// start from the store, which is faster warm (see docs/pack.md). Called
+// twice for a run that hands off (before and, if it did not, after);
+// the store check makes the second a no-op once the first started.
+func unpackAppLater(o *runOptions, p *plan.Plan) {
+	if o.app == nil || o.unpackStarted || p.Backend != "native" || os.Getenv(appmount.Env) == "0" ||
+		native.AppInStore("", o.app.Path) {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(exe, "__app-unpack", o.app.Path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		o.unpackStarted = true
+		cmd.Process.Release()
+	}
+}
+
+// appUnpackCommand is what unpackAppLater starts, at the lowest priority.
+func appUnpackCommand() command {
+	return command{name: "__app-unpack", use: "__app-unpack APP", hidden: true,
+		summary: "unpack an app into the store after its first mounted run (pinfold's own use)",
+		setup: func(fs *flagSet) runner {
+			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) != 1 || !filepath.IsAbs(args[0]) {
+					return fail(io, usageError(errors.New("usage: pinfold __app-unpack APP")))
+				}
+				syscall.Setpriority(syscall.PRIO_PROCESS, 0, 19)
+				if err := native.UnpackApp(ctx, "", args[0]); err != nil {
+					fmt.Fprintln(io.Stderr, "pinfold: unpacking", args[0]+":", err)
+					return 1
+				}
+				return 0
+			}
+		}}
 }

@@ -84,6 +84,7 @@ func commands() []command {
 		shellCommand(),
 		serveCommand(),
 		finishCommand(),
+		appUnpackCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {
 			return func(_ context.Context, io *IO, args []string) int {
 				fmt.Fprintf(io.Stdout, "pinfold %s\n", Version)

@@ -48,7 +48,8 @@ type runOptions struct {
 	frozen bool
 	quiet  bool
 	// app is the app file run, plan or explain was given, if any.
-	app *pack.Archive
+	app           *pack.Archive
+	unpackStarted bool // unpackAppLater started its unpack
 }
 
 // runFlags declares the flags of run, plan and explain.
@@ -175,6 +176,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 			if !ok {
 				return
 			}
+			unpackAppLater(o, p)
 			var finish []string
 			if h.Changeset != nil {
 				exe, err := os.Executable()
@@ -213,6 +215,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if err != nil {
 		return failRun(io, o, classify(err, p), p, nil)
 	}
+	unpackAppLater(o, p)
 	if handoff {
 		// Still here: the hand-off did not happen (a network helper of
 		// the run's own, which dies with this process, cannot be handed

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -182,4 +183,50 @@ func (l *layout) placeApp(m *appMount, points []string) {
 func (l *layout) unstageApp() {
 	l.add(initp.Op{Kind: initp.OpUmount, B: appStage, What: "detaching " + appStage})
 	l.add(initp.Op{Kind: initp.OpRmdir, B: appStage})
+}
+
+// AppInStore reports whether the app at path is unpacked in the store in
+// dir ("" for the default): a run then starts from there, not from its
+// root image.
+func AppInStore(dir, path string) bool {
+	st, err := openStoreDir(dir)
+	if err != nil {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	root, err := pack.ReadAppRoot(f)
+	if err != nil || root == nil {
+		return false
+	}
+	cd, err := root.ConfigDigest(f)
+	return err == nil && st.HasOCIBase(cd, store.ImportOptions{UIDShift: storeShift()})
+}
+
+// UnpackApp unpacks the app at path into the store in dir ("" for the
+// default), as a run of it that does not mount it does. A mounted start is
+// faster the first time and an unpacked one every time after (squashfuse
+// starts, and reads the command's files cold, for every run): pinfold
+// unpacks an app in the background after its first mounted run.
+func UnpackApp(ctx context.Context, dir, path string) error {
+	st, err := openStoreDir(dir)
+	if err != nil {
+		return err
+	}
+	_, err = st.OCIBase(ctx, path, "", store.ImportOptions{UIDShift: storeShift()})
+	return err
+}
+
+func openStoreDir(dir string) (*store.Store, error) {
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	return store.Open(dir)
 }
