@@ -87,18 +87,7 @@ func TestNetworkHandoff(t *testing.T) {
 	store := t.TempDir()
 	t.Setenv("PINFOLD_STORE", store)
 	t.Cleanup(func() { waitTrashCleaners(store) })
-	// The first run starts the shared helper for the runs after it.
-	if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
-		t.Fatalf("first run: %d %s", code, errs)
-	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("no shared network helper")
-		}
-	}
+	startSharedHelper(t, ws, store)
 	cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--",
 		"sh", "-c", "getent hosts blocked.invalid; getent hosts blocked.invalid; echo x > f; sleep 1.3; exit 7")
 	cmd.Dir = ws
@@ -229,17 +218,7 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 			t.Cleanup(func() { waitTrashCleaners(store) })
 			ws := t.TempDir()
 			if !c.own {
-				if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
-					t.Fatalf("first run: %d %s", code, errs)
-				}
-				for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
-						break
-					}
-					if time.Now().After(end) {
-						t.Fatal("no shared network helper")
-					}
-				}
+				startSharedHelper(t, ws, store)
 			}
 			master, slave := openPTY(t)
 			defer master.Close()
@@ -393,5 +372,22 @@ func TestPublishedPortTaken(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want PF102 naming the port", code, errs)
 			}
 		})
+	}
+}
+
+// startSharedHelper makes a first network run in ws, which starts the
+// shared helper of store for the runs after it, and waits for its socket.
+func startSharedHelper(t *testing.T, ws, store string) {
+	t.Helper()
+	if _, errs, code := pf(t, ws, "run", "--network", "allow", "--allow", "example.org", "--", "true"); code != 0 {
+		t.Fatalf("first run: %d %s", code, errs)
+	}
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock")); len(socks) == 1 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal("no shared network helper")
+		}
 	}
 }

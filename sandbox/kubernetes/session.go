@@ -2,9 +2,7 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -26,7 +24,7 @@ var _ sandbox.Sessioner = (*Runtime)(nil)
 // pinfold's binary is PINFOLD_AGENT, else pinfold beside the running
 // binary, else on PATH.
 func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	exe, err := agentBinary()
+	exe, err := agent.Binary()
 	if err != nil {
 		return nil, &sandbox.SpecError{Field: "session", Err: err}
 	}
@@ -80,31 +78,4 @@ func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Sessi
 		return fail(err)
 	}
 	return s, nil
-}
-
-// agentBinary finds pinfold's binary for a session's agent.
-func agentBinary() (string, error) {
-	if p := os.Getenv("PINFOLD_AGENT"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		if filepath.Base(exe) == "pinfold" {
-			return exe, nil
-		}
-		if p := filepath.Join(filepath.Dir(exe), "pinfold"); isFile(p) {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pinfold"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("a session needs pinfold's binary for its agent: set PINFOLD_AGENT")
-}
-
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
 }

@@ -2,9 +2,8 @@ package native
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -36,30 +35,11 @@ func agentBinary(o *options) (string, error) {
 	if o.agent != "" {
 		return o.agent, nil
 	}
-	if p := os.Getenv("PINFOLD_AGENT"); p != "" {
-		return p, nil
+	p, err := agent.Binary()
+	if err != nil {
+		return "", fmt.Errorf("%w, or use native.WithAgent", err)
 	}
-	exe, err := os.Executable()
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		if filepath.Base(exe) == "pinfold" {
-			return exe, nil
-		}
-		if p := filepath.Join(filepath.Dir(exe), "pinfold"); isFile(p) {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pinfold"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("a session needs pinfold's binary for its agent: set PINFOLD_AGENT or use native.WithAgent")
-}
-
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+	return p, nil
 }
 
 // Session starts a native sandbox of spec that stays up (see
