@@ -15,8 +15,21 @@ import (
 )
 
 // Env set to 0 makes every app run unpack its layers into the store
-// instead of mounting its root image.
+// instead of mounting its root image; set to Always, runs keep mounting it
+// and nothing unpacks the app in the background (for measuring mounted
+// starts, and for tests of the mount itself). By default the first run
+// mounts it and starts the unpacking for the runs after it.
 const Env = "PINFOLD_APP_MOUNT"
+
+// Always is the value of Env that keeps apps mounted.
+const Always = "always"
+
+// UnpackLater reports whether a mounted run should unpack its app in the
+// background.
+func UnpackLater() bool {
+	v := os.Getenv(Env)
+	return v != "0" && v != Always
+}
 
 // daemons are the squashfuse programs, preferred first: the low-level one
 // answers lookups without the high-level library's path bookkeeping.

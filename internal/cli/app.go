@@ -191,7 +191,7 @@ func appRun(o *runOptions, rest []string) ([]string, error) {
 // twice for a run that hands off (before and, if it did not, after);
 // the store check makes the second a no-op once the first started.
 func unpackAppLater(o *runOptions, p *plan.Plan) {
-	if o.app == nil || o.unpackStarted || p.Backend != "native" || os.Getenv(appmount.Env) == "0" ||
+	if o.app == nil || o.unpackStarted || p.Backend != "native" || !appmount.UnpackLater() ||
 		native.AppInStore("", o.app.Path) {
 		return
 	}
