@@ -72,6 +72,30 @@ func (c *Changeset) KeepLockOnExec(keep bool) error {
 	return err
 }
 
+// ReleaseInheritedLock releases the lock of changeset id in storeDir that
+// this process got across an exec (pinfold __finish, after a run handed
+// off), once the changeset is recorded: what waits for the run's end (a
+// session's stop, then an apply) must find it free, not wait for this
+// process to exit. The descriptor is found by the lock file's path.
+func ReleaseInheritedLock(storeDir, id string) {
+	path := filepath.Join(storeDir, changesetsDir, id, lockName)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && t == path {
+			unix.Ftruncate(fd, 0)
+			unix.Flock(fd, unix.LOCK_UN)
+			unix.Close(fd)
+		}
+	}
+}
+
 // LockRoots serialises the applies to the same directories: it takes an
 // exclusive flock on <store>/locks/apply-<hash of the directory> for each
 // root's original directory, in a fixed order, waiting while another

@@ -512,6 +512,9 @@ func finishCommand() command {
 				e.Version = Version
 				e.Report = newReporter(io.Stderr, args[0])
 				co, err := e.FinishHandedOff(ctx, args[1], status)
+				// Recorded: free the changeset before the session's record
+				// says the run ended (an apply may follow at once).
+				changeset.ReleaseInheritedLock(args[0], args[1])
 				// A session's supervisor hands off too: its record ends here.
 				if co != nil {
 					session.Open(args[0]).Finished(args[1], status, co.Empty, co.Counts.Added, co.Counts.Modified, co.Counts.Deleted)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -569,5 +570,29 @@ func TestExecRefusesAsRunDoes(t *testing.T) {
 	out, errs, code := pf(t, ws, "exec", "-w", "/tmp", "-e", "A=1", r.ID, "--", "sh", "-c", "echo $A; pwd")
 	if code != 0 || out != "1\n/tmp\n" {
 		t.Errorf("exec -w /tmp -e A=1: %d %q %q", code, out, errs)
+	}
+}
+
+// TestSessionStopThenApply: once session stop returns, the session's
+// changeset is free to apply at once (pinfold __finish held its lock a
+// moment after the session's record said it had ended).
+func TestSessionStopThenApply(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	for i := 0; i < 5; i++ {
+		r := startSession(t, ws)
+		name := fmt.Sprintf("f%d", i)
+		if _, errs, code := pf(t, ws, "exec", r.ID, "--", "sh", "-c", "echo x > "+name); code != 0 {
+			t.Fatalf("exec: %d %s", code, errs)
+		}
+		if _, errs, code := pf(t, ws, "session", "stop", r.ID); code != 0 {
+			t.Fatalf("stop: %d %s", code, errs)
+		}
+		if _, errs, code := pf(t, ws, "apply", r.Changeset); code != 0 {
+			t.Fatalf("round %d: apply right after stop: %d %s", i, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(ws, name)); err != nil {
+			t.Fatalf("round %d: not applied: %v", i, err)
+		}
 	}
 }
