@@ -159,7 +159,7 @@ func TestAppMountedRun(t *testing.T) {
 
 	// kill -9 of pinfold while the command runs from the mounted image.
 	t.Setenv("PINFOLD_STORE", filepath.Join(t.TempDir(), "store"))
-	t.Setenv("PINFOLD_APP_MOUNT", "")
+	t.Setenv("PINFOLD_APP_MOUNT", "always")
 	cmd := exec.Command(pinfold, "run", app, "--", "sh", "-c", "sleep 60 & sleep 60")
 	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {

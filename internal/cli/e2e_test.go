@@ -34,6 +34,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// An app's first mounted run unpacks it into the store in the
+	// background, which would still be writing when a test removes its
+	// store: tests keep apps mounted unless they set PINFOLD_APP_MOUNT
+	// themselves (TestAppMountedRun checks the default, and waits).
+	os.Setenv("PINFOLD_APP_MOUNT", "always")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
