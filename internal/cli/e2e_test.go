@@ -254,8 +254,10 @@ func TestKill9LeavesNothing(t *testing.T) {
 	if stale == 0 {
 		t.Fatal("expected the killed run's cgroups to be left for clean")
 	}
+	// Another pinfold clean (a concurrent test package's) may remove them
+	// first: what counts is that none is left after this one.
 	out, errs, code := pf(t, ws, "clean")
-	if code != 0 || !strings.Contains(out, "cgroup "+prefix) {
+	if code != 0 {
 		t.Errorf("clean: %d %q %q", code, out, errs)
 	}
 	for _, g := range pinfoldCgroups() {
