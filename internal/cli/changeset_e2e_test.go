@@ -682,12 +682,34 @@ func TestInterruptedChangesets(t *testing.T) {
 		t.Fatalf("changes after clean: %s", out)
 	}
 	full := m[1]
+	// Without fingerprints of the originals, apply needs --force.
+	if _, errs, code := pf(t, ws, "apply", full); code != 125 || !strings.Contains(errs, "PF181") || !strings.Contains(errs, "interrupted") {
+		t.Errorf("apply of an interrupted changeset: %d %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "w.txt")); err == nil {
+		t.Error("the refused apply wrote w.txt")
+	}
 	if _, errs, code := pf(t, ws, "discard"); code != 0 || !strings.Contains(errs, "discarded changeset "+full) ||
 		!strings.Contains(errs, "interrupted") {
 		t.Errorf("discard of an interrupted changeset: %d %q", code, errs)
 	}
 	if out, _, _ = pf(t, ws, "changes"); out != "no changesets\n" {
 		t.Errorf("changes at the end: %s", out)
+	}
+	cmd = startChangesetRun(t, ws, "echo y > v.txt"+loop)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	waitGone(t, 5*time.Second)
+	out, _, _ = pf(t, ws, "changes")
+	m = regexp.MustCompile(`([0-9a-f]{12})\s+interrupted`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("changes after the third kill -9: %s", out)
+	}
+	if _, errs, code := pf(t, ws, "apply", "--force", m[1]); code != 0 {
+		t.Errorf("apply --force of an interrupted changeset: %d %q", code, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "v.txt")); err != nil || string(b) != "y\n" {
+		t.Errorf("v.txt after apply --force: %q %v", b, err)
 	}
 }
 

@@ -417,6 +417,14 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
 	}
+	if fp == nil && !force && cs.Meta.Status == changeset.StatusRunning {
+		// Killed before it ended: no fingerprints of the originals were
+		// taken, so a file edited since could not be told apart.
+		os.Remove(marker)
+		return changeset.ApplyResult{}, fault.New(fault.Conflict, "changeset "+cs.Meta.ID+" was interrupted (its run was killed before it ended)",
+			"pinfold took no fingerprints of the files it touches, so it cannot tell whether you changed them since",
+			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
+	}
 	// One apply at a time per workspace, from the conflict check to the
 	// last rename: the next one sees what this one wrote.
 	unlock, err := changeset.LockRoots(ctx, e.Store, roots)
