@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 // Binary finds pinfold's binary, which a session's agent is: PINFOLD_AGENT,
@@ -34,4 +36,21 @@ func Binary() (string, error) {
 func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// SessionDirs makes the run and home directories of a session's host
+// directory dir and returns spec's mounts with the session's added: the
+// agent (pinfold's binary exe), the run directory (its socket) and the
+// home. ro marks the two directories read-only, for a runtime that copies
+// them into the sandbox rather than binding them (kubernetes).
+func SessionDirs(dir, exe string, mounts []sandbox.Mount, ro bool) ([]sandbox.Mount, error) {
+	for _, d := range []string{"run", "home"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return append(append([]sandbox.Mount(nil), mounts...),
+		sandbox.Mount{Source: exe, Target: AgentPath, ReadOnly: true},
+		sandbox.Mount{Source: filepath.Join(dir, "run"), Target: RunDir, ReadOnly: ro},
+		sandbox.Mount{Source: filepath.Join(dir, "home"), Target: Home, ReadOnly: ro}), nil
 }

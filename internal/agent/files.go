@@ -144,42 +144,7 @@ var ErrTooLarge = errors.New("file too large")
 // WriteFile writes r (at most limit bytes; 0: no limit) to a file of the
 // session, replacing it whole: nothing is written unless all of r is.
 func WriteFile(ctx context.Context, sock, path string, mode uint32, r io.Reader, limit int64) error {
-	req := &Request{Op: "write", Path: path, Mode: mode}
-	c, err := dial(ctx, sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
-	if err := writeRequest(c, req); err != nil {
-		return err
-	}
-	fw := &frameWriter{w: c}
-	var n int64
-	buf := make([]byte, 256<<10)
-	for {
-		k, rerr := r.Read(buf)
-		if k > 0 {
-			n += int64(k)
-			if limit > 0 && n > limit {
-				return ErrTooLarge // closing drops the upload
-			}
-			if err := fw.frame(FrameStdin, buf[:k]); err != nil {
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-	if err := fw.frame(FrameStdinEOF, nil); err != nil {
-		return err
-	}
-	t, b, err := readFrame(bufio.NewReader(c), nil)
+	t, b, err := upload(ctx, sock, &Request{Op: "write", Path: path, Mode: mode}, r, limit)
 	if err != nil {
 		return err
 	}
@@ -189,6 +154,46 @@ func WriteFile(ctx context.Context, sock, path string, mode uint32, r io.Reader,
 		return &OpError{Op: "write", Path: path, Exit: e}
 	}
 	return nil
+}
+
+// upload sends req, then r (at most limit bytes; 0: no limit) as stdin
+// frames and their end, and returns the agent's answer frame.
+func upload(ctx context.Context, sock string, req *Request, r io.Reader, limit int64) (byte, []byte, error) {
+	c, err := dial(ctx, sock)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	if err := writeRequest(c, req); err != nil {
+		return 0, nil, err
+	}
+	fw := &frameWriter{w: c}
+	var n int64
+	buf := make([]byte, 256<<10)
+	for {
+		k, rerr := r.Read(buf)
+		if k > 0 {
+			n += int64(k)
+			if limit > 0 && n > limit {
+				return 0, nil, ErrTooLarge // closing drops the upload
+			}
+			if err := fw.frame(FrameStdin, buf[:k]); err != nil {
+				return 0, nil, err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, nil, rerr
+		}
+	}
+	if err := fw.frame(FrameStdinEOF, nil); err != nil {
+		return 0, nil, err
+	}
+	return readFrame(bufio.NewReader(c), nil)
 }
 
 // Connect opens a connection to TCP port on the session's loopback.
@@ -247,34 +252,7 @@ func Forward(sock, hostAddr string, port int) (net.Listener, error) {
 // Restore sends a layer (an uncompressed OCI layer tar) to the agent at
 // sock, which replays it onto the sandbox's file system.
 func Restore(ctx context.Context, sock string, layer io.Reader) error {
-	c, err := dial(ctx, sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
-	if err := writeRequest(c, &Request{Op: "restore"}); err != nil {
-		return err
-	}
-	fw := &frameWriter{w: c}
-	buf := make([]byte, 256<<10)
-	for {
-		n, rerr := layer.Read(buf)
-		if n > 0 {
-			if err := fw.frame(FrameStdin, buf[:n]); err != nil {
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
-	fw.frame(FrameStdinEOF, nil)
-	t, b, err := readFrame(bufio.NewReader(c), nil)
+	t, b, err := upload(ctx, sock, &Request{Op: "restore"}, layer, 0)
 	if err != nil {
 		return err
 	}

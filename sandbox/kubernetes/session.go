@@ -36,18 +36,12 @@ func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Sessi
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for _, d := range []string{"run", "home"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
-			return fail(err)
-		}
-	}
 	// The session's mounts as internal/session gives them: the kubernetes
 	// runtime copies the agent in and makes the home and run directory
 	// the pod's own; the host's run directory gets the agent's socket.
-	spec.Mounts = append(append([]sandbox.Mount(nil), spec.Mounts...),
-		sandbox.Mount{Source: exe, Target: agent.AgentPath, ReadOnly: true},
-		sandbox.Mount{Source: filepath.Join(dir, "run"), Target: agent.RunDir, ReadOnly: true},
-		sandbox.Mount{Source: filepath.Join(dir, "home"), Target: agent.Home, ReadOnly: true})
+	if spec.Mounts, err = agent.SessionDirs(dir, exe, spec.Mounts, true); err != nil {
+		return fail(err)
+	}
 	sb, err := r.New(ctx, spec)
 	if err != nil {
 		return fail(err)

@@ -79,15 +79,9 @@ func NewSession(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sessio
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for _, d := range []string{"run", "home"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
-			return fail(err)
-		}
+	if spec.Mounts, err = agent.SessionDirs(dir, exe, spec.Mounts, false); err != nil {
+		return fail(err)
 	}
-	spec.Mounts = append(append([]sandbox.Mount(nil), spec.Mounts...),
-		sandbox.Mount{Source: exe, Target: agent.AgentPath, ReadOnly: true},
-		sandbox.Mount{Source: filepath.Join(dir, "run"), Target: agent.RunDir},
-		sandbox.Mount{Source: filepath.Join(dir, "home"), Target: agent.Home})
 	if s.sb, err = New(ctx, spec, opts...); err != nil {
 		return fail(err)
 	}
