@@ -94,11 +94,7 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 			c.Process.Kill()
 			c.Wait()
 		}()
-		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("no ready: %s", out.String())
-			}
-		}
+		waitReady(t, &out, func() {})
 		pods, err := kc("get", "pods", "-l", "pinfold.run", "-o", "json")
 		if err != nil {
 			t.Fatal(err, pods)
@@ -213,11 +209,7 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 			c.Process.Kill()
 			c.Wait()
 		}()
-		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("no ready: %s", out.String())
-			}
-		}
+		waitReady(t, &out, func() {})
 		got := out.String()
 		for _, w := range []string{env.Host.Addr + "\tallowed.test", "nameserver 127.0.0.1", "CONNECTED"} {
 			if !strings.Contains(got, w) {
@@ -249,13 +241,7 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(end) {
-				c.Process.Kill()
-				c.Wait()
-				t.Fatalf("no ready: %s", out.String())
-			}
-		}
+		waitReady(t, &out, func() { c.Process.Kill(); c.Wait() })
 		// This run's pod: the one not being deleted (those of the
 		// subtests before may still be going).
 		list, _ := kc("get", "pods", "-l", "pinfold.run", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
@@ -291,13 +277,7 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(end) {
-				syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-				c.Wait()
-				t.Fatalf("no ready: %s", out.String())
-			}
-		}
+		waitReady(t, &out, func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); c.Wait() })
 		// The helper first (it has a process group of its own), so that it
 		// cannot remove the pod when pinfold goes.
 		for _, h := range conformance.ProcessesWith("pinfold-kube run") {
@@ -320,6 +300,18 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 }
 
 // syncBuf is a buffer the writers of a process may share.
+// waitReady waits up to a minute for "ready" in out; else it calls stop
+// and fails.
+func waitReady(t *testing.T, out *syncBuf, stop func()) {
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			stop()
+			t.Fatalf("no ready: %s", out.String())
+		}
+	}
+}
+
 type syncBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
