@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -100,6 +101,12 @@ func Mount(image, dir string) (*Volume, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	// A second ext4 over the same image corrupts it: wait for the loop
+	// device of an earlier mount to go (a copy of that mount in another
+	// mount namespace, or the kernel's deferred autoclear, keeps it a while).
+	if err := waitUnbound(image, 5*time.Second); err != nil {
+		return nil, err
+	}
 	img, err := os.OpenFile(image, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -117,6 +124,37 @@ func Mount(image, dir string) (*Volume, error) {
 		return nil, fmt.Errorf("mounting the disk image at %s: %w", dir, err)
 	}
 	return &Volume{Image: image, dir: dir}, nil
+}
+
+// waitUnbound waits until no loop device is backed by image.
+func waitUnbound(image string, limit time.Duration) error {
+	abs, err := filepath.Abs(image)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		dev := loopOf(abs)
+		if dev == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the disk image %s is still in use by /dev/%s (mounted in another mount namespace?)", image, dev)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// loopOf names a loop device whose backing file is image, or "".
+func loopOf(image string) string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == image {
+			return filepath.Base(filepath.Dir(filepath.Dir(f)))
+		}
+	}
+	return ""
 }
 
 // attach binds a free loop device to img.

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func needRoot(t *testing.T) {
@@ -123,10 +125,20 @@ func TestVolumeRemountAndCopyIn(t *testing.T) {
 	if err := v.CopyIn(context.Background(), src, "in"); err != nil {
 		t.Fatal(err)
 	}
-	// An image a killed supervisor left unmounted mounts again.
+	// An image a killed supervisor left unmounted mounts again, once
+	// a copy of its mount in another mount namespace (a sandbox being
+	// built copies the host's mounts) is gone: mounting it a second time
+	// through another loop device would read it without the writes the
+	// first mount still holds.
+	holder := exec.Command("unshare", "-m", "sleep", "0.3")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
 	if err := syscall.Unmount(dir, 0); err != nil {
 		t.Fatal(err)
 	}
+	defer holder.Wait()
 	if _, err := Mount(image, dir); err != nil {
 		t.Fatal(err)
 	}
