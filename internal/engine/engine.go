@@ -335,14 +335,19 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 }
 
 // hostSpec is what a plan in host mode runs with: the host, in the
-// workspace, as it is. The config's sandbox settings do not apply on the
-// host (a profile may send some commands there); what this command line
-// asks for with flags does, so that the host runtime refuses it rather
-// than run without it.
+// workspace, as it is. The top level's sandbox settings do not apply when
+// a profile sends a command to the host; what the layer that chose the
+// host asks for (that profile, or the top level when it chose) and what
+// flags ask for do, so that the host runtime refuses it rather than run
+// without it.
 func hostSpec(p *plan.Plan) sandbox.Spec {
 	sp := &p.Sandbox
 	s := sandbox.Spec{Workspace: sp.Workspace, Access: sandbox.AccessReadWrite, Network: sandbox.NetworkHost}
-	flag := func(key string) bool { return strings.HasPrefix(p.Sources[key], plan.FromFlag) }
+	chose := layerOf(p.Sources["backend"])
+	flag := func(key string) bool {
+		src := p.Sources[key]
+		return strings.HasPrefix(src, plan.FromFlag) || chose != "" && layerOf(src) == chose
+	}
 	if flag("access") {
 		s.Access = sp.Access
 	}
@@ -377,6 +382,18 @@ func hostSpec(p *plan.Plan) sandbox.Spec {
 		}
 	}
 	return s
+}
+
+// layerOf is the config layer a source label names ("(top level)",
+// "(profile NAME)"), or "" for flags and defaults.
+func layerOf(src string) string {
+	if strings.HasPrefix(src, plan.FromFlag) {
+		return ""
+	}
+	if i := strings.Index(src, " ("); i >= 0 {
+		return src[i:]
+	}
+	return ""
 }
 
 // hostRefusal explains a host plan the host runtime refuses: limits are

@@ -127,6 +127,32 @@ func TestHostRefusesIsolationFlags(t *testing.T) {
 	}
 }
 
+// TestHostProfileSettingsAreAsked: what the profile that sends a command
+// to the host asks for is refused like a flag, never dropped; the top
+// level's sandbox settings are for the commands that run in a sandbox.
+func TestHostProfileSettingsAreAsked(t *testing.T) {
+	cfg := "network: none\nprofiles:\n  onhost:\n    backend: host\n    host: {allow: [\"*\"]}\n%s" +
+		"dispatch:\n  - command: sh\n    profile: onhost\n"
+	for _, c := range []struct{ prof, feature string }{
+		{"", ""},
+		{"    network: none\n", "network"},
+		{"    access: ro\n", "workspace access"},
+		{"    mounts: [/etc:/x]\n", "mounts"},
+		{"    hostname: box\n", "hostname"},
+	} {
+		e, ws := newEngine(t, fmt.Sprintf(cfg, c.prof))
+		p := resolve(t, e, ws, plan.Flags{}, "sh", "-c", "exit 4")
+		o, err := e.Run(context.Background(), p, engine.Options{})
+		var ue *sandbox.UnsupportedError
+		switch {
+		case c.feature == "" && (err != nil || o.Result.ExitCode != 4):
+			t.Errorf("host profile under a top-level network: none: %v", err)
+		case c.feature != "" && (!errors.As(err, &ue) || ue.Feature != c.feature):
+			t.Errorf("host profile with %q: got %v, want the %s refused", c.prof, err, c.feature)
+		}
+	}
+}
+
 func TestMissingCommandIsAnExecError(t *testing.T) {
 	e, ws := newEngine(t, "")
 	p := resolve(t, e, ws, plan.Flags{}, "pinfold-no-such-command")
