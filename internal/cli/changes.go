@@ -256,12 +256,40 @@ func ago(ts string) string {
 func quoteCmd(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`|&;<>()*?") {
+		switch {
+		case strings.ContainsFunc(a, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			// A newline or escape would break the table (or drive the
+			// terminal): bash's $'...' keeps it one line and still valid.
+			a = ansiQuote(a)
+		case a == "" || strings.ContainsAny(a, " '\"\\$`|&;<>()*?"):
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// ansiQuote quotes s as $'...', with control bytes escaped.
+func ansiQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\'' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 func diffCommand() command {

@@ -62,7 +62,8 @@ func read(t *testing.T, path string) string {
 
 func TestChangesetReviewAndApply(t *testing.T) {
 	ws := changesetWorkspace(t)
-	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", changes)
+	// A script of two lines: the changes table still gives it one row.
+	_, errs, code := pf(t, ws, "run", "--", "sh", "-c", changes+"\n: second line")
 	if code != 0 {
 		t.Fatalf("run: %d %s", code, errs)
 	}
@@ -75,7 +76,8 @@ func TestChangesetReviewAndApply(t *testing.T) {
 		t.Fatal("the workspace changed before apply")
 	}
 	out, _, _ := pf(t, ws, "changes")
-	if !strings.Contains(out, id) || !strings.Contains(out, "open") || !strings.Contains(out, "+3 ~2 -2") {
+	if !strings.Contains(out, id) || !strings.Contains(out, "open") || !strings.Contains(out, "+3 ~2 -2") ||
+		strings.Count(out, "\n") != 2 || !strings.Contains(out, `$'echo four`) || !strings.Contains(out, `\n: second line'`) {
 		t.Errorf("changes: %s", out)
 	}
 	out, _, _ = pf(t, ws, "diff", "--name-status")

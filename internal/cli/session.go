@@ -109,7 +109,7 @@ changeset, as a run's are.`,
 				}
 				if from != nil {
 					if err := session.Restore(ctx, st, r, from); err != nil {
-						session.Stop(ctx, st, r, 5*time.Second)
+						session.Abort(ctx, st, r)
 						return fail(io, classify(err, nil))
 					}
 				}
@@ -176,6 +176,29 @@ func findSession(st *session.Store, ref string) (*session.Record, error) {
 		return nil, fault.New(fault.SessionNotFound, "no session "+ref, err.Error(), "pinfold session ls --all lists them", err)
 	}
 	return r, nil
+}
+
+// sessionsToRemove is what rm REF removes: a name kept by several
+// sessions (a name is free again once its session ended) means every
+// ended one of them, so that the running one of that name does not hide
+// them; an id, or a name only a running session has, means that one.
+func sessionsToRemove(st *session.Store, ref string) ([]*session.Record, error) {
+	if all, err := st.List(""); err == nil {
+		var ended []*session.Record
+		for _, r := range all {
+			if r.Name == ref && r.ID != ref && !r.Live() {
+				ended = append(ended, r)
+			}
+		}
+		if len(ended) > 0 {
+			return ended, nil
+		}
+	}
+	r, err := findSession(st, ref)
+	if err != nil {
+		return nil, err
+	}
+	return []*session.Record{r}, nil
 }
 
 func running(r *session.Record) error {
@@ -485,11 +508,11 @@ func sessionRmCommand() command {
 					return fail(io, fs.errorf("pinfold session rm needs a session"))
 				}
 				for _, a := range args {
-					r, err := findSession(st, a)
-					if err == nil {
-						err = st.Remove(r)
-						if err != nil {
+					rs, err := sessionsToRemove(st, a)
+					for _, r := range rs {
+						if err = st.Remove(r); err != nil {
 							err = fault.New(fault.SessionRefused, "cannot remove session "+r.ID, err.Error(), "pinfold session stop "+r.ID, err)
+							break
 						}
 					}
 					if err != nil {

@@ -196,6 +196,20 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Errorf("%s applied as %q", name, b)
 		}
 	}
+	// The name is free again; rm of it removes the ended session, not
+	// the running one that now has it too.
+	r2 := startSession(t, ws, "--name", "life")
+	if _, errs, code := pf(t, ws, "session", "rm", "life"); code != 0 {
+		t.Fatalf("rm of the ended session's name: %d %q", code, errs)
+	}
+	out, _, _ = pf(t, ws, "session", "ls", "--all")
+	if strings.Contains(out, r.ID) || !strings.Contains(out, r2.ID) {
+		t.Errorf("after rm life: %q", out)
+	}
+	if _, errs, code := pf(t, ws, "session", "rm", "life"); code != 125 || !strings.Contains(errs, "stop it first") {
+		t.Errorf("rm of the running session: %d %q", code, errs)
+	}
+	pf(t, ws, "session", "stop", "life")
 }
 
 func TestSessionTerminal(t *testing.T) {
@@ -433,6 +447,19 @@ func TestSessionSnapshot(t *testing.T) {
 	}
 	if _, errs, code := pf(t, ws, "session", "start", "--snapshot", "000000000000"); code != 125 || !strings.Contains(errs, "PF190") {
 		t.Errorf("an unknown snapshot: %d %q", code, errs)
+	}
+	// A snapshot of another workspace is refused, and the session that
+	// was started for it leaves no record and no changeset behind.
+	before, _, _ := pf(t, ws, "changes", "--all", "--json")
+	other := t.TempDir()
+	if _, errs, code := pf(t, other, "session", "start", "--snapshot", snap); code != 125 || !strings.Contains(errs, "PF191") {
+		t.Errorf("a snapshot of another workspace: %d %q", code, errs)
+	}
+	if out, _, _ := pf(t, ws, "session", "ls", "--all"); strings.Count(out, "\n") != 3 {
+		t.Errorf("the refused session is listed:\n%s", out)
+	}
+	if after, _, _ := pf(t, ws, "changes", "--all", "--json"); after != before {
+		t.Errorf("the refused session left a changeset:\n%s\nbefore:\n%s", after, before)
 	}
 }
 

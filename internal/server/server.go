@@ -382,7 +382,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	}
 	if from != nil {
 		if err := session.Restore(ctx, s.st, rec, from); err != nil {
-			session.Stop(ctx, s.st, rec, 5*time.Second)
+			session.Abort(ctx, s.st, rec)
 			writeFault(w, classify(err))
 			return
 		}

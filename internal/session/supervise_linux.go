@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
@@ -402,6 +403,31 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 	}
 	return nil, fault.New(fault.SessionRefused, "session "+r.ID+" did not stop", "its supervisor (pid "+strconv.Itoa(r.Pid)+") still runs",
 		"kill it, then run pinfold clean", nil)
+}
+
+// Abort ends a session that never became the caller's (a snapshot it was
+// to start from could not be restored): it stops, and its changeset and
+// record go, so that nothing of it is left to list or review.
+func Abort(ctx context.Context, st *Store, r *Record) error {
+	cur, err := Stop(ctx, st, r, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if cur.Changeset != "" {
+		cs, err := changeset.Open(filepath.Dir(st.Dir), cur.Changeset)
+		if err == nil {
+			unlock, err := cs.Lock()
+			if err != nil {
+				return err
+			}
+			err = cs.Remove()
+			unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return st.Remove(cur)
 }
 
 // Pause freezes every process of a running session.
