@@ -31,9 +31,11 @@ type Exit struct {
 	Code   int    `json:"code"`
 	Signal int    `json:"signal,omitempty"`
 	Error  string `json:"error,omitempty"`
-	// NotFound and NotExecutable say why a command could not start.
+	// NotFound, NotExecutable and BadDir say why a command could not
+	// start: no such command, not executable, no such working directory.
 	NotFound      bool `json:"not_found,omitempty"`
 	NotExecutable bool `json:"not_executable,omitempty"`
+	BadDir        bool `json:"bad_dir,omitempty"`
 }
 
 // Process is a command running in a sandbox over a WebSocket.

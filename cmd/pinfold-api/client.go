@@ -269,6 +269,8 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	case e.NotExecutable:
 		fmt.Fprintf(os.Stderr, "pinfold: PF151 cannot execute %s in the session\n", cmd[0])
 		return 126
+	case e.BadDir:
+		return failf("PF102 the working directory %s does not exist in the session: %s", dir, e.Error)
 	case e.Error != "":
 		return failf("PF191 %s", e.Error)
 	}

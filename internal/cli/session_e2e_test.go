@@ -317,6 +317,10 @@ func TestServeAndRemoteSessions(t *testing.T) {
 	if code != 9 || out != "via-api\n"+ws+"\n" {
 		t.Errorf("remote exec: %d %q %q", code, out, errs)
 	}
+	// A missing working directory is the same error as a local exec's.
+	if _, errs, code = pf(t, ws, "exec", "-w", "/no/such/dir", "remote", "--", "true"); code != 125 || !strings.Contains(errs, "PF102") || !strings.Contains(errs, "/no/such/dir") {
+		t.Errorf("remote exec -w of a missing directory: %d %q", code, errs)
+	}
 	out, _, _ = pf(t, ws, "session", "ls")
 	if !strings.Contains(out, r.ID) {
 		t.Errorf("remote ls: %q", out)
