@@ -439,6 +439,10 @@ func (in *Init) Close() error {
 // It must be called from the OS thread that spawned the init (use
 // runtime.LockOSThread): exec ends every other thread, and the death of
 // the thread that started the sandbox would kill it.
+// waiterSignals are the signals the waiter forwards to the command (fwd
+// in initc/init.c's waiter_main).
+var waiterSignals = [...]syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM}
+
 func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int, finish ...string) error {
 	exe, err := initPath()
 	if err != nil {
@@ -460,7 +464,17 @@ func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int
 	if len(finish) > 0 {
 		env = os.Environ()
 	}
+	// The signals the waiter forwards stay blocked across the exec: one
+	// that came after it but before the waiter's signalfd would else
+	// kill the waiter with their default action, and not reach the
+	// command. Blocked, it waits for the signalfd.
+	var set, old unix.Sigset_t
+	for _, sig := range waiterSignals {
+		set.Val[(sig-1)/64] |= 1 << ((uint(sig) - 1) % 64)
+	}
+	unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
 	err = syscall.Exec(exe, argv, env)
+	unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	unix.FcntlInt(uintptr(in.sock), unix.F_SETFD, unix.FD_CLOEXEC)
 	return fmt.Errorf("handing off to the waiter: %w", err)
 }
