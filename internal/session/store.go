@@ -82,10 +82,12 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 			r.Changeset = ""
 		}
 		r.Added, r.Modified, r.Deleted = added, modified, deleted
-		s.Save(r)
+		// Released before the record says it ended: whoever waits for
+		// that (pinfold session stop) finds nothing of it left.
 		removeFreezer(r.ID)
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
+		s.Save(r)
 	}
 }
 
@@ -219,8 +221,8 @@ func (s *Store) check(r *Record) *Record {
 		}
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
-		s.Save(r)
 		removeFreezer(r.ID)
+		s.Save(r)
 		// Its sandbox died with it (the parent-death signal); what the
 		// kernel cannot remove (cgroups, temporary directories) goes now.
 		native.Clean(context.Background(), filepath.Dir(s.Dir))
