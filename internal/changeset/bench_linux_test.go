@@ -68,3 +68,12 @@ func BenchmarkDiff10k(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkScan10k(b *testing.B) {
+	roots := statChangeset(b, 10000)
+	for b.Loop() {
+		if _, err := Scan(context.Background(), roots); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
