@@ -180,6 +180,45 @@ func TestApplyPartialThenAll(t *testing.T) {
 	diffTrees(t, tree(t, o.lower), want)
 }
 
+// TestFingerprintNewTree: a new tree keeps one fingerprint, at its top;
+// what is below is known absent from it, so that a file the user makes
+// there later (even after a partial apply made the directories) is a
+// conflict, not overwritten.
+func TestFingerprintNewTree(t *testing.T) {
+	o := newOverlay(t)
+	writeFile(t, filepath.Join(o.lower, "keep"), "keep\n", 0o644)
+	o.inside(t, `mkdir -p tree/a/b && echo 1 > tree/one && echo 2 > tree/a/two && echo 3 > tree/a/b/three && echo k >> keep`)
+	es := o.scan(t)
+	fp, err := Fingerprint(o.roots(), es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fp) != 2 || !fp[FingerprintKey(0, "tree")].Absent || fp[FingerprintKey(0, "keep")].Absent {
+		t.Fatalf("fingerprints %v, want tree (absent) and keep", fp)
+	}
+	jdir := t.TempDir()
+	if _, err := Apply(context.Background(), jdir, o.roots(), es, ApplyOptions{Fingerprints: fp, Paths: []string{"tree/one"}}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(o.lower, "tree/a/b/three"), "the user's\n", 0o644)
+	res, err := Apply(context.Background(), jdir, o.roots(), es, ApplyOptions{Fingerprints: fp})
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("Apply: %v, want a conflict", err)
+	}
+	got := ""
+	for _, c := range res.Conflicts {
+		got += c.Path + ": " + c.Why + "\n"
+	}
+	// The directories the user made hold what the changeset's do (the
+	// same mode): no conflict; the file is one.
+	if want := "tree/a/b/three: created since the run\n"; got != want {
+		t.Errorf("conflicts:\n%swant:\n%s", got, want)
+	}
+	if s := readString(t, filepath.Join(o.lower, "tree/a/b/three")); s != "the user's\n" {
+		t.Errorf("the user's file = %q", s)
+	}
+}
+
 func TestApplyRefusesSpecialFiles(t *testing.T) {
 	o := newOverlay(t)
 	o.inside(t, `echo a > a; mkfifo fifo; mknod dev c 1 3`)

@@ -77,3 +77,25 @@ func BenchmarkScan10k(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkScanTypes10k(b *testing.B) {
+	roots := statChangeset(b, 10000)
+	for b.Loop() {
+		if _, err := ScanTypes(context.Background(), roots); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFingerprint10k(b *testing.B) {
+	roots := statChangeset(b, 10000)
+	es, err := ScanTypes(context.Background(), roots)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Fingerprint(roots, es); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

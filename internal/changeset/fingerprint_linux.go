@@ -3,6 +3,8 @@ package changeset
 import (
 	"fmt"
 	"io/fs"
+	"path"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,33 +27,66 @@ func stateOf(st *Stat) FileState {
 // saw it (an entry's Old; an added one had none), which is why it must be
 // taken right after the run's scan; [Conflicts] compares with it later.
 // Only an entry that lacks both is looked up again: a run that added
-// 10,000 files costs no system call here.
+// 10,000 files costs no system call here. An added path below one whose
+// original was absent is left out: its original was absent too, which
+// [Conflicts] infers (10,000 files unpacked into a new directory keep one
+// fingerprint, not 10,000).
 func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) {
-	fp := make(Fingerprints, len(entries))
+	fp := make(Fingerprints)
+	implied := make(map[string]bool) // directories absent below an absent one
+	var kb []byte                    // a key, for look-ups that do not allocate
 	for i := range entries {
 		e := &entries[i]
 		if e.Root < 0 || e.Root >= len(roots) {
 			return nil, fmt.Errorf("entry %q: no root %d", e.Path, e.Root)
 		}
 		st := e.Old
+		if st == nil && e.Kind == Added {
+			if d := path.Dir(e.Path); d != "." {
+				kb = append(append(strconv.AppendInt(kb[:0], int64(e.Root), 10), 0), d...)
+				if implied[string(kb)] || fp[string(kb)].Absent {
+					if e.IsDir() {
+						implied[FingerprintKey(e.Root, e.Path)] = true
+					}
+					continue
+				}
+			}
+		}
+		key := FingerprintKey(e.Root, e.Path)
 		if st == nil && e.Kind != Added {
 			var err error
 			if st, err = lstatPath(join(roots[e.Root].Lower, e.Path)); err != nil {
 				return nil, fmt.Errorf("fingerprinting %s: %w", e.Path, err)
 			}
 		}
-		fp[FingerprintKey(e.Root, e.Path)] = stateOf(st)
+		fp[key] = stateOf(st)
 	}
 	return fp, nil
+}
+
+// impliedAbsent tells whether the nearest fingerprinted directory above
+// path was absent: its original was then absent too (see [Fingerprint]).
+func impliedAbsent(fp Fingerprints, root int, p string) bool {
+	for d := path.Dir(p); d != "." && d != "/" && d != ""; d = path.Dir(d) {
+		if v, ok := fp[FingerprintKey(root, d)]; ok {
+			return v.Absent
+		}
+	}
+	return false
 }
 
 // Conflicts lists the entries whose original changed since fp was taken.
 // A path that already holds the changeset's version (a partial apply) is
 // not a conflict. A directory the changeset deletes conflicts when it now
 // holds names the changeset does not delete. Entries without a
-// fingerprint are not checked.
+// fingerprint are not checked, but for those below a directory whose
+// original was absent, which were absent too.
 func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
 	var out []Conflict
+	// Paths found absent now: what is below them is absent too, and
+	// needs no look-up (an apply of 10,000 new files in one new
+	// directory looks up one).
+	absentNow := make(map[string]bool)
 	deleted := make(map[string]bool)
 	for i := range entries {
 		if entries[i].Kind == Deleted || entries[i].TypeChanged() {
@@ -63,15 +98,25 @@ func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
 		if e.Root < 0 || e.Root >= len(roots) {
 			continue
 		}
-		want, ok := fp[FingerprintKey(e.Root, e.Path)]
+		key := FingerprintKey(e.Root, e.Path)
+		want, ok := fp[key]
 		if !ok {
-			continue
+			if !impliedAbsent(fp, e.Root, e.Path) {
+				continue
+			}
+			want = FileState{Absent: true}
 		}
 		path := join(roots[e.Root].Lower, e.Path)
-		now, err := lstatPath(path)
-		if err != nil {
-			out = append(out, Conflict{e.Root, e.Path, WhyChanged})
-			continue
+		var now *Stat
+		if !absentNow[FingerprintKey(e.Root, pathDir(e.Path))] {
+			var err error
+			if now, err = lstatPath(path); err != nil {
+				out = append(out, Conflict{e.Root, e.Path, WhyChanged})
+				continue
+			}
+		}
+		if now == nil {
+			absentNow[key] = true
 		}
 		cur := stateOf(now)
 		if cur != want && !holdsNew(roots[e.Root], e, now) {
@@ -133,4 +178,13 @@ func listDir(path string) ([]string, error) {
 	}
 	defer unix.Close(fd)
 	return readNames(fd)
+}
+
+// pathDir is the directory of an entry's path, "" for a top-level one
+// (whose directory, the root, always exists).
+func pathDir(p string) string {
+	if d := path.Dir(p); d != "." {
+		return d
+	}
+	return "\x00"
 }

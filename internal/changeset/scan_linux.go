@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -20,11 +21,19 @@ import (
 // the changes, sorted by root then path. Deleted and opaque directories are
 // expanded into one entry per path. A path copied up without a change of
 // content, mode, symlink target or type is not reported.
-func Scan(ctx context.Context, roots []Root) ([]Entry, error) {
+func Scan(ctx context.Context, roots []Root) ([]Entry, error) { return scanRoots(ctx, roots, false) }
+
+// ScanTypes is Scan for counting and fingerprinting, as the end of a run
+// does: below a directory the original lacks, an entry's New holds only
+// its file type, from the directory listing, not a stat of it (a run that
+// unpacked 10,000 files saves 10,000 system calls).
+func ScanTypes(ctx context.Context, roots []Root) ([]Entry, error) { return scanRoots(ctx, roots, true) }
+
+func scanRoots(ctx context.Context, roots []Root, light bool) ([]Entry, error) {
 	var parts [][]Entry
 	n := 0
 	for i, r := range roots {
-		t := &scan{ctx: ctx, sem: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
+		t := &scan{ctx: ctx, sem: make(chan struct{}, 2*runtime.GOMAXPROCS(0)), light: light}
 		s := &scanner{t: t, root: i, r: r}
 		if err := s.run(); err != nil {
 			return nil, fmt.Errorf("scanning changes of %s: %w", r.Lower, err)
@@ -51,6 +60,7 @@ func Scan(ctx context.Context, roots []Root) ([]Entry, error) {
 // scanned on other goroutines while a slot of sem is free.
 type scan struct {
 	ctx   context.Context
+	light bool // see ScanTypes
 	sem   chan struct{}
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -179,15 +189,17 @@ func openDir(dirfd int, name string) (int, error) {
 }
 
 // readPaths lists a directory open as fd as the paths rel/name, sorted:
-// one string per entry, its name a suffix of it.
-func (s *scanner) readPaths(fd int, rel string) ([]string, error) {
+// one string per entry, its name a suffix of it. With withTypes, it also
+// returns each one's d_type, in the same order.
+func (s *scanner) readPaths(fd int, rel string, withTypes bool) ([]string, []byte, error) {
 	if s.dbuf == nil {
 		s.dbuf = s.t.buf()
 	}
 	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	var types []byte
 	prefix := rel
 	if rel != "" {
 		prefix += "/"
@@ -198,7 +210,7 @@ func (s *scanner) readPaths(fd int, rel string) ([]string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if n <= 0 {
 			break
@@ -207,7 +219,7 @@ func (s *scanner) readPaths(fd int, rel string) ([]string, error) {
 		for b := s.dbuf[:n]; len(b) >= 19; {
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
-				return nil, errors.New("malformed directory entry")
+				return nil, nil, errors.New("malformed directory entry")
 			}
 			name := b[19:reclen]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
@@ -215,12 +227,54 @@ func (s *scanner) readPaths(fd int, rel string) ([]string, error) {
 			}
 			if !(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') {
 				out = append(out, prefix+string(name))
+				if withTypes {
+					types = append(types, b[18])
+				}
 			}
 			b = b[reclen:]
 		}
 	}
-	slices.Sort(out)
-	return out, nil
+	if withTypes {
+		sort.Sort(typedPaths{out, types})
+	} else {
+		slices.Sort(out)
+	}
+	return out, types, nil
+}
+
+// typedPaths sorts paths with their types.
+type typedPaths struct {
+	p []string
+	t []byte
+}
+
+func (x typedPaths) Len() int           { return len(x.p) }
+func (x typedPaths) Less(i, j int) bool { return x.p[i] < x.p[j] }
+func (x typedPaths) Swap(i, j int) {
+	x.p[i], x.p[j] = x.p[j], x.p[i]
+	x.t[i], x.t[j] = x.t[j], x.t[i]
+}
+
+// typeStat is a Stat that holds only a file type, for ScanTypes: nil
+// when the type is one that needs a stat (a device may be a whiteout).
+func (s *scanner) typeStat(t byte) *Stat {
+	var m fs.FileMode
+	switch t {
+	case unix.DT_REG:
+	case unix.DT_DIR:
+		m = fs.ModeDir
+	case unix.DT_LNK:
+		m = fs.ModeSymlink
+	default:
+		return nil
+	}
+	if len(s.stats) == cap(s.stats) {
+		s.stats = make([]Stat, 0, min(max(16, 2*cap(s.stats)), 256))
+	}
+	// Size -1: unknown, and never taken for a whiteout (an empty file with
+	// an xattr), which a directory the original lacks cannot hold.
+	s.stats = append(s.stats, Stat{Mode: m, Size: -1})
+	return &s.stats[len(s.stats)-1]
 }
 
 // nameLen is the length of the last name of p, a path below rel.
@@ -286,15 +340,21 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 	if err := s.t.ctx.Err(); err != nil {
 		return err
 	}
-	paths, err := s.readPaths(ufd, rel)
+	light := s.t.light && lfd < 0
+	paths, types, err := s.readPaths(ufd, rel, light)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.upperPath(rel), err)
 	}
-	for _, p := range paths {
+	for i, p := range paths {
 		name := p[len(p)-nameLen(p, rel):]
-		u, err := s.stat(ufd, name)
-		if err != nil {
-			return fmt.Errorf("stat %s: %w", s.upperPath(p), err)
+		var u *Stat
+		if light {
+			u = s.typeStat(types[i])
+		}
+		if u == nil {
+			if u, err = s.stat(ufd, name); err != nil {
+				return fmt.Errorf("stat %s: %w", s.upperPath(p), err)
+			}
 		}
 		if u == nil {
 			continue // removed while scanning
@@ -364,7 +424,7 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 		return nil
 	}
 	// The original's names that the upper directory does not hold.
-	lpaths, err := s.readPaths(lfd, rel)
+	lpaths, _, err := s.readPaths(lfd, rel, false)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.lowerPath(rel), err)
 	}

@@ -128,3 +128,26 @@ func TestScanMultipleRoots(t *testing.T) {
 		t.Errorf("entries %+v", es)
 	}
 }
+
+// TestScanTypes: the light scan of a run's end finds the same paths,
+// kinds and counts as a full one, new trees included, and stats what
+// may be a whiteout.
+func TestScanTypes(t *testing.T) {
+	o := basicOverlay(t)
+	o.inside(t, `mkdir -p big/a/b && for i in 1 2 3; do echo $i > big/f$i; echo $i > big/a/b/g$i; done; ln -s f1 big/l; rm -f big/f3`)
+	full := o.scan(t)
+	light, err := ScanTypes(context.Background(), o.roots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != len(light) || Count(full) != Count(light) {
+		t.Fatalf("light scan: %d entries %+v, full: %d %+v", len(light), Count(light), len(full), Count(full))
+	}
+	for i := range full {
+		f, l := full[i], light[i]
+		if f.Path != l.Path || f.Kind != l.Kind || f.IsDir() != l.IsDir() || (f.New == nil) != (l.New == nil) ||
+			f.New != nil && f.New.Mode.Type() != l.New.Mode.Type() {
+			t.Errorf("entry %d: full %s %v %+v, light %s %v %+v", i, f.Path, f.Kind, f.New, l.Path, l.Kind, l.New)
+		}
+	}
+}

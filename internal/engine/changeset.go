@@ -303,7 +303,10 @@ func rootPaths(cs *changeset.Changeset) string {
 
 // finishChangeset records what the run changed and applies it with
 // --apply when the command succeeded.
-func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result) (*ChangesetOutcome, error) {
+func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p *plan.Plan, res *sandbox.Result, mark func(string)) (*ChangesetOutcome, error) {
+	if mark == nil {
+		mark = func(string) {}
+	}
 	out := &ChangesetOutcome{ID: cs.Meta.ID}
 	roots := cs.Roots()
 	reused := p.Changeset != ""
@@ -312,10 +315,12 @@ func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p
 		return out, cs.Remove() // most runs: nothing written
 	}
 	UseAllCPUs()
-	entries, err := changeset.Scan(ctx, roots)
+	// Counts and fingerprints need no stat of what a new directory holds.
+	entries, err := changeset.ScanTypes(ctx, roots)
 	if err != nil {
 		return nil, storeError("cannot read changeset "+cs.Meta.ID, err)
 	}
+	mark("pinfold: changeset scanned")
 	if len(entries) == 0 && !reused {
 		out.Empty = true
 		return out, cs.Remove()
@@ -337,11 +342,13 @@ func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p
 	if err := cs.SaveFingerprints(fp); err != nil {
 		return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
 	}
+	mark("pinfold: fingerprints saved")
 	n := changeset.Count(entries)
 	cs.Meta.Status, cs.Meta.ExitCode, cs.Meta.Finished, cs.Meta.Counts = changeset.StatusOpen, res.ExitCode, time.Now(), &n
-	if err := cs.Save(); err != nil {
+	if err := cs.SaveUnsynced(); err != nil {
 		return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
 	}
+	mark("pinfold: changeset recorded")
 	out.Counts = n
 	out.DiskFull = slices.Contains(res.LimitsHit, LimitDisk)
 	if p.Apply && res.ExitCode == 0 && !out.DiskFull {
@@ -369,7 +376,7 @@ func (e *Engine) FinishHandedOff(ctx context.Context, id string, exitCode int) (
 			return &ChangesetOutcome{ID: id, Empty: true}, cs.Remove()
 		}
 	}
-	return e.finishChangeset(ctx, cs, &plan.Plan{}, &sandbox.Result{ExitCode: exitCode})
+	return e.finishChangeset(ctx, cs, &plan.Plan{}, &sandbox.Result{ExitCode: exitCode}, nil)
 }
 
 // emptyUppers reports whether no root's upper directory holds anything.
@@ -423,6 +430,14 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, fault.New(fault.Conflict, "changeset "+cs.Meta.ID+" was interrupted (its run was killed before it ended)",
 			"pinfold took no fingerprints of the files it touches, so it cannot tell whether you changed them since",
+			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
+	}
+	if fp == nil && !force && cs.Meta.Status == changeset.StatusOpen {
+		// Recorded unsynced, then the machine went down: the record
+		// stayed, the fingerprints did not.
+		os.Remove(marker)
+		return changeset.ApplyResult{}, fault.New(fault.Conflict, "changeset "+cs.Meta.ID+" has no fingerprints of the files it touches",
+			"they were lost (the machine went down right after its run?), so pinfold cannot tell whether you changed them since",
 			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
 	}
 	// One apply at a time per workspace, from the conflict check to the

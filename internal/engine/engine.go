@@ -492,6 +492,9 @@ func (r *Run) wait() (*Outcome, error) {
 	}
 	r.sb.Close()
 	r.vlog.Close()
+	if r.o.Mark != nil {
+		r.o.Mark("pinfold: sandbox closed")
+	}
 	if err != nil {
 		if r.vol != nil {
 			r.e.dropDisk(r.cs, r.vol)
@@ -511,7 +514,7 @@ func (r *Run) wait() (*Outcome, error) {
 		}
 	}
 	if r.cs != nil {
-		co, err := r.e.finishChangeset(context.Background(), r.cs, r.p, res)
+		co, err := r.e.finishChangeset(context.Background(), r.cs, r.p, res, r.o.Mark)
 		r.unlock()
 		out.Changeset = co
 		if err != nil {

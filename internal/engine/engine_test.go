@@ -59,6 +59,29 @@ func TestRunKeepsAndAppliesAChangeset(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "new")); err == nil {
 		t.Fatal("the workspace changed before the apply")
 	}
+	// Its record is written unsynced: fingerprints lost to a crash (an
+	// empty file) leave an apply that needs --force.
+	fpFile := filepath.Join(e.Store, "changesets", cs.ID, "fingerprints.json")
+	if err := os.Truncate(fpFile, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.OpenChangeset(cs.ID, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *fault.Error
+	if _, err := e.Apply(context.Background(), c, nil, false); !errors.As(err, &fe) || fe.Code != fault.Conflict {
+		t.Fatalf("apply without fingerprints: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new")); err == nil {
+		t.Fatal("applied without fingerprints")
+	}
+	if _, err := e.Apply(context.Background(), c, nil, true); err != nil {
+		t.Fatalf("apply --force: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "new")); string(b) != "hi\n" {
+		t.Fatalf("forced apply wrote %q", b)
+	}
 	// --apply writes it when the command succeeds.
 	p = resolve(t, e, ws, plan.Flags{Apply: true}, "sh", "-c", "echo applied > other")
 	if o, err = e.Run(context.Background(), p, engine.Options{}); err != nil || !o.Changeset.Applied {
