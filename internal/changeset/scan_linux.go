@@ -27,7 +27,9 @@ func Scan(ctx context.Context, roots []Root) ([]Entry, error) { return scanRoots
 // does: below a directory the original lacks, an entry's New holds only
 // its file type, from the directory listing, not a stat of it (a run that
 // unpacked 10,000 files saves 10,000 system calls).
-func ScanTypes(ctx context.Context, roots []Root) ([]Entry, error) { return scanRoots(ctx, roots, true) }
+func ScanTypes(ctx context.Context, roots []Root) ([]Entry, error) {
+	return scanRoots(ctx, roots, true)
+}
 
 func scanRoots(ctx context.Context, roots []Root, light bool) ([]Entry, error) {
 	var parts [][]Entry
