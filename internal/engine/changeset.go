@@ -17,6 +17,7 @@ import (
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -500,6 +501,7 @@ func (e *Engine) Drop(cs *changeset.Changeset) error {
 	cmd := exec.Command(exe, "clean", "--trash")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if cmd.Start() == nil {
+		procstat.Idle(cmd.Process.Pid)
 		cmd.Process.Release()
 	}
 	return nil // what remains, pinfold clean deletes

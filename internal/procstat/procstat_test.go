@@ -1,8 +1,11 @@
 package procstat
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,5 +45,27 @@ func TestZombieIsGone(t *testing.T) {
 	}
 	if got := StartTime(cmd.Process.Pid); got != 0 {
 		t.Errorf("a zombie has a start time: %d", got)
+	}
+}
+
+func TestIdle(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	Idle(cmd.Process.Pid)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Field 19 is the nice value (fields counted after the comm's ")").
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	if f[16] != "19" {
+		t.Errorf("nice %s, want 19", f[16])
+	}
+	out, err := exec.Command("ionice", "-p", strconv.Itoa(cmd.Process.Pid)).Output()
+	if err == nil && !strings.Contains(string(out), "idle") {
+		t.Errorf("ionice: %q, want idle", out)
 	}
 }
