@@ -410,6 +410,33 @@ func TestSessionPause(t *testing.T) {
 	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r2.ID); len(m) > 0 {
 		t.Errorf("freezer group left: %v", m)
 	}
+
+	// A session frozen without its record saying so (a pause that
+	// failed half way records nothing) still stops: stop thaws it first.
+	r3 := startSession(t, ws)
+	pf(t, ws, "exec", r3.ID, "--", "sh", "-c", "sleep 7171 >/dev/null 2>&1 &")
+	g, _ := filepath.Glob("/sys/fs/cgroup/freezer/pinfold/session-" + r3.ID)
+	if len(g) == 1 {
+		if err := os.WriteFile(filepath.Join(g[0], "freezer.state"), []byte("FROZEN"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if st := sessionStatus(t, ws, r3.ID); st.State != "running" {
+			t.Fatalf("state %q, want running (frozen behind its back)", st.State)
+		}
+		pf(t, ws, "session", "stop", r3.ID)
+		deadline = time.Now().Add(10 * time.Second)
+		for len(conformance.ProcessesWith("sleep 7171")) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if p := conformance.ProcessesWith("sleep 7171"); len(p) > 0 {
+			t.Errorf("frozen processes left after stop: %v", p)
+		}
+		if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r3.ID); len(m) > 0 {
+			t.Errorf("freezer group left: %v", m)
+		}
+	} else {
+		pf(t, ws, "session", "stop", r3.ID) // cgroup v2: frozen in its limits group, tested by pause above
+	}
 }
 
 func TestSessionSnapshot(t *testing.T) {

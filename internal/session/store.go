@@ -205,9 +205,10 @@ func (s *Store) check(r *Record) *Record {
 		if cur, err := s.load(r.ID); err == nil && !cur.Live() {
 			return cur // it ended while we looked
 		}
-		if r.State == StatePaused {
+		if r.Freezer != "" {
 			// Frozen processes take no signal, not even the kill that
-			// came with their supervisor's death: thawed, they die.
+			// came with their supervisor's death: thawed, they die
+			// (paused or not: a pause may have failed half way).
 			freeze(r.Freezer, r.FreezerV2, false)
 		}
 		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()

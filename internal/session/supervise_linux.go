@@ -361,8 +361,9 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 	if !r.Live() {
 		return r, nil
 	}
-	if r.State == StatePaused {
-		// Frozen processes cannot end: thawed first.
+	if r.Freezer != "" {
+		// Frozen processes cannot end: thawed first, whatever the record
+		// says (a pause that failed half way recorded nothing).
 		freeze(r.Freezer, r.FreezerV2, false)
 	}
 	ended := func(d time.Duration) *Record {
