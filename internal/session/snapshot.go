@@ -37,7 +37,8 @@ func (st *Store) LayerPath(id string) string { return filepath.Join(snapshotsDir
 // TakeSnapshot exports the session's changeset as it is now.
 func TakeSnapshot(ctx context.Context, st *Store, r *Record) (*Snapshot, error) {
 	if r.Changeset == "" {
-		return nil, fault.New(fault.NoChangeset, "session "+r.ID+" keeps no changeset", "its access is not changeset", "", nil)
+		return nil, fault.New(fault.NoChangeset, "session "+r.ID+" keeps no changeset", "its access is not changeset",
+			"start the session with the default --access changeset to snapshot it", nil)
 	}
 	cs, err := changeset.Open(filepath.Dir(st.Dir), r.Changeset)
 	if err != nil {
@@ -99,7 +100,7 @@ func OpenSnapshot(st *Store, id, tenant string) (*Snapshot, error) {
 		err = json.Unmarshal(b, &s)
 	}
 	if err != nil || s.Tenant != tenant || s.ID != id {
-		return nil, fault.New(fault.SessionNotFound, "no snapshot "+id, "", "", err)
+		return nil, fault.New(fault.SessionNotFound, "no snapshot "+id, "", "pinfold session snapshots lists them", err)
 	}
 	return &s, nil
 }

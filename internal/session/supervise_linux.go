@@ -447,7 +447,8 @@ func setPaused(st *Store, r *Record, on bool) (*Record, error) {
 		from, to, verb = StatePaused, StateRunning, "resume"
 	}
 	if r.State != from {
-		return nil, fault.New(fault.SessionEnded, "cannot "+verb+" session "+r.ID+": it is "+r.State, "", "", nil)
+		return nil, fault.New(fault.SessionEnded, "cannot "+verb+" session "+r.ID+": it is "+r.State, "",
+			map[bool]string{true: "only a running session pauses (pinfold session ls)", false: "only a paused session resumes (pinfold session ls)"}[on], nil)
 	}
 	if err := freeze(r.Freezer, r.FreezerV2, on); err != nil {
 		return nil, fault.New(fault.SessionRefused, "cannot "+verb+" session "+r.ID, err.Error(),
