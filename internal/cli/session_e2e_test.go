@@ -400,16 +400,7 @@ func TestSessionPause(t *testing.T) {
 	if st := sessionStatus(t, ws, r2.ID); st.State != "lost" {
 		t.Errorf("after kill -9 while paused: %+v", st)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for len(conformance.ProcessesWith("sleep 6161")) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := conformance.ProcessesWith("sleep 6161"); len(p) > 0 {
-		t.Errorf("frozen processes left: %v", p)
-	}
-	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r2.ID); len(m) > 0 {
-		t.Errorf("freezer group left: %v", m)
-	}
+	sessionGone(t, r2.ID, "sleep 6161")
 
 	// A session frozen without its record saying so (a pause that
 	// failed half way records nothing) still stops: stop thaws it first.
@@ -424,18 +415,25 @@ func TestSessionPause(t *testing.T) {
 			t.Fatalf("state %q, want running (frozen behind its back)", st.State)
 		}
 		pf(t, ws, "session", "stop", r3.ID)
-		deadline = time.Now().Add(10 * time.Second)
-		for len(conformance.ProcessesWith("sleep 7171")) > 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if p := conformance.ProcessesWith("sleep 7171"); len(p) > 0 {
-			t.Errorf("frozen processes left after stop: %v", p)
-		}
-		if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + r3.ID); len(m) > 0 {
-			t.Errorf("freezer group left: %v", m)
-		}
+		sessionGone(t, r3.ID, "sleep 7171")
 	} else {
 		pf(t, ws, "session", "stop", r3.ID) // cgroup v2: frozen in its limits group, tested by pause above
+	}
+}
+
+// sessionGone waits (10 s at most) for the session's processes running
+// cmd to be gone, and checks that its freezer group went with them.
+func sessionGone(t *testing.T, id, cmd string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(conformance.ProcessesWith(cmd)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := conformance.ProcessesWith(cmd); len(p) > 0 {
+		t.Errorf("frozen processes left: %v", p)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/session-" + id); len(m) > 0 {
+		t.Errorf("freezer group left: %v", m)
 	}
 }
 
