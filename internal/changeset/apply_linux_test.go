@@ -53,7 +53,7 @@ func TestApplyMatchesOverlay(t *testing.T) {
 	o := basicOverlay(t)
 	want := o.merged(t)
 	es := o.scan(t)
-	fp, err := Fingerprint(o.roots(), es)
+	fp, err := Fingerprint(o.roots(), es, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestApplyOwner(t *testing.T) {
 func TestApplyConflicts(t *testing.T) {
 	o := basicOverlay(t)
 	es := o.scan(t)
-	fp, err := Fingerprint(o.roots(), es)
+	fp, err := Fingerprint(o.roots(), es, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestApplyPartialThenAll(t *testing.T) {
 	o := basicOverlay(t)
 	want := o.merged(t)
 	es := o.scan(t)
-	fp, err := Fingerprint(o.roots(), es)
+	fp, err := Fingerprint(o.roots(), es, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestFingerprintNewTree(t *testing.T) {
 	writeFile(t, filepath.Join(o.lower, "keep"), "keep\n", 0o644)
 	o.inside(t, `mkdir -p tree/a/b && echo 1 > tree/one && echo 2 > tree/a/two && echo 3 > tree/a/b/three && echo k >> keep`)
 	es := o.scan(t)
-	fp, err := Fingerprint(o.roots(), es)
+	fp, err := Fingerprint(o.roots(), es, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +216,40 @@ func TestFingerprintNewTree(t *testing.T) {
 	}
 	if s := readString(t, filepath.Join(o.lower, "tree/a/b/three")); s != "the user's\n" {
 		t.Errorf("the user's file = %q", s)
+	}
+}
+
+// TestFingerprintRerun: a rerun into a changeset merges its fingerprints
+// under the first run's, which may say a directory was there; nothing of
+// the rerun's is left to be inferred from that directory, so a file the
+// user makes where the rerun wrote one is a conflict, not overwritten.
+func TestFingerprintRerun(t *testing.T) {
+	for _, paths := range [][]string{nil, {"d/new"}} {
+		o := newOverlay(t)
+		writeFile(t, filepath.Join(o.lower, "d/old"), "old\n", 0o644)
+		o.inside(t, `rm -rf d; mkdir d`)
+		fp1, err := Fingerprint(o.roots(), o.scan(t), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.RemoveAll(filepath.Join(o.lower, "d")) // the user, between the runs
+		o.inside(t, `echo run2 > d/new`)
+		es2, err := ScanTypes(context.Background(), o.roots())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp, err := Fingerprint(o.roots(), es2, false) // as finishChangeset does for a rerun
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range fp1 {
+			fp[k] = v
+		}
+		writeFile(t, filepath.Join(o.lower, "d/new"), "the user's\n", 0o644) // after the rerun
+		res, err := Apply(context.Background(), t.TempDir(), o.roots(), o.scan(t), ApplyOptions{Fingerprints: fp, Paths: paths})
+		if got := readString(t, filepath.Join(o.lower, "d/new")); !errors.Is(err, ErrConflict) || got != "the user's\n" {
+			t.Errorf("apply %v: %v %v; d/new is %q", paths, err, res.Conflicts, got)
+		}
 	}
 }
 

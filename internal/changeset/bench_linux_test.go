@@ -94,7 +94,7 @@ func BenchmarkFingerprint10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := Fingerprint(roots, es); err != nil {
+		if _, err := Fingerprint(roots, es, true); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,8 +14,13 @@ const oNoFollow = syscall.O_NOFOLLOW
 // Scan needs Linux.
 func Scan(ctx context.Context, roots []Root) ([]Entry, error) { return nil, ErrUnsupported }
 
+// ScanTypes needs Linux.
+func ScanTypes(ctx context.Context, roots []Root) ([]Entry, error) { return nil, ErrUnsupported }
+
 // Fingerprint needs Linux.
-func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) { return nil, ErrUnsupported }
+func Fingerprint(roots []Root, entries []Entry, imply bool) (Fingerprints, error) {
+	return nil, ErrUnsupported
+}
 
 // Conflicts needs Linux; elsewhere it finds none.
 func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict { return nil }

@@ -27,11 +27,13 @@ func stateOf(st *Stat) FileState {
 // saw it (an entry's Old; an added one had none), which is why it must be
 // taken right after the run's scan; [Conflicts] compares with it later.
 // Only an entry that lacks both is looked up again: a run that added
-// 10,000 files costs no system call here. An added path below one whose
-// original was absent is left out: its original was absent too, which
-// [Conflicts] infers (10,000 files unpacked into a new directory keep one
-// fingerprint, not 10,000).
-func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) {
+// 10,000 files costs no system call here. With imply, an added path below
+// one whose original was absent is left out: its original was absent too,
+// which [Conflicts] infers (10,000 files unpacked into a new directory
+// keep one fingerprint, not 10,000). Fingerprints merged with older ones
+// (a rerun into a changeset) must not imply: an older fingerprint of the
+// directory would hide that what is below it was absent.
+func Fingerprint(roots []Root, entries []Entry, imply bool) (Fingerprints, error) {
 	fp := make(Fingerprints)
 	implied := make(map[string]bool) // directories absent below an absent one
 	var kb []byte                    // a key, for look-ups that do not allocate
@@ -41,7 +43,7 @@ func Fingerprint(roots []Root, entries []Entry) (Fingerprints, error) {
 			return nil, fmt.Errorf("entry %q: no root %d", e.Path, e.Root)
 		}
 		st := e.Old
-		if st == nil && e.Kind == Added {
+		if imply && st == nil && e.Kind == Added {
 			if d := path.Dir(e.Path); d != "." {
 				kb = append(append(strconv.AppendInt(kb[:0], int64(e.Root), 10), 0), d...)
 				if implied[string(kb)] || fp[string(kb)].Absent {

@@ -92,14 +92,17 @@ changeset, as a run's are.`,
 				req.Cwd, _ = os.Getwd()
 				eng := engineFor(io)
 				// Refuse a bad plan here, with the run's messages.
-				if _, err := session.Resolve(ctx, eng, req, ""); err != nil {
+				p, err := session.Resolve(ctx, eng, req, "")
+				if err != nil {
 					return fail(io, classify(err, nil))
 				}
 				st, dir := sessionStore()
 				var from *session.Snapshot
 				if snap != "" {
-					var err error
-					if from, err = session.OpenSnapshot(st, snap, ""); err != nil {
+					if from, err = session.OpenSnapshot(st, snap, ""); err == nil {
+						err = from.Fits(p.Sandbox.Workspace)
+					}
+					if err != nil {
 						return fail(io, err)
 					}
 				}
@@ -109,7 +112,7 @@ changeset, as a run's are.`,
 				}
 				if from != nil {
 					if err := session.Restore(ctx, st, r, from); err != nil {
-						session.Abort(ctx, st, r)
+						session.Abort(ctx, st, r, req.Flags.Changeset == "")
 						return fail(io, classify(err, nil))
 					}
 				}

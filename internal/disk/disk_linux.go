@@ -128,13 +128,9 @@ func Mount(image, dir string) (*Volume, error) {
 
 // waitUnbound waits until no loop device is backed by image.
 func waitUnbound(image string, limit time.Duration) error {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return err
-	}
 	deadline := time.Now().Add(limit)
 	for {
-		dev := loopOf(abs)
+		dev := loopOf(image)
 		if dev == "" {
 			return nil
 		}
@@ -147,6 +143,11 @@ func waitUnbound(image string, limit time.Duration) error {
 
 // loopOf names a loop device whose backing file is image, or "".
 func loopOf(image string) string {
+	// The kernel shows the backing file's absolute, resolved path.
+	image, _ = filepath.Abs(image)
+	if real, err := filepath.EvalSymlinks(image); err == nil {
+		image = real
+	}
 	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	for _, f := range files {
 		b, err := os.ReadFile(f)

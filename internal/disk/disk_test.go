@@ -182,3 +182,24 @@ func TestCreateRefusesTinyAndMissingRoom(t *testing.T) {
 		t.Fatalf("left %v behind", ents)
 	}
 }
+
+// TestLoopOfSymlinkedStore: with the store reached through a symlink
+// (/home -> /var/home), the image's loop device is still found, so Mount
+// still waits for an earlier one to go.
+func TestLoopOfSymlinkedStore(t *testing.T) {
+	needRoot(t)
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	image, dir := filepath.Join(link, "disk.img"), filepath.Join(link, "disk")
+	v, err := Create(context.Background(), image, dir, MinSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if loopOf(image) == "" {
+		t.Errorf("no loop device found for %s", image)
+	}
+}

@@ -326,22 +326,31 @@ func (e *Engine) finishChangeset(ctx context.Context, cs *changeset.Changeset, p
 		out.Empty = true
 		return out, cs.Remove()
 	}
-	fp, err := changeset.Fingerprint(roots, entries)
+	fp, err := changeset.Fingerprint(roots, entries, !reused)
 	if err != nil {
 		return nil, storeError("cannot fingerprint changeset "+cs.Meta.ID, err)
 	}
 	if reused {
-		// A rerun keeps what the originals looked like when first captured.
+		// A rerun keeps what the originals looked like when first
+		// captured; one into a changeset whose fingerprints are missing
+		// (lost, or its first run killed) keeps them missing, so that its
+		// apply still needs --force: this run's view of the originals
+		// is not the one the first run changed.
 		old, err := cs.Fingerprints()
 		if err != nil {
 			return nil, storeError("cannot read changeset "+cs.Meta.ID, err)
+		}
+		if old == nil {
+			fp = nil
 		}
 		for k, v := range old {
 			fp[k] = v
 		}
 	}
-	if err := cs.SaveFingerprints(fp); err != nil {
-		return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
+	if fp != nil {
+		if err := cs.SaveFingerprints(fp); err != nil {
+			return nil, storeError("cannot save changeset "+cs.Meta.ID, err)
+		}
 	}
 	mark("pinfold: fingerprints saved")
 	n := changeset.Count(entries)
@@ -425,12 +434,13 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
 	}
-	if fp == nil && !force && cs.Meta.Status == changeset.StatusRunning {
-		// Killed before it ended: no fingerprints of the originals were
-		// taken, so a file edited since could not be told apart.
+	if !force && cs.Meta.Status == changeset.StatusRunning {
+		// Killed before it ended (a first run, or a rerun into it): no
+		// fingerprints of what that run touched were taken, so a file
+		// edited since could not be told apart.
 		os.Remove(marker)
 		return changeset.ApplyResult{}, fault.New(fault.Conflict, "changeset "+cs.Meta.ID+" was interrupted (its run was killed before it ended)",
-			"pinfold took no fingerprints of the files it touches, so it cannot tell whether you changed them since",
+			"pinfold took no fingerprints of the files that run touched, so it cannot tell whether you changed them since",
 			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
 	}
 	if fp == nil && !force && cs.Meta.Status == changeset.StatusOpen {

@@ -336,17 +336,23 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 
 // hostSpec is what a plan in host mode runs with: the host, in the
 // workspace, as it is. The top level's sandbox settings do not apply when
-// a profile sends a command to the host; what the layer that chose the
-// host asks for (that profile, or the top level when it chose) and what
-// flags ask for do, so that the host runtime refuses it rather than run
-// without it.
+// a profile or a flag sends a command to the host (they are for the
+// commands that run in a sandbox); what the command's profile and flags
+// ask for does, and the top level's too when it chose the host, so that
+// the host runtime refuses it rather than run without it.
 func hostSpec(p *plan.Plan) sandbox.Spec {
 	sp := &p.Sandbox
 	s := sandbox.Spec{Workspace: sp.Workspace, Access: sandbox.AccessReadWrite, Network: sandbox.NetworkHost}
-	chose := layerOf(p.Sources["backend"])
+	topChose := layerOf(p.Sources["backend"]) == topLevel
 	flag := func(key string) bool {
 		src := p.Sources[key]
-		return strings.HasPrefix(src, plan.FromFlag) || chose != "" && layerOf(src) == chose
+		switch layerOf(src) {
+		case "":
+			return strings.HasPrefix(src, plan.FromFlag)
+		case topLevel:
+			return topChose
+		}
+		return true // the profile dispatch chose for this command
 	}
 	if flag("access") {
 		s.Access = sp.Access
@@ -384,13 +390,17 @@ func hostSpec(p *plan.Plan) sandbox.Spec {
 	return s
 }
 
-// layerOf is the config layer a source label names ("(top level)",
-// "(profile NAME)"), or "" for flags and defaults.
+// topLevel is layerOf a setting of pinfold.yaml's top level.
+const topLevel = " (top level)"
+
+// layerOf is the config layer a source label ("FILE:LINE (top level)",
+// "FILE:LINE (profile NAME)") names, or "" for flags and defaults. The
+// file's name may hold " (" too; a profile's name cannot.
 func layerOf(src string) string {
-	if strings.HasPrefix(src, plan.FromFlag) {
+	if strings.HasPrefix(src, plan.FromFlag) || !strings.HasSuffix(src, ")") {
 		return ""
 	}
-	if i := strings.Index(src, " ("); i >= 0 {
+	if i := strings.LastIndex(src, " ("); i >= 0 {
 		return src[i:]
 	}
 	return ""

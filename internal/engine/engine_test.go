@@ -176,6 +176,67 @@ func TestHostProfileSettingsAreAsked(t *testing.T) {
 	}
 }
 
+// TestHostLayers: a profile's settings are asked for on the host whoever
+// chose it (the top level, --backend host), and a config file's name with
+// " (" in it does not hide them.
+func TestHostLayers(t *testing.T) {
+	for _, c := range []struct {
+		name, cfg string
+		flags     plan.Flags
+	}{
+		{"pinfold (copy).yaml", "version: 1\nprofiles:\n  onhost:\n    backend: host\n    host: {allow: [\"*\"]}\n    network: none\n" +
+			"dispatch:\n  - command: sh\n    profile: onhost\n", plan.Flags{}},
+		{"pinfold.yaml", "version: 1\nbackend: host\nhost: {allow: [\"*\"]}\nprofiles:\n  strict:\n    network: none\n" +
+			"dispatch:\n  - command: sh\n    profile: strict\n", plan.Flags{}},
+		{"pinfold.yaml", "version: 1\nprofiles:\n  onhost:\n    host: {allow: [\"*\"]}\n    network: none\n" +
+			"dispatch:\n  - command: sh\n    profile: onhost\n", plan.Flags{Backend: "host"}},
+	} {
+		e, ws := newEngine(t, "")
+		path := filepath.Join(ws, c.name)
+		if err := os.WriteFile(path, []byte(c.cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.Resolve(context.Background(), &engine.Request{Args: []string{"sh", "-c", "exit 4"}, Cwd: ws, Config: path, Flags: c.flags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Run(context.Background(), p, engine.Options{})
+		var ue *sandbox.UnsupportedError
+		if !errors.As(err, &ue) || ue.Feature != "network" {
+			t.Errorf("%s %+v: the profile's network: none on the host: %v, want it refused", c.name, c.flags, err)
+		}
+	}
+}
+
+// TestLostFingerprintsRerun: a rerun into a changeset whose fingerprints
+// were lost keeps it needing --force: the rerun's view of the originals
+// may already hold the user's edits.
+func TestLostFingerprintsRerun(t *testing.T) {
+	e, ws := newEngine(t, "")
+	os.WriteFile(filepath.Join(ws, "f"), []byte("v1\n"), 0o644)
+	o, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{}, "sh", "-c", "echo run1 > f"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := o.Changeset.ID
+	if err := os.Truncate(filepath.Join(e.Store, "changesets", id, "fingerprints.json"), 0); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "f"), []byte("the user's v2\n"), 0o644)
+	if _, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{Changeset: id}, "true"), engine.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.OpenChangeset(id, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *fault.Error
+	if _, err := e.Apply(context.Background(), c, nil, false); !errors.As(err, &fe) || fe.Code != fault.Conflict {
+		b, _ := os.ReadFile(filepath.Join(ws, "f"))
+		t.Errorf("apply after lost fingerprints and a rerun: %v; f = %q", err, b)
+	}
+}
+
 func TestMissingCommandIsAnExecError(t *testing.T) {
 	e, ws := newEngine(t, "")
 	p := resolve(t, e, ws, plan.Flags{}, "pinfold-no-such-command")

@@ -362,14 +362,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	// Refused plans are refused here, with the run's messages.
-	if _, err := session.Resolve(r.Context(), s.engine(), req, ""); err != nil {
+	p, err := session.Resolve(r.Context(), s.engine(), req, "")
+	if err != nil {
 		writeFault(w, classify(err))
 		return
 	}
 	var from *session.Snapshot
 	if c.Snapshot != "" {
-		var err error
-		if from, err = session.OpenSnapshot(s.st, c.Snapshot, t); err != nil {
+		if from, err = session.OpenSnapshot(s.st, c.Snapshot, t); err == nil {
+			err = from.Fits(p.Sandbox.Workspace)
+		}
+		if err != nil {
 			writeFault(w, err)
 			return
 		}
@@ -382,7 +385,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	}
 	if from != nil {
 		if err := session.Restore(ctx, s.st, rec, from); err != nil {
-			session.Abort(ctx, s.st, rec)
+			session.Abort(ctx, s.st, rec, req.Flags.Changeset == "")
 			writeFault(w, classify(err))
 			return
 		}

@@ -105,14 +105,23 @@ func OpenSnapshot(st *Store, id, tenant string) (*Snapshot, error) {
 	return &s, nil
 }
 
+// Fits refuses a snapshot taken in another workspace than ws: check it
+// before starting the session it is for.
+func (s *Snapshot) Fits(ws string) error {
+	if ws != s.Workspace {
+		return fault.New(fault.SessionRefused, "snapshot "+s.ID+" was taken in "+s.Workspace,
+			"a snapshot restores into a session of the same workspace (this one is "+ws+")",
+			"start the session in "+s.Workspace, nil)
+	}
+	return nil
+}
+
 // Restore replays a snapshot in a running session: its files, deletions
 // and directories land in the session's changeset (the snapshot's paths
 // are those of the workspace it was taken in).
 func Restore(ctx context.Context, st *Store, r *Record, s *Snapshot) error {
-	if r.Workspace != s.Workspace {
-		return fault.New(fault.SessionRefused, "snapshot "+s.ID+" was taken in "+s.Workspace,
-			"a snapshot restores into a session of the same workspace (this one is "+r.Workspace+")",
-			"start the session in "+s.Workspace, nil)
+	if err := s.Fits(r.Workspace); err != nil {
+		return err
 	}
 	f, err := os.Open(st.LayerPath(s.ID))
 	if err != nil {

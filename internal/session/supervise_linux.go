@@ -407,14 +407,16 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 }
 
 // Abort ends a session that never became the caller's (a snapshot it was
-// to start from could not be restored): it stops, and its changeset and
-// record go, so that nothing of it is left to list or review.
-func Abort(ctx context.Context, st *Store, r *Record) error {
+// to start from could not be restored): it stops, and its record goes,
+// and its changeset too when the session made it (dropChangeset; never
+// one it was started into with --changeset), so that nothing of it is
+// left to list or review.
+func Abort(ctx context.Context, st *Store, r *Record, dropChangeset bool) error {
 	cur, err := Stop(ctx, st, r, 5*time.Second)
 	if err != nil {
 		return err
 	}
-	if cur.Changeset != "" {
+	if dropChangeset && cur.Changeset != "" {
 		cs, err := changeset.Open(filepath.Dir(st.Dir), cur.Changeset)
 		if err == nil {
 			unlock, err := cs.Lock()
