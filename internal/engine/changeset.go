@@ -234,8 +234,15 @@ func (e *Engine) Recover(ctx context.Context) error {
 		}
 		unlock()
 		if err != nil {
-			return fault.New(fault.ApplyFailed, "cannot finish the interrupted apply of changeset "+cs.Meta.ID,
-				err.Error(), "free what the error names, then run any pinfold command again", err)
+			// Said, not in the way: a workspace that went read-only, or
+			// away, must not stop every pinfold command of the store.
+			// The changeset keeps its journal: pinfold apply ID finishes
+			// it, pinfold discard ID drops it.
+			if _, serr := os.Stat(cs.Roots()[0].Lower); errors.Is(serr, os.ErrNotExist) {
+				os.Remove(marker)
+			}
+			e.notice("cannot finish the interrupted apply of changeset %s: %v; pinfold apply %s tries again, pinfold discard %s gives it up",
+				cs.Meta.ID, err, cs.Meta.ID, cs.Meta.ID)
 		}
 	}
 	return nil
@@ -477,9 +484,13 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 			return res, fault.New(fault.ApplyFailed, "refusing to apply changeset "+cs.Meta.ID, err.Error(),
 				"discard it, or apply only other paths", err)
 		}
+		// Not an interruption: nothing for other commands to finish.
+		// The journal stays with the changeset; applying it again
+		// finishes it first.
+		os.Remove(marker)
 		return res, fault.New(fault.ApplyFailed, "applying changeset "+cs.Meta.ID+" stopped", err.Error(),
 			"every file is either as before or fully applied; fix the cause (e.g. free space), then run pinfold apply "+
-				cs.Meta.ID+" again", err)
+				cs.Meta.ID+" again (or pinfold discard "+cs.Meta.ID+")", err)
 	}
 	os.Remove(marker)
 	if len(paths) == 0 {

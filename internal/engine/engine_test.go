@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -234,6 +235,46 @@ func TestLostFingerprintsRerun(t *testing.T) {
 	if _, err := e.Apply(context.Background(), c, nil, false); !errors.As(err, &fe) || fe.Code != fault.Conflict {
 		b, _ := os.ReadFile(filepath.Join(ws, "f"))
 		t.Errorf("apply after lost fingerprints and a rerun: %v; f = %q", err, b)
+	}
+}
+
+// TestFailedApplyBlocksNothing: an apply that fails (an immutable
+// workspace) leaves its changeset open, and other commands of the store,
+// which finish interrupted applies first, go on.
+func TestFailedApplyBlocksNothing(t *testing.T) {
+	e, ws := newEngine(t, "")
+	o, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{}, "sh", "-c", "echo n > new"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("chattr", "+i", ws).Run(); err != nil {
+		t.Skip("no chattr +i here:", err)
+	}
+	defer exec.Command("chattr", "-i", ws).Run()
+	c, err := e.OpenChangeset(o.Changeset.ID, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe *fault.Error
+	if _, err := e.Apply(context.Background(), c, nil, false); !errors.As(err, &fe) || fe.Code != fault.ApplyFailed {
+		t.Fatalf("apply into an immutable workspace: %v", err)
+	}
+	if err := e.Recover(context.Background()); err != nil {
+		t.Fatalf("the next command: %v", err)
+	}
+	other := t.TempDir()
+	if _, err := e.Run(context.Background(), resolve(t, e, other, plan.Flags{}, "true"), engine.Options{}); err != nil {
+		t.Fatalf("a run elsewhere: %v", err)
+	}
+	exec.Command("chattr", "-i", ws).Run()
+	if c, err = e.OpenChangeset(o.Changeset.ID, ws); err != nil {
+		t.Fatalf("the changeset after the failed apply: %v", err)
+	}
+	if _, err := e.Apply(context.Background(), c, nil, false); err != nil {
+		t.Fatalf("apply once the workspace is writable: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "new")); string(b) != "n\n" {
+		t.Errorf("new = %q", b)
 	}
 }
 
