@@ -21,6 +21,7 @@ import (
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/units"
 )
 
 // hidden runs the session agent and supervisor, which are pinfold
@@ -62,7 +63,7 @@ pinfold diff shows the changeset at any time; apply or discard it once the
 session is stopped.`,
 		sub: []command{sessionStartCommand(), sessionLsCommand(), sessionStatusCommand(), sessionLogsCommand(),
 			sessionStopCommand(), sessionRmCommand(), sessionPauseCommand(true), sessionPauseCommand(false),
-			sessionSnapshotCommand(), sessionPortCommand()}}
+			sessionSnapshotCommand(), sessionSnapshotsCommand(), sessionPortCommand()}}
 }
 
 func sessionStartCommand() command {
@@ -220,12 +221,15 @@ func running(r *session.Record) error {
 }
 
 func sessionLsCommand() command {
-	return command{name: "ls", aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json]",
+	return command{name: "ls", interspersed: true, aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json]",
 		setup: func(fs *flagSet) runner {
 			var all, asJSON bool
 			fs.Bool(&all, "all", 'a', "also list ended sessions")
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
+				if len(args) > 0 {
+					return fail(io, fs.errorf("pinfold session ls takes no arguments, not %q", strings.Join(args, " ")))
+				}
 				st, _ := sessionStore()
 				list, err := st.List("")
 				if err != nil {
@@ -262,13 +266,13 @@ func state(r *session.Record) string {
 }
 
 func sessionStatusCommand() command {
-	return command{name: "status", complete: sessionRefs, summary: "show a session", use: "status [SESSION] [--json]",
+	return command{name: "status", interspersed: true, complete: sessionRefs, summary: "show a session", use: "status [SESSION] [--json]",
 		setup: func(fs *flagSet) runner {
 			var asJSON bool
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
 				st, _ := sessionStore()
-				r, err := findSession(st, first(args))
+				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -304,8 +308,18 @@ func first(args []string) string {
 	return ""
 }
 
+// oneSession finds the session the only argument names (none: this
+// workspace's running one); more than one argument is refused, never
+// ignored.
+func oneSession(fs *flagSet, st *session.Store, args []string) (*session.Record, error) {
+	if len(args) > 1 {
+		return nil, fs.errorf("pinfold %s takes one session, not %q", fs.name, strings.Join(args, " "))
+	}
+	return findSession(st, first(args))
+}
+
 func sessionLogsCommand() command {
-	return command{name: "logs", complete: sessionRefs, summary: "show a session's log", use: "logs [-f] [SESSION]",
+	return command{name: "logs", interspersed: true, complete: sessionRefs, summary: "show a session's log", use: "logs [-f] [SESSION]",
 		long: `Shows what the session's agent and sandbox wrote outside any pinfold exec, and
 the session's notices. With -f, follows it until the session ends.`,
 		setup: func(fs *flagSet) runner {
@@ -313,7 +327,7 @@ the session's notices. With -f, follows it until the session ends.`,
 			fs.Bool(&follow, "follow", 'f', "follow the log until the session ends")
 			return func(ctx context.Context, io *IO, args []string) int {
 				st, _ := sessionStore()
-				r, err := findSession(st, first(args))
+				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -342,7 +356,7 @@ the session's notices. With -f, follows it until the session ends.`,
 }
 
 func sessionStopCommand() command {
-	return command{name: "stop", complete: sessionRefs, summary: "stop a session", use: "stop [SESSION]",
+	return command{name: "stop", interspersed: true, complete: sessionRefs, summary: "stop a session", use: "stop [SESSION]",
 		long: `Stops a session: everything running in it ends, and its changeset is recorded
 as a run's is (pinfold diff, apply, discard).`,
 		setup: func(fs *flagSet) runner {
@@ -350,7 +364,7 @@ as a run's is (pinfold diff, apply, discard).`,
 			fs.String(&wait, "time", 0, "SECONDS", "how long to wait for the session to end before killing it (default 10)")
 			return func(ctx context.Context, io *IO, args []string) int {
 				st, _ := sessionStore()
-				r, err := findSession(st, first(args))
+				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -384,13 +398,13 @@ func sessionPauseCommand(pause bool) command {
 	if !pause {
 		name, summary = "resume", "thaw a paused session"
 	}
-	return command{name: name, complete: sessionRefs, summary: summary, use: name + " [SESSION]",
+	return command{name: name, interspersed: true, complete: sessionRefs, summary: summary, use: name + " [SESSION]",
 		long: summary + ` (the cgroup freezer; root). A paused session runs no command and
 its idle time does not count.`,
 		setup: func(fs *flagSet) runner {
 			return func(ctx context.Context, io *IO, args []string) int {
 				st, _ := sessionStore()
-				r, err := findSession(st, first(args))
+				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -408,7 +422,7 @@ its idle time does not count.`,
 }
 
 func sessionSnapshotCommand() command {
-	return command{name: "snapshot", complete: sessionRefs, summary: "save a session's changeset as an OCI layer", use: "snapshot [SESSION] [--json]",
+	return command{name: "snapshot", interspersed: true, complete: sessionRefs, summary: "save a session's changeset as an OCI layer", use: "snapshot [SESSION] [--json]",
 		long: `Saves what the session has written so far (its changeset) as an OCI layer in the
 store and prints the snapshot's id: pinfold session start --snapshot ID
 restores it into a new session of the same workspace.`,
@@ -417,7 +431,7 @@ restores it into a new session of the same workspace.`,
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
 				st, _ := sessionStore()
-				r, err := findSession(st, first(args))
+				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -432,6 +446,59 @@ restores it into a new session of the same workspace.`,
 				}
 				fmt.Fprintln(io.Stdout, s.ID)
 				fmt.Fprintf(io.Stderr, "pinfold: snapshot %s of session %s: %s, %d bytes (%s)\n", s.ID, r.ID, s.Digest, s.Size, st.LayerPath(s.ID))
+				return 0
+			}
+		}}
+}
+
+func sessionSnapshotsCommand() command {
+	return command{name: "snapshots", summary: "list or remove snapshots", use: "snapshots [--json] [--rm ID...]", interspersed: true,
+		long: `Lists the snapshots in the store, newest first: their id, when and of which
+session they were taken, their workspace and size. With --rm, removes the
+snapshots named instead.`,
+		setup: func(fs *flagSet) runner {
+			var asJSON, rm bool
+			fs.Bool(&asJSON, "json", 0, "print JSON")
+			fs.Bool(&rm, "rm", 0, "remove the snapshots named")
+			return func(ctx context.Context, io *IO, args []string) int {
+				st, _ := sessionStore()
+				if rm {
+					if len(args) == 0 {
+						return fail(io, fs.errorf("pinfold session snapshots --rm needs a snapshot id"))
+					}
+					for _, id := range args {
+						if err := session.RemoveSnapshot(st, id, ""); err != nil {
+							return fail(io, err)
+						}
+					}
+					return 0
+				}
+				if len(args) > 0 {
+					return fail(io, fs.errorf("pinfold session snapshots takes no arguments (--rm ID removes one)"))
+				}
+				list, err := session.Snapshots(st, "")
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cannot read the snapshots", err.Error(), "", err))
+				}
+				if asJSON {
+					if list == nil {
+						list = []*session.Snapshot{}
+					}
+					b, _ := json.MarshalIndent(list, "", "  ")
+					io.Stdout.Write(append(b, '\n'))
+					return 0
+				}
+				if len(list) == 0 {
+					fmt.Fprintln(io.Stdout, "no snapshots")
+					return 0
+				}
+				tw := tabwriter.NewWriter(io.Stdout, 2, 8, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tCREATED\tSESSION\tSIZE\tWORKSPACE")
+				for _, s := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Created.Local().Format("2006-01-02 15:04:05"), s.Session,
+						units.FormatSize(s.Size), s.Workspace)
+				}
+				tw.Flush()
 				return 0
 			}
 		}}

@@ -477,6 +477,9 @@ func TestSessionSnapshot(t *testing.T) {
 	if _, errs, code := pf(t, ws, "session", "start", "--snapshot", "000000000000"); code != 125 || !strings.Contains(errs, "PF190") {
 		t.Errorf("an unknown snapshot: %d %q", code, errs)
 	}
+	if out, _, code := pf(t, ws, "session", "snapshots"); code != 0 || !strings.Contains(out, snap) || !strings.Contains(out, a.ID) {
+		t.Errorf("session snapshots: %d %q", code, out)
+	}
 	// A snapshot of another workspace is refused, and the session that
 	// was started for it leaves no record and no changeset behind.
 	before, _, _ := pf(t, ws, "changes", "--all", "--json")
@@ -489,6 +492,12 @@ func TestSessionSnapshot(t *testing.T) {
 	}
 	if after, _, _ := pf(t, ws, "changes", "--all", "--json"); after != before {
 		t.Errorf("the refused session left a changeset:\n%s\nbefore:\n%s", after, before)
+	}
+	if _, errs, code := pf(t, ws, "session", "snapshots", "--rm", snap); code != 0 {
+		t.Errorf("snapshots --rm: %d %q", code, errs)
+	}
+	if out, _, _ := pf(t, ws, "session", "snapshots"); out != "no snapshots\n" {
+		t.Errorf("after --rm: %q", out)
 	}
 }
 

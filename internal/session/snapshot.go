@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/pinfold/pinfold/internal/agent"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/agent"
 
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
@@ -132,4 +135,32 @@ func Restore(ctx context.Context, st *Store, r *Record, s *Snapshot) error {
 		return fault.New(fault.SessionRefused, "cannot restore snapshot "+s.ID, err.Error(), "", err)
 	}
 	return nil
+}
+
+// Snapshots lists tenant's snapshots ("" the local user's), newest first.
+func Snapshots(st *Store, tenant string) ([]*Snapshot, error) {
+	ents, err := os.ReadDir(snapshotsDir(st))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Snapshot
+	for _, e := range ents {
+		if s, err := OpenSnapshot(st, e.Name(), tenant); err == nil {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Snapshot) int { return b.Created.Compare(a.Created) })
+	return out, nil
+}
+
+// RemoveSnapshot deletes one of tenant's snapshots.
+func RemoveSnapshot(st *Store, id, tenant string) error {
+	s, err := OpenSnapshot(st, id, tenant)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(snapshotsDir(st), s.ID))
 }
