@@ -144,8 +144,9 @@ func validName(s string, upper bool) bool {
 	return true
 }
 
-// checkEnvName accepts a portable variable name: [A-Za-z_][A-Za-z0-9_]*.
-func checkEnvName(s string) string {
+// CheckEnvName accepts a portable variable name, [A-Za-z_][A-Za-z0-9_]*:
+// "" when it is one, else what is wrong with it.
+func CheckEnvName(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {

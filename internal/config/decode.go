@@ -715,7 +715,7 @@ func (d *decoder) envSet(s *Settings, e *EnvPolicy, v *node) error {
 	e.SetOrder = make([]string, 0, len(v.items)/2)
 	for i := 0; i < len(v.items); i += 2 {
 		k, val := &v.items[i], &v.items[i+1]
-		if p := checkEnvName(k.value); p != "" {
+		if p := CheckEnvName(k.value); p != "" {
 			return d.errorf(k.pos, "invalid variable name %q: %s", k.value, p)
 		}
 		if val.null {
@@ -817,7 +817,7 @@ func (d *decoder) secrets(v *node, w where) ([]Secret, error) {
 				path = sv
 			case "env":
 				if s.Env, err = d.scalar(sv, "env"); err == nil {
-					err = d.check(sv, "secret env", checkEnvName(s.Env))
+					err = d.check(sv, "secret env", CheckEnvName(s.Env))
 				}
 			default:
 				return nil, d.unknown(k, w.in("a secret"), secretKeys[:])

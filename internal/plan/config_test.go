@@ -259,3 +259,12 @@ func BenchmarkLoadAndResolve200(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckEnvFlag(t *testing.T) {
+	for e, ok := range map[string]bool{"A=1": true, "_x": true, "PATH": true, "A=": true, "A=b=c": true,
+		"BAD NAME=1": false, "1X=2": false, "=v": false, "": false, "A-B=1": false} {
+		if err := CheckEnvFlag(e); (err == nil) != ok {
+			t.Errorf("CheckEnvFlag(%q) = %v, want ok %v", e, err, ok)
+		}
+	}
+}

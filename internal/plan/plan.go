@@ -868,8 +868,9 @@ func checkHostAllowed(p *Plan) error {
 // CheckEnvFlag checks an --env entry, of pinfold run or pinfold exec:
 // NAME=VALUE, or NAME to pass the host's value.
 func CheckEnvFlag(e string) error {
-	if name, _, _ := strings.Cut(e, "="); name == "" || strings.ContainsAny(name, "\x00") {
-		return badValue("--env", e, "NAME=VALUE, or NAME to pass the host's value")
+	name, _, _ := strings.Cut(e, "=")
+	if why := config.CheckEnvName(name); why != "" {
+		return badValue("--env", e, "NAME=VALUE, or NAME to pass the host's value, with a NAME of letters, digits and '_', not starting with a digit")
 	}
 	return nil
 }
