@@ -618,6 +618,21 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 		e.Exit = fault.ExitUsage
 		return e
 	}
+	if p.Apply && sp.Access != sandbox.AccessChangeset && len(p.Captures) == 0 {
+		e := fault.New(fault.BadValue, "--apply applies a changeset, and this run has none",
+			"with --access "+string(sp.Access)+" the command writes straight to the workspace, or not at all",
+			"drop --apply, or run with --access changeset", nil)
+		e.Exit = fault.ExitUsage
+		return e
+	}
+	if f := &r.Flags; (f.Network == "none" || f.Network == "host") && len(f.Allow)+len(f.Deny) > 0 {
+		// On one command line, a contradiction (in files, a profile may
+		// change the mode of a list the top level sets).
+		e := fault.New(fault.BadValue, "--allow and --deny filter the sandbox's own network, and --network "+f.Network+" has none to filter",
+			"", "drop them, or use --network allow (only what --allow names) or outbound", nil)
+		e.Exit = fault.ExitUsage
+		return e
+	}
 	if err := resolveCachesAndSecrets(r, ls, p); err != nil {
 		return err
 	}
@@ -676,14 +691,14 @@ func resolveLimits(ls []layer, p *Plan) error {
 				}
 			case "pids":
 				if set = l.Pids != nil; set {
-					if sp.Limits.Pids = *l.Pids; sp.Limits.Pids < 1 {
-						return badValue("pids", strconv.FormatInt(*l.Pids, 10), "a positive number of processes")
+					if sp.Limits.Pids = *l.Pids; sp.Limits.Pids < 2 {
+						return badValue("pids", strconv.FormatInt(*l.Pids, 10), "at least 2 processes (the sandbox's init and the command)")
 					}
 				}
 			case "cpus":
 				if set = l.CPUs != nil; set {
-					if sp.Limits.CPUs = *l.CPUs; sp.Limits.CPUs <= 0 {
-						return badValue("cpus", strconv.FormatFloat(*l.CPUs, 'g', -1, 64), "a positive number of CPUs")
+					if sp.Limits.CPUs = *l.CPUs; sp.Limits.CPUs < 0.01 {
+						return badValue("cpus", strconv.FormatFloat(*l.CPUs, 'g', -1, 64), "at least 0.01 CPUs")
 					}
 				}
 			case "timeout":
