@@ -876,16 +876,16 @@ func (d *decoder) limits(s *Settings, key, v *node, w where) (*Limits, error) {
 		case "pids":
 			var n int64
 			if n, err = d.integer(lv, "limits.pids"); err == nil {
-				if n < 1 {
-					err = d.errorf(lv.pos, "limits.pids must be at least 1")
+				if n < 2 {
+					err = d.errorf(lv.pos, "limits.pids must be at least 2 (the sandbox's init and the command)")
 				}
 				l.Pids = &n
 			}
 		case "cpus":
 			var c float64
 			if c, err = d.number(lv, "limits.cpus"); err == nil {
-				if c <= 0 {
-					err = d.errorf(lv.pos, "limits.cpus must be more than 0")
+				if c < 0.01 {
+					err = d.errorf(lv.pos, "limits.cpus must be at least 0.01")
 				}
 				l.CPUs = &c
 			}
