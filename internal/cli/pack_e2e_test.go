@@ -199,6 +199,24 @@ func TestPackImageIsDeterministic(t *testing.T) {
 	}
 }
 
+// TestPackRefusesWorkspaceUnderTmp: a sandbox's own /tmp would hide a
+// workspace packed below /tmp, so pack says so rather than write an image
+// whose files pinfold cannot reach.
+func TestPackRefusesWorkspaceUnderTmp(t *testing.T) {
+	f := newPackFixture(t)
+	ws := filepath.Join(t.TempDir(), "proj")
+	mustRun(t, "", "cp", "-a", f.ws, ws)
+	t.Setenv("PINFOLD_STORE", f.store)
+	out := filepath.Join(f.dir, "tmp-img.tar")
+	_, errs, code := pf(t, ws, "pack", "image", "--base", "tar:"+f.base, "--out", out)
+	if code != 125 || !strings.Contains(errs, "is under /tmp") {
+		t.Fatalf("pack of a workspace under /tmp: %d %s", code, errs)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused pack wrote its output")
+	}
+}
+
 func TestPackRefusesDirtyWorkspace(t *testing.T) {
 	f := newPackFixture(t)
 	out := filepath.Join(f.dir, "img.tar")

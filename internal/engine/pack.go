@@ -68,6 +68,16 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	}
 	var files []string
 	if ws != "" {
+		// A sandbox mounts its own /tmp, /dev, /proc, /sys and /run over
+		// the image's: a workspace packed there would not be found when
+		// the image runs in pinfold.
+		for _, d := range []string{"/tmp", "/dev", "/proc", "/sys", "/run"} {
+			if ws == d || strings.HasPrefix(ws, d+"/") {
+				return nil, fault.New(fault.PackFailed, "the workspace "+ws+" is under "+d+", which a sandbox covers with its own",
+					"the image would keep the workspace at "+ws+", where pinfold run APP or --base oci: finds the sandbox's "+d+" instead",
+					"move the project out of "+d+" (like ~/src/project) and pack it there, or pack --access none for an image of the base alone", nil)
+			}
+		}
 		if err := e.checkClean(ws, o.AllowDirty); err != nil {
 			return nil, err
 		}
