@@ -88,6 +88,9 @@ func newPackFixture(t *testing.T) *packFixture {
 	}
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n"), 0o644)
 	os.Chown(filepath.Join(root, "home/app"), 1000, 1000)
+	// The workspace is below /var/tmp, which the base has as 1777.
+	os.MkdirAll(filepath.Join(root, "var/tmp"), 0o755)
+	os.Chmod(filepath.Join(root, "var/tmp"), os.ModeSticky|0o777)
 	mustRun(t, "", "tar", "-C", root, "--numeric-owner", "-cf", f.base, ".")
 	os.MkdirAll(f.ws, 0o755)
 	os.WriteFile(filepath.Join(f.ws, "hello.txt"), []byte("hello from the image\n"), 0o644)
@@ -314,6 +317,25 @@ func TestPackImageTools(t *testing.T) {
 	st := mustRun(t, "", "stat", "-c", "%u:%g", filepath.Join(rootfs, "home/app"), filepath.Join(rootfs, "bin/busybox"), filepath.Join(rootfs, f.ws, "hello.txt"))
 	if st != "1000:1000\n0:0\n0:0\n" {
 		t.Errorf("owners in the image: %q, want the base's 1000:1000 and 0:0", st)
+	}
+	// The workspace's layer keeps the base's modes for the directories
+	// above the workspace.
+	blobs, _ := filepath.Glob(filepath.Join(lay, "blobs/sha256/*"))
+	found := false
+	for _, b := range blobs {
+		list, err := exec.Command("tar", "tvzf", b).Output()
+		if err != nil || !strings.Contains(string(list), strings.TrimPrefix(f.ws, "/")+"/hello.txt") {
+			continue // not the workspace's layer
+		}
+		found = true
+		for _, l := range strings.Split(string(list), "\n") {
+			if strings.HasSuffix(l, " var/tmp/") && !strings.HasPrefix(l, "drwxrwxrwt") {
+				t.Errorf("the workspace's layer has /var/tmp as %q, want the base's drwxrwxrwt", l)
+			}
+		}
+	}
+	if !found {
+		t.Error("no layer holds the workspace")
 	}
 	cfg := mustRun(t, filepath.Dir(bundle), "cat", filepath.Join(bundle, "config.json"))
 	if !strings.Contains(cfg, `"./run.sh"`) || !strings.Contains(cfg, `"cwd": "`+f.ws+`"`) {

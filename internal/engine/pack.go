@@ -128,7 +128,7 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		// Times and modes as a checkout of the commit has them, whichever
 		// checkout it is.
 		job.Layers = append(job.Layers, pack.Layer{Dir: ws, Prefix: ws, Files: files, Comment: "workspace " + ws,
-			EpochTimes: true, GitModes: isGit(ws)})
+			EpochTimes: true, GitModes: isGit(ws), Parents: base.Dir, ParentsShift: base.UIDShift})
 	}
 	c := &job.Config
 	for _, v := range p.Command.Env {

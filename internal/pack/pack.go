@@ -69,6 +69,13 @@ type Layer struct {
 	// [UIDShift, UIDShift+65536) are shifted back, every other id becomes 0.
 	// With 0 every owner becomes 0: no host id leaks into an image.
 	UIDShift uint32 `json:"uid_shift,omitempty"`
+	// Parents, when set, is the host directory of the tree below this
+	// layer (the base's), whose directories give Prefix's parents their
+	// modes and owners (shifted back by ParentsShift): a workspace at
+	// /tmp/x or /home/app/x must not turn the base's /tmp (1777) or
+	// /home/app (the user's) into root's 0755.
+	Parents      string `json:"parents,omitempty"`
+	ParentsShift uint32 `json:"parents_shift,omitempty"`
 	// Comment says what the layer is, for the image's history.
 	Comment string `json:"comment,omitempty"`
 	// EpochTimes sets every entry's time to the epoch, not only the later

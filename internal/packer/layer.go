@@ -209,7 +209,16 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 		// The prefix's parents, then the directory itself.
 		parts := strings.Split(prefix, "/")
 		for i := 1; i < len(parts); i++ {
-			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, ModTime: epoch}
+			name := strings.Join(parts[:i], "/")
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: epoch}
+			if l.Parents != "" {
+				// As the tree below has it, when it has it.
+				if fi, err := os.Lstat(filepath.Join(l.Parents, filepath.FromSlash(name))); err == nil && fi.IsDir() {
+					if h, err := header(fi, name, l.ParentsShift, epoch); err == nil && h != nil {
+						hdr = h
+					}
+				}
+			}
 			if err := tw.WriteHeader(hdr); err != nil {
 				return err
 			}
