@@ -457,6 +457,13 @@ deletions), paths from the root of the filesystem.`,
 					return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
 				w := io.Stdout
+				if out == "-" {
+					out = "" // standard output, as tar -f - has it
+				}
+				if out == "" && isTerminal(io.Stdout) {
+					return fail(io, fault.New(fault.Usage, "pinfold export writes a tar, and standard output is a terminal",
+						"", "pass -o FILE, or redirect the output (pinfold export > layer.tar)", nil))
+				}
 				if out != "" {
 					f, err := os.Create(out)
 					if err != nil {

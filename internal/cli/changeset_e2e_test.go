@@ -215,6 +215,13 @@ func TestCaptureAndExport(t *testing.T) {
 	if _, errs, code := pf(t, ws, "export", id, "-o", layer); code != 0 {
 		t.Fatalf("export: %s", errs)
 	}
+	// -o - is standard output, as tar's -f - is.
+	if out, errs, code := pf(t, ws, "export", id, "-o", "-"); code != 0 || len(out) != int(fileSize(t, layer)) {
+		t.Errorf("export -o -: %d, %d bytes, want %d; %s", code, len(out), fileSize(t, layer), errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "-")); err == nil {
+		t.Error("export -o - wrote a file named -")
+	}
 	f, _ := os.Open(layer)
 	defer f.Close()
 	tr := tar.NewReader(f)
@@ -784,4 +791,13 @@ func TestJSONResultWithChangeset(t *testing.T) {
 			t.Errorf("%v: exit %d %+v %q", c.args, code, r, errs)
 		}
 	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

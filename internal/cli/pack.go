@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
@@ -94,6 +95,15 @@ func packMain(ctx context.Context, io *IO, o *packOptions, args []string, app bo
 	}
 	if o.out == "" && o.push == "" {
 		return nil, usage("pinfold pack image needs --out PATH or --push REF", "like --out app.tar or --out ./app-oci/")
+	}
+	switch lower := strings.ToLower(o.out); {
+	case app && !strings.HasSuffix(lower, ".pinfold"):
+		// pinfold run tells an app from a command by that name.
+		return nil, usage("pinfold pack app --out needs a name ending in .pinfold, not "+o.out, "like --out "+strings.TrimSuffix(o.out, filepath.Ext(o.out))+".pinfold")
+	case !app && (strings.HasSuffix(lower, ".gz") || strings.HasSuffix(lower, ".tgz") || strings.HasSuffix(lower, ".zst") ||
+		strings.HasSuffix(lower, ".xz") || strings.HasSuffix(lower, ".zip")):
+		return nil, usage("pinfold pack image writes an OCI layout directory or an uncompressed .tar archive, not "+o.out,
+			"like --out app.tar (its layers are compressed already) or --out ./app-oci/")
 	}
 	rest := args
 	if len(rest) == 0 {

@@ -218,6 +218,12 @@ func TestPackRefusesWorkspaceUnderTmp(t *testing.T) {
 	if _, err := os.Stat(out); err == nil {
 		t.Error("a refused pack wrote its output")
 	}
+	// Output names that say something else than what pack writes.
+	for _, args := range [][]string{{"image", "--out", filepath.Join(f.dir, "x.tar.gz")}, {"app", "--out", filepath.Join(f.dir, "noext")}} {
+		if _, errs, code := f.pack(t, "", append(args, "--base", "tar:"+f.base)...); code != 125 || !strings.Contains(errs, "PF101") {
+			t.Errorf("pack %v: %d %s", args, code, errs)
+		}
+	}
 }
 
 func TestPackRefusesDirtyWorkspace(t *testing.T) {
