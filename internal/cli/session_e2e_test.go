@@ -149,7 +149,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if !strings.Contains(out, "+more") {
 		t.Errorf("the changeset did not grow: %q", out)
 	}
-	if _, errs, code := pf(t, ws, "apply", r.Changeset); code != 125 || !strings.Contains(errs, "PF183") {
+	if _, errs, code := pf(t, ws, "apply", r.Changeset); code != 125 || !strings.Contains(errs, "PF183") || !strings.Contains(errs, "session stop") {
 		t.Errorf("apply while the session runs: %d %q", code, errs)
 	}
 	out, _, _ = pf(t, ws, "session", "ls")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
@@ -177,6 +178,10 @@ func (e *Engine) RemoveEmptyInterrupted(ctx context.Context) ([]string, error) {
 func Lock(cs *changeset.Changeset) (unlock func(), err error) {
 	unlock, err = cs.Lock()
 	if err != nil {
+		if c := cs.Meta.Command; len(c) > 1 && c[1] == agent.AgentCommand {
+			return nil, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is a running session's", err.Error(),
+				"stop the session first (pinfold session ls names it; pinfold session stop SESSION); pinfold diff "+cs.Meta.ID+" reviews it meanwhile", err)
+		}
 		return nil, fault.New(fault.Busy, "changeset "+cs.Meta.ID+" is in use", err.Error(),
 			"wait for the other pinfold to finish", err)
 	}
