@@ -338,6 +338,20 @@ func TestTerminal(t *testing.T) {
 	}
 }
 
+// TestTerminalInputEnds: a terminal run whose input is not a terminal (a
+// file, a pipe) passes the input's end on, as Ctrl-D would: a command
+// reading it ends instead of waiting forever.
+func TestTerminalInputEnds(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(pinfold, "run", "-it", "--timeout", "20", "--", "sh", "-c", `read x; echo "got [$x] $?"; read y; echo "then $?"`)
+	cmd.Dir, cmd.Stdin = ws, strings.NewReader("one\n")
+	out, err := cmd.CombinedOutput()
+	got := strings.ReplaceAll(string(out), "\r", "")
+	if err != nil || !strings.Contains(got, "got [one] 0\n") || !strings.Contains(got, "then 1\n") {
+		t.Errorf("piped input to -it: %v %q", err, got)
+	}
+}
+
 func TestUnprivilegedUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("switching to another user needs root")

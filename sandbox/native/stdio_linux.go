@@ -115,23 +115,35 @@ func (s *stdio) copyTTY(pty *os.File, in io.Reader, out io.Writer) {
 		}()
 	}
 	if in != nil {
-		go copyUntilClosed(pty, in)
+		go func() {
+			if copyUntilClosed(pty, in) {
+				// The input ended (a file or pipe on a terminal run): the
+				// terminal's end-of-file character says so to the
+				// command, as a person's Ctrl-D would; without it a
+				// command reading its input would wait forever.
+				eof := byte(4)
+				if t, err := unix.IoctlGetTermios(int(pty.Fd()), unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
+					eof = t.Cc[unix.VEOF]
+				}
+				pty.Write([]byte{eof})
+			}
+		}()
 	}
 }
 
 // copyUntilClosed copies until either side fails (EIO from a terminal
-// once the sandbox is gone).
-func copyUntilClosed(dst io.Writer, src io.Reader) {
+// once the sandbox is gone), and says whether src ended (EOF).
+func copyUntilClosed(dst io.Writer, src io.Reader) (eof bool) {
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+				return false
 			}
 		}
 		if err != nil {
-			return
+			return err == io.EOF
 		}
 	}
 }
