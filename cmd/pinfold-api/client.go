@@ -46,7 +46,8 @@ func clientMain(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "pinfold: PF101 with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop, exec, shell")
+	fmt.Fprintln(os.Stderr, "pinfold: PF101 with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop|pause|resume|snapshot, exec, shell")
+	fmt.Fprintln(os.Stderr, "  Fix: unset PINFOLD_HOST for the others (session rm, snapshots, port), which work on the local store")
 	return 125
 }
 
@@ -170,6 +171,26 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 			fmt.Fprintf(os.Stderr, "; changeset %s: %d added, %d modified, %d deleted", sb.Changeset, sb.Added, sb.Modified, sb.Deleted)
 		}
 		fmt.Fprintln(os.Stderr)
+		return 0
+	case "pause", "resume":
+		f := c.Pause
+		if sub == "resume" {
+			f = c.Resume
+		}
+		if _, err := f(ctx, ref); err != nil {
+			return apiFail(err)
+		}
+		return 0
+	case "snapshot":
+		sn, err := c.Snapshot(ctx, ref)
+		if err != nil {
+			return apiFail(err)
+		}
+		if bools["--json"] {
+			printJSON(sn)
+		} else {
+			fmt.Println(sn.ID)
+		}
 		return 0
 	}
 	return usage()

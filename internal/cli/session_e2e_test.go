@@ -325,6 +325,17 @@ func TestServeAndRemoteSessions(t *testing.T) {
 	if !strings.Contains(out, r.ID) {
 		t.Errorf("remote ls: %q", out)
 	}
+	pf(t, ws, "exec", "remote", "--", "sh", "-c", "echo s > snap.txt")
+	if out, errs, code := pf(t, ws, "session", "snapshot", "remote"); code != 0 || len(strings.TrimSpace(out)) != 12 {
+		t.Errorf("remote snapshot: %d %q %q", code, out, errs)
+	}
+	if os.Geteuid() == 0 {
+		for _, verb := range []string{"pause", "resume"} {
+			if _, errs, code := pf(t, ws, "session", verb, "remote"); code != 0 {
+				t.Errorf("remote %s: %d %q", verb, code, errs)
+			}
+		}
+	}
 	if _, errs, code = pf(t, ws, "session", "stop", "remote"); code != 0 || !strings.Contains(errs, "stopped") {
 		t.Errorf("remote stop: %d %q", code, errs)
 	}
