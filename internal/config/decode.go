@@ -119,12 +119,43 @@ func (d *decoder) file(root *node) (*File, error) {
 	if err := d.checkLockfiles(&f.Settings, nil); err != nil {
 		return nil, err
 	}
+	if err := d.checkNetwork(&f.Settings, nil); err != nil {
+		return nil, err
+	}
 	for i := range f.Profiles {
 		if err := d.checkLockfiles(&f.Profiles[i].Settings, &f.Settings); err != nil {
 			return nil, err
 		}
+		if err := d.checkNetwork(&f.Profiles[i].Settings, &f.Settings); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
+}
+
+// checkNetwork refuses, when the file is read, a layer (a profile over the
+// top level) whose network contradicts its lists: allow with nothing to
+// allow, ports with the host's network. Flags may still change either.
+func (d *decoder) checkNetwork(s, top *Settings) error {
+	if s.Network == nil {
+		return nil
+	}
+	allow, ports := s.Allow, s.Ports
+	if top != nil {
+		if allow == nil {
+			allow = top.Allow
+		}
+		if ports == nil {
+			ports = top.Ports
+		}
+	}
+	switch {
+	case *s.Network == "allow" && len(allow) == 0:
+		return d.errorf(s.Pos["network"], "network: allow lets out only what allow lists, and no allow list is given; add allow: [registry.example.org, ...], or use network: outbound")
+	case *s.Network == "host" && len(ports) > 0:
+		return d.errorf(s.Pos["network"], "network: host has the host's ports already; ports forward into a sandbox's own network (none, outbound or allow)")
+	}
+	return nil
 }
 
 // pack decodes the top-level pack: section.
