@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/config"
 	"github.com/pinfold/pinfold/internal/engine"
@@ -228,12 +229,32 @@ change, and the command that made them.`,
 							roots[i] = "."
 						}
 					}
+					command := quoteCmd(r.Command)
+					if len(r.Command) > 1 && r.Command[1] == agent.AgentCommand {
+						command = sessionOf(r.ID) // not the agent that ran in it
+					}
 					fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", r.ID, r.Status, ago(r.Created), changes,
-						strings.Join(roots, ","), quoteCmd(r.Command))
+						strings.Join(roots, ","), command)
 				}
 				return 0
 			}
 		}}
+}
+
+// sessionOf names the session whose changeset id is, for the changes
+// table.
+func sessionOf(id string) string {
+	st, _ := sessionStore()
+	list, _ := st.List("")
+	for _, r := range list {
+		if r.Changeset == id {
+			if r.Name != "" {
+				return "session " + r.Name + " (" + r.ID + ")"
+			}
+			return "session " + r.ID
+		}
+	}
+	return "a session"
 }
 
 func ago(ts string) string {

@@ -156,6 +156,9 @@ func TestSessionLifecycle(t *testing.T) {
 	if !strings.Contains(out, r.ID) || !strings.Contains(out, "running") {
 		t.Errorf("session ls: %q", out)
 	}
+	if out, _, _ := pf(t, ws, "changes"); !strings.Contains(out, "session life ("+r.ID+")") || strings.Contains(out, "__session-agent") {
+		t.Errorf("changes names the agent, not the session: %q", out)
+	}
 	out, _, _ = pf(t, ws, "session", "logs", "life")
 	if !strings.Contains(out, "exec sh (pid ") || !strings.Contains(out, "status 3 after") || strings.Contains(out, "sleep 3141") {
 		t.Errorf("session logs: %q", out)
