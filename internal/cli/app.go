@@ -175,11 +175,14 @@ func appRun(o *runOptions, rest []string) ([]string, error) {
 		return nil, usage("--base cannot be given with an app: the app is the base", "drop --base")
 	}
 	f.Base = "oci:" + a.Path
-	if f.Workdir == "" {
+	o.appSet = append(o.appSet[:0], "base")
+	if f.Workdir == "" && c.WorkingDir != "" {
 		f.Workdir = c.WorkingDir
+		o.appSet = append(o.appSet, "workdir")
 	}
 	if f.Access == "" && f.Workspace == "" {
 		f.Access = "none"
+		o.appSet = append(o.appSet, "access")
 	}
 	f.Env = append(slices.Clone(c.Env), f.Env...)
 	return args, nil

@@ -20,6 +20,9 @@ func TestPlanOfAnApp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "oci:"+app) || !strings.Contains(out, "./run.sh packed") || !strings.Contains(out, "workdir:    "+f.ws) {
 		t.Errorf("plan APP: %d %q %s", code, out, errs)
 	}
+	if strings.Contains(out, "(flag --base)") || strings.Contains(out, "(flag --workdir)") || !strings.Contains(out, "(the app "+app+")") {
+		t.Errorf("plan APP credits flags nobody gave: %q", out)
+	}
 	out, errs, code = pf(t, elsewhere, "plan", app, "--", "cat", "hello.txt")
 	if code != 0 || !strings.Contains(out, "cat hello.txt") || !strings.Contains(out, "oci:"+app) {
 		t.Errorf("plan APP -- ARGS: %d %q %s", code, out, errs)

@@ -47,8 +47,10 @@ type runOptions struct {
 	config string
 	frozen bool
 	quiet  bool
-	// app is the app file run, plan or explain was given, if any.
+	// app is the app file run, plan or explain was given, if any, and
+	// appSet the settings it gave in place of flags (key: plan source).
 	app           *pack.Archive
+	appSet        []string
 	unpackStarted bool // unpackAppLater started its unpack
 }
 
@@ -115,8 +117,14 @@ func engineFor(io *IO) *engine.Engine {
 
 // resolve makes the plan of a command line.
 func resolve(ctx context.Context, e *engine.Engine, o *runOptions, args []string) (*plan.Plan, error) {
-	return e.Resolve(ctx, &engine.Request{Args: args, Flags: o.flags, Config: o.config,
+	p, err := e.Resolve(ctx, &engine.Request{Args: args, Flags: o.flags, Config: o.config,
 		Frozen: o.frozen || os.Getenv("CI") == "true"})
+	if err == nil && o.app != nil {
+		for _, key := range o.appSet { // the app's, not the user's flags
+			p.Sources[key] = "the app " + o.app.Path
+		}
+	}
+	return p, err
 }
 
 func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
