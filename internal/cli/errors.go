@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"io/fs"
+	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/doctor"
@@ -70,6 +71,10 @@ func classify(err error, p *plan.Plan) error {
 			if p.Sandbox.Base.Kind == sandbox.BaseTar {
 				return fault.New(fault.BaseImport, "cannot use tarball base "+p.Sandbox.Base.Path,
 					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
+			}
+			if p.Sandbox.Base.Kind == sandbox.BaseOCI && strings.HasSuffix(p.Sandbox.Base.Path, ".pinfold") {
+				return fault.New(fault.BadBase, "cannot run the app "+p.Sandbox.Base.Path, se.Err.Error(),
+					"the file is damaged or was changed since it was packed: get it again, or pack it again (pinfold pack app)", err)
 			}
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
