@@ -27,7 +27,7 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 		t.Skip("builds Debian and installs packages (about 2 minutes)")
 	}
 	t.Setenv("PINFOLD_STORE", t.TempDir())
-	ws := t.TempDir()
+	ws := packableDir(t) // packed below: not under /tmp, which a sandbox covers
 	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\nbase: debian-12\ncapabilities: [xml]\n"), 0o644)
 	probe := []string{"run", "--access", "ro", "--", "sh", "-c", "test -e /usr/lib/x86_64-linux-gnu/libxml2.so.2 && cat /etc/debian_version"}
 	out, errs, code := pf(t, ws, probe...)
@@ -83,7 +83,7 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 		t.Errorf("want 3 layers (the base, the capability's packages, the workspace): %q", r.Layers)
 	}
 	// Without capabilities, the same base layer and the workspace.
-	ws2 := t.TempDir()
+	ws2 := packableDir(t)
 	os.WriteFile(filepath.Join(ws2, "pinfold.yaml"), []byte("version: 1\nbase: debian-12\n"), 0o644)
 	packed, errs, code = pf(t, ws2, "pack", "image", "--out", filepath.Join(t.TempDir(), "plain.tar"), "--json")
 	var plain struct{ Layers []string }

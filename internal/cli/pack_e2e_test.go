@@ -107,6 +107,19 @@ func newPackFixture(t *testing.T) *packFixture {
 	return f
 }
 
+// packableDir is a new directory a workspace to pack can be: under
+// /var/tmp, not /tmp (pack refuses a workspace a sandbox's /tmp covers).
+func packableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "pinfold-test-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 func mustRun(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
