@@ -209,13 +209,7 @@ change, and the command that made them.`,
 					}
 					rows = append(rows, r)
 				}
-				if asJSON {
-					b, _ := json.MarshalIndent(rows, "", "  ")
-					io.Stdout.Write(append(b, '\n'))
-					return 0
-				}
-				if len(rows) == 0 {
-					fmt.Fprintln(io.Stdout, "no changesets")
+				if listed(io, asJSON, rows, len(rows), "no changesets") {
 					return 0
 				}
 				fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", "ID", "STATUS", "CREATED", "CHANGES", "ROOTS", "COMMAND")
@@ -255,6 +249,21 @@ func sessionOf(id string) string {
 		}
 	}
 	return "a session"
+}
+
+// listed prints a list as JSON (v), or says none when it is empty (n
+// items); it reports whether that was all there was to print.
+func listed(io *IO, asJSON bool, v any, n int, none string) bool {
+	if asJSON {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		io.Stdout.Write(append(b, '\n'))
+		return true
+	}
+	if n == 0 {
+		fmt.Fprintln(io.Stdout, none)
+		return true
+	}
+	return false
 }
 
 func ago(ts string) string {

@@ -480,16 +480,10 @@ snapshots named instead.`,
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cannot read the snapshots", err.Error(), "", err))
 				}
-				if asJSON {
-					if list == nil {
-						list = []*session.Snapshot{}
-					}
-					b, _ := json.MarshalIndent(list, "", "  ")
-					io.Stdout.Write(append(b, '\n'))
-					return 0
+				if list == nil {
+					list = []*session.Snapshot{} // [] in JSON
 				}
-				if len(list) == 0 {
-					fmt.Fprintln(io.Stdout, "no snapshots")
+				if listed(io, asJSON, list, len(list), "no snapshots") {
 					return 0
 				}
 				tw := tabwriter.NewWriter(io.Stdout, 2, 8, 2, ' ', 0)
