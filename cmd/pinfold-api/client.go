@@ -80,7 +80,7 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 	valued := map[string]bool{"--name": true, "--idle-timeout": true, "--base": true, "--access": true, "--network": true,
 		"--memory": true, "-m": true, "--pids": true, "--cpus": true, "--timeout": true, "--tmp-size": true, "--env": true,
 		"-e": true, "--workdir": true, "-w": true, "--workspace": true, "--allow": true, "--deny": true, "--backend": true,
-		"--hostname": true, "--user": true, "-u": true, "--time": true}
+		"--hostname": true, "--user": true, "-u": true, "--time": true, "--snapshot": true}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
@@ -119,7 +119,7 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 			Access: one("--access"), Network: one("--network"), Memory: one("--memory", "-m"), Pids: one("--pids"),
 			CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
 			Env: append(flags["--env"], flags["-e"]...), Allow: flags["--allow"], Deny: flags["--deny"],
-			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u")}
+			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u"), Snapshot: one("--snapshot")}
 		if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
 			r.Workspace = ws // a tenant over TCP gets a workspace of its own
 		}

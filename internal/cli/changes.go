@@ -448,6 +448,9 @@ interrupted: left by a run that was killed).`,
 				if cs.Meta.Status == changeset.StatusRunning {
 					note = " (interrupted: its run was killed before it finished)"
 				}
+				if _, err := os.Stat(filepath.Join(cs.Dir, "apply.json")); err == nil {
+					note = " (its apply had started: the workspace holds part of it, each file whole)"
+				}
 				if err := eng.Drop(cs); err != nil {
 					return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 				}

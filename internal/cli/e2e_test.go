@@ -350,6 +350,13 @@ func TestTerminalInputEnds(t *testing.T) {
 	if err != nil || !strings.Contains(got, "got [one] 0\n") || !strings.Contains(got, "then 1\n") {
 		t.Errorf("piped input to -it: %v %q", err, got)
 	}
+	// A last line without its newline is handed over, then the end.
+	cmd = exec.Command(pinfold, "run", "-it", "--timeout", "20", "--", "sh", "-c", `cat; echo " end"`)
+	cmd.Dir, cmd.Stdin = ws, strings.NewReader("abc")
+	out, err = cmd.CombinedOutput()
+	if got := strings.ReplaceAll(string(out), "\r", ""); err != nil || !strings.Contains(got, "abc end\n") {
+		t.Errorf("input without a final newline: %v %q", err, got)
+	}
 }
 
 func TestUnprivilegedUser(t *testing.T) {

@@ -97,7 +97,7 @@ func packMain(ctx context.Context, io *IO, o *packOptions, args []string, app bo
 		return nil, usage("pinfold pack image needs --out PATH or --push REF", "like --out app.tar or --out ./app-oci/")
 	}
 	switch lower := strings.ToLower(o.out); {
-	case app && !strings.HasSuffix(lower, ".pinfold"):
+	case app && !strings.HasSuffix(o.out, ".pinfold"): // as pinfold run tells an app
 		// pinfold run tells an app from a command by that name.
 		return nil, usage("pinfold pack app --out needs a name ending in .pinfold, not "+o.out, "like --out "+strings.TrimSuffix(o.out, filepath.Ext(o.out))+".pinfold")
 	case !app && (strings.HasSuffix(lower, ".gz") || strings.HasSuffix(lower, ".tgz") || strings.HasSuffix(lower, ".zst") ||

@@ -220,7 +220,12 @@ func TestPackImageIsDeterministic(t *testing.T) {
 // whose files pinfold cannot reach.
 func TestPackRefusesWorkspaceUnderTmp(t *testing.T) {
 	f := newPackFixture(t)
-	ws := filepath.Join(t.TempDir(), "proj")
+	tmp, err := os.MkdirTemp("/tmp", "pinfold-pack-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	ws := filepath.Join(tmp, "proj")
 	mustRun(t, "", "cp", "-a", f.ws, ws)
 	t.Setenv("PINFOLD_STORE", f.store)
 	out := filepath.Join(f.dir, "tmp-img.tar")

@@ -241,11 +241,9 @@ func (e *Engine) Recover(ctx context.Context) error {
 		if err != nil {
 			// Said, not in the way: a workspace that went read-only, or
 			// away, must not stop every pinfold command of the store.
-			// The changeset keeps its journal: pinfold apply ID finishes
-			// it, pinfold discard ID drops it.
-			if _, serr := os.Stat(cs.Roots()[0].Lower); errors.Is(serr, os.ErrNotExist) {
-				os.Remove(marker)
-			}
+			// Applies to that workspace wait for it (pendingApply); the
+			// changeset keeps its journal and marker: pinfold apply ID
+			// finishes it, pinfold discard ID drops it.
 			e.notice("cannot finish the interrupted apply of changeset %s: %v; pinfold apply %s tries again, pinfold discard %s gives it up",
 				cs.Meta.ID, err, cs.Meta.ID, cs.Meta.ID)
 		}
@@ -279,6 +277,14 @@ func (e *Engine) startChangeset(p *plan.Plan, spec *sandbox.Spec) (*changeset.Ch
 		}
 		if unlock, err = Lock(cs); err != nil {
 			return nil, nil, err
+		}
+		if _, err := os.Stat(filepath.Join(cs.Dir, "apply.json")); err == nil {
+			// Its journal names files of its upper directory: a run
+			// that changed them would leave the rest unwritable.
+			unlock()
+			return nil, nil, fault.New(fault.ApplyFailed, "changeset "+cs.Meta.ID+" is being applied, and its apply is not finished",
+				"a run into it would change what the rest of that apply writes",
+				"finish it (pinfold apply "+cs.Meta.ID+") or give it up (pinfold discard "+cs.Meta.ID+")", nil)
 		}
 	} else if cs, unlock, err = changeset.CreateLocked(e.Store, sp.Workspace, paths, p.Command.Args); err != nil {
 		return nil, nil, storeError("cannot create a changeset", err)
@@ -463,6 +469,12 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 			"they were lost (the machine went down right after its run?), so pinfold cannot tell whether you changed them since",
 			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
 	}
+	if other := e.pendingApply(cs); other != "" {
+		os.Remove(marker)
+		return changeset.ApplyResult{}, fault.New(fault.ApplyFailed, "changeset "+other+" was being applied to this workspace, and its apply is not finished",
+			"writing another changeset first would be overwritten, or overwrite it, when that apply is finished",
+			"finish it (pinfold apply "+other+") or give it up (pinfold discard "+other+"), then apply "+cs.Meta.ID, nil)
+	}
 	// One apply at a time per workspace, from the conflict check to the
 	// last rename: the next one sees what this one wrote.
 	unlock, err := changeset.LockRoots(ctx, e.Store, roots)
@@ -489,13 +501,12 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 			return res, fault.New(fault.ApplyFailed, "refusing to apply changeset "+cs.Meta.ID, err.Error(),
 				"discard it, or apply only other paths", err)
 		}
-		// Not an interruption: nothing for other commands to finish.
-		// The journal stays with the changeset; applying it again
-		// finishes it first.
-		os.Remove(marker)
+		// The marker stays: the journal is finished (by the next pinfold
+		// command once it can be, or by applying this changeset again)
+		// before anything else is applied to this workspace.
 		return res, fault.New(fault.ApplyFailed, "applying changeset "+cs.Meta.ID+" stopped", err.Error(),
-			"every file is either as before or fully applied; fix the cause (e.g. free space), then run pinfold apply "+
-				cs.Meta.ID+" again (or pinfold discard "+cs.Meta.ID+")", err)
+			"every file is either as before or fully applied; fix the cause (e.g. free space) and leave those files be, then run pinfold apply "+
+				cs.Meta.ID+" again, which writes the rest as planned (or pinfold discard "+cs.Meta.ID+" to give it up)", err)
 	}
 	os.Remove(marker)
 	if len(paths) == 0 {
@@ -508,6 +519,43 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		cs.Save()
 	}
 	return res, nil
+}
+
+// pendingApply names another changeset whose apply into one of cs's
+// roots stopped and is not finished yet (its marker and journal are
+// left, and no pinfold holds it), or "".
+func (e *Engine) pendingApply(cs *changeset.Changeset) string {
+	ents, _ := os.ReadDir(applyingDir(e.Store))
+	for _, ent := range ents {
+		if ent.Name() == cs.Meta.ID {
+			continue
+		}
+		other, err := changeset.Open(e.Store, ent.Name())
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(other.Dir, "apply.json")); err != nil {
+			continue
+		}
+		unlock, err := other.Lock()
+		if err != nil {
+			continue // being applied now: LockRoots orders the two
+		}
+		unlock()
+		for _, a := range other.Roots() {
+			for _, b := range cs.Roots() {
+				if within(a.Lower, b.Lower) || within(b.Lower, a.Lower) {
+					return other.Meta.ID
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// within tells whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // Drop removes an applied or discarded changeset: out of the store at

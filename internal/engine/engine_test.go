@@ -266,6 +266,22 @@ func TestFailedApplyBlocksNothing(t *testing.T) {
 	if _, err := e.Run(context.Background(), resolve(t, e, other, plan.Flags{}, "true"), engine.Options{}); err != nil {
 		t.Fatalf("a run elsewhere: %v", err)
 	}
+	// The same workspace waits for that apply: another changeset's apply
+	// and a rerun into this one are refused.
+	o2, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{}, "sh", "-c", "echo m > more"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := e.OpenChangeset(o2.Changeset.ID, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(context.Background(), c2, nil, false); !errors.As(err, &fe) || !strings.Contains(err.Error(), "not finished") {
+		t.Errorf("another apply into the workspace: %v", err)
+	}
+	if _, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{Changeset: o.Changeset.ID}, "true"), engine.Options{}); !errors.As(err, &fe) || !strings.Contains(err.Error(), "not finished") {
+		t.Errorf("a rerun into the changeset being applied: %v", err)
+	}
 	exec.Command("chattr", "-i", ws).Run()
 	if c, err = e.OpenChangeset(o.Changeset.ID, ws); err != nil {
 		t.Fatalf("the changeset after the failed apply: %v", err)
@@ -275,6 +291,12 @@ func TestFailedApplyBlocksNothing(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "new")); string(b) != "n\n" {
 		t.Errorf("new = %q", b)
+	}
+	if c2, err = e.OpenChangeset(o2.Changeset.ID, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(context.Background(), c2, nil, false); err != nil {
+		t.Errorf("the other changeset once the first is applied: %v", err)
 	}
 }
 

@@ -208,12 +208,17 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 	if prefix != "" {
 		// The prefix's parents, then the directory itself.
 		parts := strings.Split(prefix, "/")
+		below := l.Parents != "" // the tree below still has the path
 		for i := 1; i < len(parts); i++ {
 			name := strings.Join(parts[:i], "/")
 			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: epoch}
-			if l.Parents != "" {
-				// As the tree below has it, when it has it.
-				if fi, err := os.Lstat(filepath.Join(l.Parents, filepath.FromSlash(name))); err == nil && fi.IsDir() {
+			if below {
+				// As the tree below has it, when it has it as a
+				// directory; after a symbolic link or a missing
+				// component, never (a link would lead out of the tree,
+				// to the packing host's directories).
+				fi, err := os.Lstat(filepath.Join(l.Parents, filepath.FromSlash(name)))
+				if below = err == nil && fi.IsDir(); below {
 					if h, err := header(fi, name, l.ParentsShift, epoch); err == nil && h != nil {
 						hdr = h
 					}

@@ -116,19 +116,45 @@ func (s *stdio) copyTTY(pty *os.File, in io.Reader, out io.Writer) {
 	}
 	if in != nil {
 		go func() {
-			if copyUntilClosed(pty, in) {
-				// The input ended (a file or pipe on a terminal run): the
-				// terminal's end-of-file character says so to the
-				// command, as a person's Ctrl-D would; without it a
-				// command reading its input would wait forever.
-				eof := byte(4)
-				if t, err := unix.IoctlGetTermios(int(pty.Fd()), unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
-					eof = t.Cc[unix.VEOF]
-				}
+			last := &lastByte{w: pty, b: '\n'}
+			if !copyUntilClosed(last, in) {
+				return
+			}
+			// The input ended (a file or pipe on a terminal run): the
+			// terminal's end-of-file character says so to the command, as
+			// a person's Ctrl-D would; without it a command reading its
+			// input would wait forever. Only in canonical mode, where it
+			// means that (raw, it would be a stray byte), and twice after
+			// a line without its newline: once to hand the line over,
+			// once for the end.
+			t, err := unix.IoctlGetTermios(int(pty.Fd()), unix.TCGETS)
+			if err != nil || t.Lflag&unix.ICANON == 0 {
+				return
+			}
+			eof := t.Cc[unix.VEOF]
+			if eof == 0 {
+				eof = 4
+			}
+			if last.b != '\n' {
 				pty.Write([]byte{eof})
 			}
+			pty.Write([]byte{eof})
 		}()
 	}
+}
+
+// lastByte passes writes on and keeps the last byte written.
+type lastByte struct {
+	w io.Writer
+	b byte
+}
+
+func (l *lastByte) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	if n > 0 {
+		l.b = p[n-1]
+	}
+	return n, err
 }
 
 // copyUntilClosed copies until either side fails (EIO from a terminal
