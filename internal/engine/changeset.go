@@ -223,6 +223,15 @@ func (e *Engine) Recover(ctx context.Context) error {
 			unlock()
 			continue
 		}
+		if cf := journalConflicts(ctx, cs); len(cf) > 0 {
+			// Files the rest of the apply writes changed since the run
+			// (edited while it could not be finished): not over them
+			// unasked.
+			unlock()
+			e.notice("the unfinished apply of changeset %s would write over %s, changed since its run; pinfold apply --force %s writes it, pinfold discard %s gives it up",
+				cs.Meta.ID, cf[0].Path, cs.Meta.ID, cs.Meta.ID)
+			continue
+		}
 		if unlockRoots, lerr := changeset.LockRoots(ctx, e.Store, cs.Roots()); lerr != nil {
 			err = lerr
 		} else {
@@ -452,6 +461,11 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		os.Remove(marker)
 		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
 	}
+	if cf := journalConflicts(ctx, cs); len(cf) > 0 && !force {
+		// Its own unfinished apply is finished first, without a conflict
+		// check of its own: done here. The marker stays (it is pending).
+		return changeset.ApplyResult{Conflicts: cf}, conflictFault(cs, cf, changeset.ErrConflict)
+	}
 	if !force && cs.Meta.Status == changeset.StatusRunning {
 		// Killed before it ended (a first run, or a rerun into it): no
 		// fingerprints of what that run touched were taken, so a file
@@ -488,13 +502,7 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 	if err != nil {
 		if errors.Is(err, changeset.ErrConflict) {
 			os.Remove(marker)
-			var b strings.Builder
-			for _, c := range res.Conflicts {
-				fmt.Fprintf(&b, "\n    %s: %s", c.Path, c.Why)
-			}
-			return res, fault.New(fault.Conflict, fmt.Sprintf("changeset %s conflicts with the workspace (%d files)",
-				cs.Meta.ID, len(res.Conflicts)), "these originals changed since the run:"+b.String(),
-				"review them (pinfold diff "+cs.Meta.ID+"), then apply with --force to overwrite them", err)
+			return res, conflictFault(cs, res.Conflicts, err)
 		}
 		if errors.Is(err, changeset.ErrUnsafe) {
 			os.Remove(marker)
@@ -519,6 +527,36 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		cs.Save()
 	}
 	return res, nil
+}
+
+// conflictFault lists the originals that changed since cs's run.
+func conflictFault(cs *changeset.Changeset, cf []changeset.Conflict, err error) error {
+	var b strings.Builder
+	for _, c := range cf {
+		fmt.Fprintf(&b, "\n    %s: %s", c.Path, c.Why)
+	}
+	return fault.New(fault.Conflict, fmt.Sprintf("changeset %s conflicts with the workspace (%d files)",
+		cs.Meta.ID, len(cf)), "these originals changed since the run:"+b.String(),
+		"review them (pinfold diff "+cs.Meta.ID+"), then apply with --force to overwrite them", err)
+}
+
+// journalConflicts is, for a changeset whose apply stopped with its
+// journal left, the originals that changed since its run (what is already
+// applied holds the changeset's version, and is no conflict): replaying
+// the journal would write over them unchecked.
+func journalConflicts(ctx context.Context, cs *changeset.Changeset) []changeset.Conflict {
+	if _, err := os.Stat(filepath.Join(cs.Dir, "apply.json")); err != nil {
+		return nil
+	}
+	fp, err := cs.Fingerprints()
+	if err != nil || fp == nil {
+		return nil
+	}
+	entries, err := changeset.Scan(ctx, cs.Roots())
+	if err != nil {
+		return nil
+	}
+	return changeset.Conflicts(cs.Roots(), entries, fp)
 }
 
 // pendingApply names another changeset whose apply into one of cs's

@@ -300,6 +300,50 @@ func TestFailedApplyBlocksNothing(t *testing.T) {
 	}
 }
 
+// TestStoppedApplyChecksEdits: the rest of an apply that stopped is not
+// written over a file edited since (neither by the next command, which
+// finishes such applies, nor by applying it again) unless forced.
+func TestStoppedApplyChecksEdits(t *testing.T) {
+	e, ws := newEngine(t, "")
+	os.Mkdir(filepath.Join(ws, "imm"), 0o755)
+	os.WriteFile(filepath.Join(ws, "z"), []byte("orig\n"), 0o644)
+	o, err := e.Run(context.Background(), resolve(t, e, ws, plan.Flags{}, "sh", "-c", "mkdir imm/new; echo changed > z"), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("chattr", "+i", filepath.Join(ws, "imm")).Run(); err != nil {
+		t.Skip("no chattr +i here:", err)
+	}
+	defer exec.Command("chattr", "-i", filepath.Join(ws, "imm")).Run()
+	c, err := e.OpenChangeset(o.Changeset.ID, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Apply(context.Background(), c, nil, false); err == nil {
+		t.Fatal("apply into an immutable directory succeeded")
+	}
+	// imm/new failed; z, after it, is not written yet. The user edits it
+	// and makes imm writable again.
+	os.WriteFile(filepath.Join(ws, "z"), []byte("my edit\n"), 0o644)
+	exec.Command("chattr", "-i", filepath.Join(ws, "imm")).Run()
+	if err := e.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "z")); string(b) != "my edit\n" {
+		t.Fatalf("the next command finished the apply over the user's edit: z = %q", b)
+	}
+	var fe *fault.Error
+	if _, err := e.Apply(context.Background(), c, nil, false); !errors.As(err, &fe) || fe.Code != fault.Conflict {
+		t.Fatalf("apply again over the edit: %v", err)
+	}
+	if _, err := e.Apply(context.Background(), c, nil, true); err != nil {
+		t.Fatalf("apply --force: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "z")); string(b) != "changed\n" {
+		t.Errorf("forced: z = %q", b)
+	}
+}
+
 func TestMissingCommandIsAnExecError(t *testing.T) {
 	e, ws := newEngine(t, "")
 	p := resolve(t, e, ws, plan.Flags{}, "pinfold-no-such-command")
