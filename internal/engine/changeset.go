@@ -513,8 +513,8 @@ func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []str
 		// command once it can be, or by applying this changeset again)
 		// before anything else is applied to this workspace.
 		return res, fault.New(fault.ApplyFailed, "applying changeset "+cs.Meta.ID+" stopped", err.Error(),
-			"every file is either as before or fully applied; fix the cause (e.g. free space) and leave those files be, then run pinfold apply "+
-				cs.Meta.ID+" again, which writes the rest as planned (or pinfold discard "+cs.Meta.ID+" to give it up)", err)
+			"every file is either as before or fully applied; fix the cause (e.g. free space), then run pinfold apply "+
+				cs.Meta.ID+" again, which writes the rest (or pinfold discard "+cs.Meta.ID+" to give it up)", err)
 	}
 	os.Remove(marker)
 	if len(paths) == 0 {
