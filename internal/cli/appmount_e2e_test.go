@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/conformance"
 )
 
 // needAppMount skips unless apps can be mounted here (CI installs
@@ -45,17 +47,11 @@ func appLeftovers(t *testing.T) []string {
 // arguments name an offset and a /dev/fd mount point).
 func squashfuses() []string {
 	var pids []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
+	conformance.EachProcess(func(pid string, args []string) {
 		if len(args) > 6 && args[0] == "squashfuse" && strings.HasPrefix(args[4], "offset=") && strings.HasPrefix(args[6], "/dev/fd/") {
-			pids = append(pids, e.Name())
+			pids = append(pids, pid)
 		}
-	}
+	})
 	return pids
 }
 

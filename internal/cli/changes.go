@@ -212,6 +212,7 @@ change, and the command that made them.`,
 				if listed(io, asJSON, rows, len(rows), "no changesets") {
 					return 0
 				}
+				var sessions map[string]string
 				fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", "ID", "STATUS", "CREATED", "CHANGES", "ROOTS", "COMMAND")
 				for _, r := range rows {
 					changes := fmt.Sprintf("+%d ~%d -%d", r.Added, r.Modified, r.Deleted)
@@ -225,7 +226,13 @@ change, and the command that made them.`,
 					}
 					command := quoteCmd(r.Command)
 					if len(r.Command) > 1 && r.Command[1] == agent.AgentCommand {
-						command = sessionOf(r.ID) // not the agent that ran in it
+						if sessions == nil {
+							sessions = sessionNames() // read once, if any row needs it
+						}
+						command = sessions[r.ID] // not the agent that ran in it
+						if command == "" {
+							command = "a session"
+						}
 					}
 					fmt.Fprintf(io.Stdout, "%-12s  %-11s  %-16s  %-17s  %-20s  %s\n", r.ID, r.Status, ago(r.Created), changes,
 						strings.Join(roots, ","), command)
@@ -235,20 +242,22 @@ change, and the command that made them.`,
 		}}
 }
 
-// sessionOf names the session whose changeset id is, for the changes
-// table.
-func sessionOf(id string) string {
+// sessionNames names the sessions by their changesets' ids, for the
+// changes table.
+func sessionNames() map[string]string {
 	st, _ := sessionStore()
 	list, _ := st.List("")
+	names := make(map[string]string, len(list))
 	for _, r := range list {
-		if r.Changeset == id {
-			if r.Name != "" {
-				return "session " + r.Name + " (" + r.ID + ")"
-			}
-			return "session " + r.ID
+		if r.Changeset == "" {
+			continue
+		}
+		names[r.Changeset] = "session " + r.ID
+		if r.Name != "" {
+			names[r.Changeset] = "session " + r.Name + " (" + r.ID + ")"
 		}
 	}
-	return "a session"
+	return names
 }
 
 // listed prints a list as JSON (v), or says none when it is empty (n

@@ -535,14 +535,23 @@ func cleanupAfterKill(e *Env) {
 // joined by spaces) holds s.
 func ProcessesWith(s string) []string {
 	var found []string
+	EachProcess(func(pid string, args []string) {
+		if cmd := strings.Join(args, " "); strings.Contains(cmd, s) {
+			found = append(found, "pid "+pid+": "+cmd)
+		}
+	})
+	return found
+}
+
+// EachProcess calls f with the pid and arguments of every process it can
+// read the command line of.
+func EachProcess(f func(pid string, args []string)) {
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		if cmd := strings.ReplaceAll(string(b), "\x00", " "); err == nil && strings.Contains(cmd, s) {
-			found = append(found, "pid "+ent.Name()+": "+cmd)
+		if b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline"); err == nil {
+			f(ent.Name(), strings.Split(string(b), "\x00"))
 		}
 	}
-	return found
 }
 
 // mountsUnder lists the host's mount points under dir.
