@@ -21,7 +21,7 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 		t.Skip("building debian-12 needs root")
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skip("debootstrap is not installed (scripts/setup.sh installs it)")
+		t.Skip("debootstrap is not installed (scripts/test-setup.sh installs it)")
 	}
 	if testing.Short() {
 		t.Skip("builds Debian and installs packages (about 2 minutes)")

@@ -30,7 +30,7 @@ func apiHelper() (string, error) {
 		return p, nil
 	}
 	return "", fault.New(fault.API, "pinfold-api is missing", "pinfold serve and PINFOLD_HOST need the API helper",
-		"install it next to pinfold (scripts/build.sh builds it), or set PINFOLD_API_HELPER", nil)
+		"install it next to pinfold (scripts/setup.sh --all does), or set PINFOLD_API_HELPER", nil)
 }
 
 // execAPI replaces pinfold with pinfold-api ARGS.

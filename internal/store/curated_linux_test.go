@@ -134,7 +134,7 @@ func TestBuildDebian12(t *testing.T) {
 		t.Skip("debootstrap needs root")
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skip("debootstrap is not installed (scripts/setup.sh installs it)")
+		t.Skip("debootstrap is not installed (scripts/test-setup.sh installs it)")
 	}
 	if testing.Short() {
 		t.Skip("builds Debian twice (about 2 minutes)")
