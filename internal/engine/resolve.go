@@ -54,6 +54,12 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	home, _ := os.UserHomeDir()
 	p, err := plan.Resolve(&plan.Request{Args: r.Args, Flags: r.Flags, Config: cfg, Cwd: cwd, Home: home,
 		Store: e.Store, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
+	// A plan the policy refuses is still completed, for pinfold plan to
+	// show; it is returned only inside the refusal.
+	var refused *plan.Refused
+	if errors.As(err, &refused) {
+		p, err = refused.Plan, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +81,9 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 			}
 		}
 		p.System = sys
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	return p, nil
 }
