@@ -197,6 +197,10 @@ func TestHostBackendLimits(t *testing.T) {
 		if code != 125 || out != "" || !strings.Contains(errs, "PF143") || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: run: %d %q %q", c.name, code, out, errs)
 		}
+		// Refused first: nothing else is said.
+		if strings.Contains(errs, "running on the host") {
+			t.Errorf("%s: a refused host run said it runs on the host: %q", c.name, errs)
+		}
 		if _, err := os.Stat(filepath.Join(ws, "hook-ran")); err == nil {
 			t.Errorf("%s: the pre_run hook ran for a refused plan", c.name)
 		}

@@ -151,6 +151,9 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
 		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
 	}
+	if err := engine.CheckHostLimits(p); err != nil {
+		return failRun(io, o, err, p, nil)
+	}
 	if p.Mode == "host" {
 		why := p.Sources["backend"]
 		if p.BackendReason != "" {
