@@ -301,6 +301,9 @@ func printChangeset(io *IO, out *engine.Outcome, p *plan.Plan) {
 			fmt.Fprintf(io.Stderr, "pinfold: not applying: some writes failed at the disk cap\n")
 		}
 	}
+	if p.Apply && out.Result.ExitCode != 0 {
+		fmt.Fprintf(io.Stderr, "pinfold: not applying: the command failed (exit status %d)\n", out.Result.ExitCode)
+	}
 	if c.Applied {
 		fmt.Fprintf(io.Stderr, "pinfold: applied %s\n", counts)
 		printStripped(io, c.Stripped)
