@@ -5,22 +5,14 @@
 //
 //	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES] [--kube-pool N]
 //	pinfold-api client session|exec|shell ARGS...
+//
+// The server runs on Linux only (serve_linux.go); the client builds for
+// macOS and Windows too, where pinfold drives a remote server with it.
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"syscall"
-	"time"
-
-	"github.com/pinfold/pinfold/internal/server"
-	"github.com/pinfold/pinfold/internal/store"
 )
 
 func main() {
@@ -32,148 +24,4 @@ func main() {
 		os.Exit(125)
 	}
 	os.Exit(serve(os.Args[2:]))
-}
-
-func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	sock := fs.String("socket", "", "unix socket (default STORE/api.sock)")
-	listen := fs.String("listen", "", "also listen on this TCP address (needs --tokens)")
-	tokens := fs.String("tokens", "", "file of TENANT TOKEN lines for TCP clients (mode 600)")
-	maxUpload := fs.Int64("max-upload", server.DefaultMaxUpload, "largest file upload, in bytes")
-	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest JSON request body, in bytes")
-	version := fs.String("version", "dev", "version to report")
-	kubePool := fs.Int("kube-pool", 0, "keep this many warm pods of every kubernetes session template")
-	if err := fs.Parse(args); err != nil {
-		return 125
-	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
-		return 125
-	}
-	dir, err := store.DefaultDir()
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail("%v", err)
-	}
-	cfg := server.Config{Store: dir, Version: *version, MaxUpload: *maxUpload, MaxBody: *maxBody}
-	if cfg.Pinfold, err = pinfoldBinary(); err != nil {
-		return fail("%v", err)
-	}
-	if *listen != "" {
-		if *tokens == "" {
-			return fail("--listen needs --tokens: no request is served on TCP without a token")
-		}
-		if cfg.Tokens, err = server.ReadTokens(*tokens); err != nil {
-			return fail("%v", err)
-		}
-	}
-	if *sock == "" {
-		*sock = server.DefaultSocket(dir)
-	}
-	ul, err := server.ListenUnix(*sock)
-	if err != nil {
-		return fail("%v", err)
-	}
-	defer os.Remove(*sock)
-	ls := []net.Listener{ul}
-	fmt.Fprintf(os.Stderr, "pinfold: serving on unix:%s", *sock)
-	if *listen != "" {
-		tl, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return fail("%v", err)
-		}
-		ls = append(ls, tl)
-		fmt.Fprintf(os.Stderr, " and http://%s", tl.Addr())
-	}
-	fmt.Fprintln(os.Stderr)
-	// Tenants' workspaces are fresh directories of TENANTS/T: the
-	// kubernetes runtime mounts T's directory in their pods, so that one
-	// warm pod serves any of T's sessions.
-	os.Setenv("PINFOLD_KUBE_TENANTS", server.TenantsDir(dir))
-	if *kubePool > 0 {
-		stopPool, err := startPool(dir, *kubePool)
-		if err != nil {
-			return fail("%v", err)
-		}
-		defer stopPool()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	if err := server.Serve(ctx, server.New(cfg), ls...); err != nil {
-		return fail("%v", err)
-	}
-	return 0
-}
-
-// pinfoldBinary finds pinfold, which supervises the sessions: beside this
-// binary, else on PATH (PINFOLD_BINARY overrides).
-func pinfoldBinary() (string, error) {
-	if p := os.Getenv("PINFOLD_BINARY"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "pinfold")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return exec.LookPath("pinfold")
-}
-
-// startPool starts the kubernetes helper's pool keeper (pinfold-kube pool)
-// and has the sessions this server starts claim its warm pods (their
-// supervisors inherit PINFOLD_KUBE_POOL and PINFOLD_KUBE_POOL_SOCKET).
-// The keeper ends when its stdin does: when stop closes it, or when this
-// process is gone, however it ended; it deletes its pods as it ends.
-func startPool(store string, size int) (stop func(), err error) {
-	bin := os.Getenv("PINFOLD_KUBE_HELPER")
-	if bin == "" {
-		if exe, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(exe), "pinfold-kube"); fileExists(p) {
-				bin = p
-			}
-		}
-	}
-	if bin == "" {
-		if bin, err = exec.LookPath("pinfold-kube"); err != nil {
-			return nil, fmt.Errorf("--kube-pool needs the kubernetes helper pinfold-kube: %v", err)
-		}
-	}
-	// Unique among the servers of a namespace: in a pod, this process is
-	// pid 1 and the host name is the pod's.
-	host, _ := os.Hostname()
-	name := fmt.Sprintf("serve-%d-%s", os.Getpid(), host)
-	sock := filepath.Join(store, "kube-pool.sock")
-	cmd := exec.Command(bin, "pool", name, fmt.Sprint(size), sock)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	// Not in the terminal's process group: Ctrl-C stops the server, which
-	// then stops the keeper.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	os.Setenv("PINFOLD_KUBE_POOL", name)
-	os.Setenv("PINFOLD_KUBE_POOL_SOCKET", sock)
-	return func() {
-		in.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	}, nil
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
 }
