@@ -29,22 +29,27 @@ import (
 // Version is set at build time with -ldflags "-X ...remote.Version=...".
 var Version = "dev"
 
-// SessionCommands are the session subcommands a server runs; the others
-// (rm, snapshots, port) work on the local store.
+// SessionCommands are the session subcommands a server runs.
 var SessionCommands = []string{"start", "ls", "list", "status", "logs", "stop", "pause", "resume", "snapshot"}
 
+// SessionLocal are the session subcommands that work on the store of the
+// host they run on, never through PINFOLD_HOST.
+var SessionLocal = []string{"rm", "snapshots", "port"}
+
 // LinuxOnly are pinfold's commands that need a local Linux host: every
-// command of internal/cli's table but session, exec, shell and version
-// (TestRemoteKnowsEveryCommand there keeps the two lists one).
+// command of internal/cli's table but session, exec, shell and version,
+// and cobra's completion (TestRemoteKnowsEveryCommand there keeps them
+// one list).
 var LinuxOnly = []string{"run", "plan", "changes", "diff", "apply", "discard", "export", "init", "doctor", "shim",
-	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "__finish", "__app-unpack"}
+	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "__finish", "__app-unpack",
+	"completion"}
 
 // NeedsLinux is the refusal of a command that needs a local Linux host
 // (cmd is how it was called: "run", "session rm").
 func NeedsLinux(cmd string) *fault.Error {
 	why := "pinfold sandboxes commands with Linux's namespaces, cgroups and seccomp; on " + system() +
 		" it is a client of a pinfold server on a Linux host, for session start|ls|status|logs|stop|pause|resume|snapshot, exec and shell"
-	fix := "run commands on a server: PINFOLD_HOST=http://HOST:PORT PINFOLD_TOKEN=TOKEN pinfold session start, then pinfold exec SESSION -- COMMAND; run pinfold " + cmd + " on the Linux host (docs/cli.md#pinfold-on-macos-and-windows)"
+	fix := "run commands on a server: PINFOLD_HOST=http://HOST:PORT PINFOLD_TOKEN=TOKEN pinfold session start, then pinfold exec SESSION -- COMMAND; or run pinfold " + cmd + " on a Linux host (docs/cli.md#pinfold-on-macos-and-windows)"
 	if strings.HasPrefix(cmd, "session ") {
 		why = "it works on the store of the host it runs on, not through PINFOLD_HOST"
 		fix = "run pinfold " + cmd + " on the server's host (docs/cli.md#pinfold-on-macos-and-windows)"
@@ -97,7 +102,7 @@ func Main(ctx context.Context, stdin, stdout, stderr *os.File, args []string) in
 			return 0
 		}
 		if !slices.Contains(SessionCommands, args[1]) {
-			if slices.Contains([]string{"rm", "snapshots", "port"}, args[1]) {
+			if slices.Contains(SessionLocal, args[1]) {
 				return fail(NeedsLinux("session " + args[1]))
 			}
 			return fail(fault.New(fault.Usage, fmt.Sprintf("unknown command %q for \"pinfold session\"", args[1]), "",

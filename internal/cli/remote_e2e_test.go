@@ -1,0 +1,110 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/remote"
+)
+
+// front runs pinfold's command line of macOS and Windows (remote.Main,
+// which cmd/pinfold runs there) in this process, with stdin, and returns
+// its stdout, stderr and exit status.
+func front(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, []byte(stdin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := make([]*os.File, 3)
+	for i, name := range []string{"in", "out", "err"} {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	code := remote.Main(context.Background(), files[0], files[1], files[2], args)
+	out, _ := os.ReadFile(files[1].Name())
+	errs, _ := os.ReadFile(files[2].Name())
+	return string(out), string(errs), code
+}
+
+// TestRemoteFrontEnd drives a server over TCP with a token, as pinfold on
+// a Mac drives a Linux host: session and exec go through pinfold-api's
+// client, run with os/exec (Windows cannot exec), whose stdin is the
+// caller's and whose exit status is passed on; run is refused.
+func TestRemoteFrontEnd(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	const token = "mac-laptop-0123456789abcdef"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("laptop "+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command(pinfold, "serve", "--socket", filepath.Join(t.TempDir(), "api.sock"), "--listen", "127.0.0.1:0", "--tokens", tokens)
+	errp, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errp)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), " and http://"); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		t.Setenv("PINFOLD_HOST", "http://"+a)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not say where it listens")
+	}
+	t.Setenv("PINFOLD_TOKEN", token)
+	t.Setenv("PINFOLD_API_HELPER", filepath.Join(filepath.Dir(pinfold), "pinfold-api"))
+
+	out, errs, code := front(t, "", "session", "start", "--json")
+	var r sessionRecord
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.State != "running" {
+		t.Fatalf("start: %d %q %q", code, out, errs)
+	}
+	out, errs, code = front(t, "from the laptop\n", "exec", "-i", r.ID, "--", "sh", "-c", "cat; echo via-server; exit 9")
+	if code != 9 || out != "from the laptop\nvia-server\n" {
+		t.Errorf("exec: %d %q %q", code, out, errs)
+	}
+	if out, errs, code = front(t, "", "session", "ls"); code != 0 || !strings.Contains(out, r.ID) {
+		t.Errorf("ls: %d %q %q", code, out, errs)
+	}
+	// What works on the host's store alone is refused, with PINFOLD_HOST set too.
+	for _, c := range []struct{ args, err []string }{
+		{[]string{"run", "--", "true"}, []string{"PF142 pinfold run needs a Linux host", "pinfold session start"}},
+		{[]string{"diff"}, []string{"PF142 pinfold diff needs a Linux host"}},
+		{[]string{"session", "rm", r.ID}, []string{"PF142 pinfold session rm needs a Linux host", "on the server's host"}},
+	} {
+		_, errs, code := front(t, "", c.args...)
+		for _, e := range c.err {
+			if code != 125 || !strings.Contains(errs, e) {
+				t.Errorf("%q: %d %q", c.args, code, errs)
+			}
+		}
+	}
+	if _, errs, code = front(t, "", "session", "stop", r.ID); code != 0 || !strings.Contains(errs, "stopped") {
+		t.Errorf("stop: %d %q", code, errs)
+	}
+}
