@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/remote"
 )
@@ -106,5 +110,93 @@ func TestRemoteFrontEnd(t *testing.T) {
 	}
 	if _, errs, code = front(t, "", "session", "stop", r.ID); code != 0 || !strings.Contains(errs, "stopped") {
 		t.Errorf("stop: %d %q", code, errs)
+	}
+}
+
+// TestRemoteTerminal runs exec -it through PINFOLD_HOST under a terminal:
+// pinfold-api's client (golang.org/x/term, the same code on macOS) puts
+// it in raw mode, sends its size and its new size after SIGWINCH, and
+// puts it back as it was.
+func TestRemoteTerminal(t *testing.T) {
+	t.Setenv("PINFOLD_STORE", t.TempDir())
+	ws := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	srv := exec.Command(pinfold, "serve", "--socket", sock)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := startSession(t, ws)
+	t.Setenv("PINFOLD_HOST", "unix://"+sock)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	pty.Setsize(ptmx, &pty.Winsize{Rows: 33, Cols: 101})
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second size is waited for (at most 10 s): SIGWINCH is not
+	// ordered with the typed line.
+	cmd := exec.Command(pinfold, "exec", "-it", r.ID, "--", "sh", "-c",
+		`stty size; read x; i=0; while [ "$(stty size)" = "33 101" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; echo "got $x"; exit 7`)
+	cmd.Dir = ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu bytes.Buffer
+	lines := make(chan string, 64)
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(b)
+			if n > 0 {
+				lines <- string(b[:n])
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	wait := func(want string) bool {
+		deadline := time.After(20 * time.Second)
+		for !strings.Contains(mu.String(), want) {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return false
+				}
+				mu.WriteString(l)
+			case <-deadline:
+				return false
+			}
+		}
+		return true
+	}
+	if !wait("33 101") {
+		t.Fatalf("the first size: %q", mu.String())
+	}
+	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
+	ptmx.Write([]byte("typed\r"))
+	ok := wait("got typed")
+	werr := cmd.Wait()
+	if !ok || !strings.Contains(mu.String(), "40 120") || cmd.ProcessState.ExitCode() != 7 {
+		t.Errorf("exec -it through PINFOLD_HOST: %v %q", werr, mu.String())
+	}
+	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
+		t.Errorf("the terminal was not put back: %+v, was %+v (%v)", after, before, err)
 	}
 }
