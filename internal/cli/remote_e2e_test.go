@@ -88,6 +88,7 @@ func TestRemoteFrontEnd(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.State != "running" {
 		t.Fatalf("start: %d %q %q", code, out, errs)
 	}
+	t.Cleanup(func() { front(t, "", "session", "stop", r.ID) })
 	out, errs, code = front(t, "from the laptop\n", "exec", "-i", r.ID, "--", "sh", "-c", "cat; echo via-server; exit 9")
 	if code != 9 || out != "from the laptop\nvia-server\n" {
 		t.Errorf("exec: %d %q %q", code, out, errs)
