@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,5 +200,36 @@ func TestRemoteTerminal(t *testing.T) {
 	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
 	if err != nil || after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
 		t.Errorf("the terminal was not put back: %+v, was %+v (%v)", after, before, err)
+	}
+}
+
+// TestRemoteOnlyElsewhere: Linux's pinfold does not link internal/remote
+// (its start-up is unchanged), and the build for macOS and Windows links
+// it and none of the sandboxes.
+func TestRemoteOnlyElsewhere(t *testing.T) {
+	deps := func(goos string) []string {
+		cmd := exec.Command("go", "list", "-deps", "github.com/pinfold/pinfold/cmd/pinfold")
+		cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list for %s: %v", goos, err)
+		}
+		return strings.Fields(string(out))
+	}
+	const remotePkg = "github.com/pinfold/pinfold/internal/remote"
+	linux := deps("linux")
+	if slices.Contains(linux, remotePkg) || !slices.Contains(linux, "github.com/pinfold/pinfold/internal/cli") {
+		t.Errorf("linux: internal/remote linked, or internal/cli not: %v", linux)
+	}
+	for _, goos := range []string{"darwin", "windows"} {
+		d := deps(goos)
+		if !slices.Contains(d, remotePkg) {
+			t.Errorf("%s: internal/remote not linked", goos)
+		}
+		for _, p := range d {
+			if strings.HasPrefix(p, "github.com/pinfold/pinfold/") && p != remotePkg && p != "github.com/pinfold/pinfold/internal/fault" && p != "github.com/pinfold/pinfold/cmd/pinfold" {
+				t.Errorf("%s: pinfold links %s", goos, p)
+			}
+		}
 	}
 }

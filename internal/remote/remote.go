@@ -97,7 +97,11 @@ func Main(ctx context.Context, stdin, stdout, stderr *os.File, args []string) in
 	case slices.Contains(LinuxOnly, name):
 		return fail(NeedsLinux(name))
 	case name == "session":
-		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+		if len(args) < 2 {
+			usage(stderr)
+			return fault.ExitUsage
+		}
+		if args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
 			usage(stdout)
 			return 0
 		}

@@ -63,6 +63,7 @@ func TestMainRefuses(t *testing.T) {
 		{[]string{"rnu"}, 125, `PF101 unknown command "rnu"`},
 		{[]string{"session", "strat"}, 125, `PF101 unknown command "strat" for "pinfold session"`},
 		{nil, 125, "PINFOLD_HOST"},
+		{[]string{"session"}, 125, "pinfold session start"},
 		{[]string{"version"}, 0, ""},
 		{[]string{"--help"}, 0, ""},
 		{[]string{"exec", "--help"}, 0, ""},
