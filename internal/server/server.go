@@ -31,6 +31,7 @@ import (
 
 	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/session"
@@ -248,6 +249,20 @@ func writeFault(w http.ResponseWriter, err error) {
 	writeError(w, status, fe.Code, msg, fe.Fix)
 }
 
+// tooLargeDiscard is the least tooLarge reads of a body it refuses.
+const tooLargeDiscard = 64 << 20
+
+// tooLarge answers 413 to a request whose body is over its bound. A
+// client that sends its whole body before it reads the answer (Python's
+// http.client, curl without Expect) would see a broken pipe if the
+// connection closed under it: so a bounded amount of the body is read and
+// thrown away first, and the connection is closed after the answer.
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, msg string) {
+	io.CopyN(io.Discard, r.Body, max(2*s.cfg.MaxUpload, tooLargeDiscard))
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, msg, "")
+}
+
 // decode reads a bounded JSON body into v.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
@@ -256,7 +271,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody), "")
+			s.tooLarge(w, r, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, fault.BadValue, "invalid request body: "+err.Error(), "")
@@ -449,8 +464,53 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 			writeFault(w, fault.New(fault.Store, "cannot remove "+rec.ID, err.Error(), "", err))
 			return
 		}
+		if t != "" {
+			s.dropTenantWorkspace(rec, t)
+		}
 	}
 	writeJSON(w, 200, rec)
+}
+
+// dropTenantWorkspace removes what a removed tenant session leaves that
+// nothing can reach any more: its open changeset, and the workspace the
+// server made for it, unless another session or a snapshot of the
+// tenant's still uses that workspace.
+func (s *Server) dropTenantWorkspace(rec *session.Record, t string) {
+	if rec.Changeset != "" {
+		if cs, err := changeset.Open(s.cfg.Store, rec.Changeset); err == nil {
+			if unlock, err := engine.Lock(cs); err == nil {
+				s.engine().Drop(cs)
+				unlock()
+			}
+		}
+	}
+	root := s.cfg.Tenants
+	if root == "" {
+		root = TenantsDir(s.cfg.Store)
+	}
+	ws := filepath.Clean(rec.Workspace)
+	if filepath.Dir(ws) != filepath.Join(root, t) || !strings.HasPrefix(filepath.Base(ws), "ws-") {
+		return
+	}
+	list, err := s.st.List(t)
+	if err != nil {
+		return
+	}
+	for _, o := range list {
+		if filepath.Clean(o.Workspace) == ws {
+			return
+		}
+	}
+	snaps, err := session.Snapshots(s.st, t)
+	if err != nil {
+		return
+	}
+	for _, sn := range snaps {
+		if filepath.Clean(sn.Workspace) == ws {
+			return
+		}
+	}
+	os.RemoveAll(ws)
 }
 
 // capped keeps at most max bytes.
@@ -576,7 +636,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxUpload {
-		writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("upload over %d bytes", s.cfg.MaxUpload), "")
+		s.tooLarge(w, r, fmt.Sprintf("upload over %d bytes", s.cfg.MaxUpload))
 		return
 	}
 	mode := uint64(0o644)
