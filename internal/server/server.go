@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,8 @@ type Config struct {
 	// Tenants holds the tenants' workspaces (TENANT/ws-...); empty:
 	// TenantsDir(Store). Not inside the store, which no sandbox may see.
 	Tenants string
+	// Policy is what tenants may ask for (nil: DefaultPolicy()).
+	Policy *Policy
 }
 
 // TenantsDir is the default directory of the tenants' workspaces for the
@@ -127,6 +130,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
 	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy()
+	}
 	s := &Server{cfg: cfg, st: session.Open(cfg.Store), mux: http.NewServeMux(), ports: map[string]map[int]net.Listener{}}
 	s.st.CheckAll()
 	for _, rt := range Routes() {
@@ -197,14 +203,21 @@ func (s *Server) token(h string) (string, bool) {
 		return "", false
 	}
 	tenant, ok := "", false
+	// Hashes of one size are compared: ConstantTimeCompare returns at
+	// once when the lengths differ, which would tell a token's length.
+	sum := sha256.Sum256([]byte(tok))
 	for t, ten := range s.cfg.Tokens {
 		// Every token is compared, in constant time, whatever matches.
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+		ts := sha256.Sum256([]byte(t))
+		if tokenEqual(ts[:], sum[:]) == 1 {
 			tenant, ok = ten, true
 		}
 	}
 	return tenant, ok
 }
+
+// tokenEqual compares tokens' hashes (a variable for a test to watch).
+var tokenEqual = subtle.ConstantTimeCompare
 
 // Error is the body of every failed request.
 type Error struct {
@@ -236,6 +249,8 @@ func writeFault(w http.ResponseWriter, err error) {
 	switch fe.Code {
 	case fault.SessionNotFound, fault.NoChangeset:
 		status = http.StatusNotFound
+	case fault.NotGranted:
+		status = http.StatusForbidden
 	case fault.SessionEnded, fault.Busy, fault.Conflict:
 		status = http.StatusConflict
 	case fault.Internal, fault.Store, fault.API:
@@ -327,6 +342,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	if !s.decode(w, r, &c) {
 		return
 	}
+	var g *grant
+	if t != "" {
+		// A tenant picks only among what the operator grants.
+		gc, gr, err := s.cfg.Policy.grantRequest(c)
+		if err != nil {
+			writeFault(w, err)
+			return
+		}
+		c, g = gc, &gr
+	} else if c.Template != "" {
+		writeError(w, 400, fault.BadValue, "templates are for tenants", "give the settings themselves")
+		return
+	}
 	req := &session.StartRequest{Name: c.Name, Tenant: t, Cwd: c.Workspace}
 	f := &req.Flags
 	f.Workspace, f.Workdir, f.Base, f.Access, f.Backend, f.Network = c.Workspace, c.Workdir, c.Base, c.Access, c.Backend, c.Network
@@ -341,12 +369,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		req.Idle = d
 	}
 	if t != "" {
-		// A tenant reaches nothing of the host: no host paths, a
-		// workspace of its own under the store.
-		if c.Workspace != "" || len(c.Mounts) > 0 || c.Backend == "host" {
-			writeError(w, http.StatusForbidden, fault.SessionRefused, "a tenant cannot name host paths (workspace, mounts) or the host backend", "")
-			return
-		}
+		// A tenant reaches nothing of the host: a workspace of its own
+		// beside the store (grantRequest refused host paths).
 		ws, err := s.tenantWorkspace(t, c.Snapshot)
 		if err != nil {
 			var fe *fault.Error
@@ -366,6 +390,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	if err != nil {
 		writeFault(w, classify(err))
 		return
+	}
+	if g != nil {
+		if err := g.checkPlan(p); err != nil {
+			writeFault(w, err)
+			return
+		}
 	}
 	var from *session.Snapshot
 	if c.Snapshot != "" {
@@ -672,13 +702,35 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, 400, fault.BadValue, "invalid port", "")
 		return
 	}
+	// A tenant takes no host port the operator did not grant: a host
+	// service may expect it.
+	hostPorts := []int{pr.HostPort}
+	if t != "" {
+		if err := s.cfg.Policy.hostPort(pr.HostPort); err != nil {
+			writeFault(w, err)
+			return
+		}
+		if hr := s.cfg.Policy.HostPorts; hr != nil && pr.HostPort == 0 {
+			hostPorts = hostPorts[:0]
+			for p := hr.From; p <= hr.To; p++ {
+				hostPorts = append(hostPorts, p)
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ports[rec.ID][pr.Port]; ok {
 		writeError(w, http.StatusConflict, fault.BadValue, fmt.Sprintf("port %d is published already", pr.Port), "")
 		return
 	}
-	l, err := agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
+	var l net.Listener
+	var err error
+	for _, hp := range hostPorts {
+		l, err = agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)), pr.Port)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusConflict, fault.BadValue, err.Error(), "")
 		return
