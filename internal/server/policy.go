@@ -357,8 +357,10 @@ func (g grant) networks() []string {
 func (g grant) bases() []string {
 	return g.list(g.pol.Bases, func(t *Template) []string { return one(t.Base) })
 }
-func (g grant) allow() []string { return g.list(g.pol.Allow, func(t *Template) []string { return t.Allow }) }
-func (g grant) dns() []string   { return g.list(g.pol.DNS, func(t *Template) []string { return t.DNS }) }
+func (g grant) allow() []string {
+	return g.list(g.pol.Allow, func(t *Template) []string { return t.Allow })
+}
+func (g grant) dns() []string { return g.list(g.pol.DNS, func(t *Template) []string { return t.DNS }) }
 func (g grant) env() []string {
 	var names []string
 	for _, e := range g.list(g.pol.Env, func(t *Template) []string { return t.Env }) {
