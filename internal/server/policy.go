@@ -286,6 +286,14 @@ func (l Limits) bounds(within *bounds) (bounds, error) {
 	return b, err
 }
 
+func isZero(s string) bool {
+	if n, err := units.ParseSize(s); err == nil && n == 0 {
+		return true
+	}
+	d, err := units.ParseDuration(s)
+	return err == nil && d == 0
+}
+
 func positiveSize(s string) (int64, error) {
 	n, err := units.ParseSize(s)
 	if err == nil && n <= 0 {
@@ -481,8 +489,9 @@ func bounded(key string) fieldRule {
 		case "idle_timeout":
 			l.IdleTimeout = limit(v.String())
 		}
-		if v.String() == "unlimited" {
-			return notGranted(field, "unlimited", "limits."+key)
+		// No limit ("unlimited", or 0 for some) is past any.
+		if v.String() == "unlimited" || isZero(v.String()) {
+			return notGranted(field, strconv.Quote(v.String())+" (no limit)", "limits."+key)
 		}
 		if _, err := l.bounds(&g.pol.max); err != nil {
 			if strings.Contains(err.Error(), "over the policy's limit") {

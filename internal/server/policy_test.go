@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,11 +56,14 @@ func TestCreateRequestGrants(t *testing.T) {
 		"template":     {granted, "py", `{"templates":{"py":{}}}`},
 	}
 	def := DefaultPolicy()
+	// The same requests over TCP with a tenant's token, to a real server.
+	tcp := tcpTenant(t, Config{})
 	typ := reflect.TypeOf(client.CreateRequest{})
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		name := jsonName(f)
 		c, ok := cases[name]
+		tc := tcp
 		if !ok {
 			t.Errorf("CreateRequest.%s (%q) has no grant decision in this test: decide whether a tenant may set it", f.Name, name)
 			continue
@@ -79,6 +84,13 @@ func TestCreateRequestGrants(t *testing.T) {
 		}
 		if c.decision == never && (fe == nil || !strings.Contains(fe.What, "host paths")) {
 			t.Errorf("%s: %v, want a refusal of host paths", name, err)
+		}
+		if c.decision != free {
+			_, err := tc.Create(context.Background(), req)
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Status != 403 || ce.Code != string(fault.NotGranted) {
+				t.Errorf("%s %v over TCP: %v, want 403 PF189", name, c.value, err)
+			}
 		}
 		if c.decision == granted {
 			if fe != nil && !strings.Contains(fe.Fix, "policy file") {
@@ -116,6 +128,27 @@ func TestCreateRequestGrants(t *testing.T) {
 	if _, _, err := p.grantRequest(client.CreateRequest{Network: "allow"}); err == nil {
 		t.Error("a template's network was granted to a request that does not name it")
 	}
+}
+
+// tcpTenant serves cfg on TCP loopback with a tenant's token and returns
+// that tenant's client.
+func tcpTenant(t *testing.T, cfg Config) *client.Client {
+	t.Helper()
+	tok := "token-of-tenant-a-0123456789"
+	cfg.Store, cfg.Tokens = t.TempDir(), map[string]string{tok: "a"}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { Serve(ctx, New(cfg), l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, err := client.New("http://"+l.Addr().String(), client.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func writePolicy(t *testing.T, text string) *Policy {
