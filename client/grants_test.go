@@ -283,3 +283,25 @@ func TestTenantConfigNotRun(t *testing.T) {
 		t.Fatal("the tenant's pre_run hook ran on the host")
 	}
 }
+
+// TestTenantTemplate: a template of the policy is what a tenant gets by
+// naming it: its settings, the server variables it passes, granted to
+// the requests that name it and to no other.
+func TestTenantTemplate(t *testing.T) {
+	t.Setenv("PINFOLD_TEST_TEMPLATE_VAR", "from-the-server")
+	_, c := tenant(t, `{"templates":{"py":{"env":["SET_BY_TEMPLATE=yes","PINFOLD_TEST_TEMPLATE_VAR"],"limits":{"pids":"100"}}}}`)
+	ctx := context.Background()
+	_, err := c.Create(ctx, client.CreateRequest{Template: "nope"})
+	notGranted(t, "an unknown template", err, "templates")
+	_, err = c.Create(ctx, client.CreateRequest{Env: []string{"PINFOLD_TEST_TEMPLATE_VAR"}})
+	notGranted(t, "a template's variable without the template", err, "env")
+	noSandboxes(t, c)
+	sb, err := c.Create(ctx, client.CreateRequest{Template: "py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"sh", "-c", "echo $SET_BY_TEMPLATE $PINFOLD_TEST_TEMPLATE_VAR"}})
+	if err != nil || res.Stdout != "yes from-the-server\n" {
+		t.Errorf("the template's environment: %+v %v", res, err)
+	}
+}
