@@ -243,3 +243,27 @@ func TestTokenCompareFixedSize(t *testing.T) {
 		t.Errorf("bob's token: %q %v", tenant, ok)
 	}
 }
+
+// TestDeployPolicy: the policy of deploy/kubernetes/serve.yaml is one the
+// server reads, and it grants the kubernetes runtime.
+func TestDeployPolicy(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/kubernetes/serve.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "  policy.json: |\n")
+	if !ok {
+		t.Fatal("no policy.json in the manifest")
+	}
+	var text strings.Builder
+	for _, l := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(l, "    ") {
+			break
+		}
+		text.WriteString(l + "\n")
+	}
+	p := writePolicy(t, strings.ReplaceAll(text.String(), "oci:BASE", "oci:docker.io/local/busybox:1"))
+	if got, _, err := p.grantRequest(client.CreateRequest{}); err != nil || got.Backend != "kubernetes" || got.Pids != "" {
+		t.Errorf("the manifest's policy: %+v %v", got, err)
+	}
+}
