@@ -11,7 +11,11 @@ import (
 	"testing"
 
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/session"
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 // TestCreateRequestGrants walks every field of the create request: a
@@ -265,5 +269,61 @@ func TestDeployPolicy(t *testing.T) {
 	p := writePolicy(t, strings.ReplaceAll(text.String(), "oci:BASE", "oci:docker.io/local/busybox:1"))
 	if got, _, err := p.grantRequest(client.CreateRequest{}); err != nil || got.Backend != "kubernetes" || got.Pids != "" {
 		t.Errorf("the manifest's policy: %+v %v", got, err)
+	}
+}
+
+// TestPlanCheck: a tenant's resolved plan holding anything of the host
+// the grant does not cover is refused, whatever put it there.
+func TestPlanCheck(t *testing.T) {
+	ws := t.TempDir()
+	pol := DefaultPolicy()
+	req, g, err := pol.grantRequest(client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := func() *plan.Plan {
+		sr := &session.StartRequest{Tenant: "t", Cwd: ws}
+		f := &sr.Flags
+		f.Workspace, f.Base, f.Backend, f.Network = ws, req.Base, req.Backend, req.Network
+		f.Memory, f.Pids, f.CPUs, f.Timeout, f.TmpSize = req.Memory, req.Pids, req.CPUs, req.Timeout, req.TmpSize
+		p, err := session.Resolve(context.Background(), engine.New(t.TempDir()), sr, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := g.checkPlan(resolve()); err != nil {
+		t.Fatalf("the default plan: %v", err)
+	}
+	for name, change := range map[string]func(p *plan.Plan){
+		"mount":          func(p *plan.Plan) { p.Sandbox.Mounts = append(p.Sandbox.Mounts, sandbox.Mount{Source: "/root", Target: "/r"}) },
+		"capture":        func(p *plan.Plan) { p.Captures = []string{"/etc"} },
+		"hook":           func(p *plan.Plan) { p.Hooks = []plan.Hook{{Args: []string{"true"}}} },
+		"secret":         func(p *plan.Plan) { p.Secrets = []plan.Secret{{Name: "s", Source: "/root/s"}} },
+		"cache":          func(p *plan.Plan) { p.Caches = []plan.Cache{{Name: "c"}} },
+		"capability":     func(p *plan.Plan) { p.Sandbox.Capabilities = []string{"net_raw"} },
+		"host loopback":  func(p *plan.Plan) { p.Sandbox.Net.HostLoopback = true },
+		"published port": func(p *plan.Plan) { p.Sandbox.Net.Publish = []string{"8080:80"} },
+		"backend":        func(p *plan.Plan) { p.Backend = "docker" },
+		"host mode":      func(p *plan.Plan) { p.Mode = "host" },
+		"network":        func(p *plan.Plan) { p.Sandbox.Network = sandbox.NetworkHost },
+		"allow":          func(p *plan.Plan) { p.Sandbox.Net.Allow = []string{"127.0.0.1"} },
+		"dns":            func(p *plan.Plan) { p.Sandbox.Net.DNS = []string{"127.0.0.1:53"} },
+		"host variable":  func(p *plan.Plan) { p.Command.Env = append(p.Command.Env, plan.EnvVar{Name: "HOME", From: plan.FromHost + " (--env)"}) },
+		"no memory":      func(p *plan.Plan) { p.Sandbox.Limits.Memory = 0 },
+		"more pids":      func(p *plan.Plan) { p.Sandbox.Limits.Pids = 1 << 20 },
+		"no timeout":     func(p *plan.Plan) { p.Timeout = 0 },
+	} {
+		p := resolve()
+		change(p)
+		var fe *fault.Error
+		if err := g.checkPlan(p); !errors.As(err, &fe) || fe.Code != fault.NotGranted {
+			t.Errorf("a plan with a %s: %v, want PF189", name, err)
+		}
+	}
+	// No pinfold.yaml is read for a tenant's session, even in its workspace.
+	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\npre_run: \"true\"\nnetwork: host\n"), 0o644)
+	if p := resolve(); len(p.Hooks) != 0 || p.Sandbox.Network != sandbox.NetworkNone || p.Audit.Config != "" {
+		t.Errorf("a tenant's plan read its workspace's pinfold.yaml: %+v %v %q", p.Hooks, p.Sandbox.Network, p.Audit.Config)
 	}
 }
