@@ -296,7 +296,9 @@ func TestPlanCheck(t *testing.T) {
 		t.Fatalf("the default plan: %v", err)
 	}
 	for name, change := range map[string]func(p *plan.Plan){
-		"mount":          func(p *plan.Plan) { p.Sandbox.Mounts = append(p.Sandbox.Mounts, sandbox.Mount{Source: "/root", Target: "/r"}) },
+		"mount": func(p *plan.Plan) {
+			p.Sandbox.Mounts = append(p.Sandbox.Mounts, sandbox.Mount{Source: "/root", Target: "/r"})
+		},
 		"capture":        func(p *plan.Plan) { p.Captures = []string{"/etc"} },
 		"hook":           func(p *plan.Plan) { p.Hooks = []plan.Hook{{Args: []string{"true"}}} },
 		"secret":         func(p *plan.Plan) { p.Secrets = []plan.Secret{{Name: "s", Source: "/root/s"}} },
@@ -309,10 +311,12 @@ func TestPlanCheck(t *testing.T) {
 		"network":        func(p *plan.Plan) { p.Sandbox.Network = sandbox.NetworkHost },
 		"allow":          func(p *plan.Plan) { p.Sandbox.Net.Allow = []string{"127.0.0.1"} },
 		"dns":            func(p *plan.Plan) { p.Sandbox.Net.DNS = []string{"127.0.0.1:53"} },
-		"host variable":  func(p *plan.Plan) { p.Command.Env = append(p.Command.Env, plan.EnvVar{Name: "HOME", From: plan.FromHost + " (--env)"}) },
-		"no memory":      func(p *plan.Plan) { p.Sandbox.Limits.Memory = 0 },
-		"more pids":      func(p *plan.Plan) { p.Sandbox.Limits.Pids = 1 << 20 },
-		"no timeout":     func(p *plan.Plan) { p.Timeout = 0 },
+		"host variable": func(p *plan.Plan) {
+			p.Command.Env = append(p.Command.Env, plan.EnvVar{Name: "HOME", From: plan.FromHost + " (--env)"})
+		},
+		"no memory":  func(p *plan.Plan) { p.Sandbox.Limits.Memory = 0 },
+		"more pids":  func(p *plan.Plan) { p.Sandbox.Limits.Pids = 1 << 20 },
+		"no timeout": func(p *plan.Plan) { p.Timeout = 0 },
 	} {
 		p := resolve()
 		change(p)
