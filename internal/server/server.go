@@ -368,6 +368,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 		req.Idle = d
 	}
+	fresh := "" // a tenant's new workspace, removed if no session starts in it
 	if t != "" {
 		// A tenant reaches nothing of the host: a workspace of its own
 		// beside the store (grantRequest refused host paths).
@@ -381,21 +382,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 		req.Cwd, f.Workspace = ws, ws
+		if c.Snapshot == "" {
+			fresh = ws
+		}
 	} else if c.Workspace == "" || !filepath.IsAbs(c.Workspace) {
 		writeError(w, 400, fault.BadValue, "workspace must be an absolute path", "")
 		return
 	}
 	// Refused plans are refused here, with the run's messages.
 	p, err := session.Resolve(r.Context(), s.engine(), req, "")
+	if err == nil && g != nil {
+		err = g.checkPlan(p)
+	}
 	if err != nil {
+		if fresh != "" {
+			os.Remove(fresh) // empty: nothing ran in it
+		}
 		writeFault(w, classify(err))
 		return
-	}
-	if g != nil {
-		if err := g.checkPlan(p); err != nil {
-			writeFault(w, err)
-			return
-		}
 	}
 	var from *session.Snapshot
 	if c.Snapshot != "" {
