@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pinfold/pinfold/client"
@@ -61,7 +62,8 @@ func TestCreateRequestGrants(t *testing.T) {
 	}
 	def := DefaultPolicy()
 	// The same requests over TCP with a tenant's token, to a real server.
-	tcp := tcpTenant(t, Config{})
+	var log syncBuffer
+	tcp := tcpTenant(t, Config{Log: &log})
 	typ := reflect.TypeOf(client.CreateRequest{})
 	for i := range typ.NumField() {
 		f := typ.Field(i)
@@ -105,6 +107,10 @@ func TestCreateRequestGrants(t *testing.T) {
 				t.Errorf("%s %v under %s: %v", name, c.value, c.grant, err)
 			}
 		}
+	}
+	if l := log.String(); !strings.Contains(l, `pinfold: tenant a refused: PF189 the server's policy does not grant base "dir:/"`) ||
+		!strings.Contains(l, "cannot name host paths: mounts") {
+		t.Errorf("the refusals were not logged: %q", l)
 	}
 	// A value of the host's environment by name is refused, a value the
 	// tenant gives is its own.
@@ -330,4 +336,21 @@ func TestPlanCheck(t *testing.T) {
 	if p := resolve(); len(p.Hooks) != 0 || p.Sandbox.Network != sandbox.NetworkNone || p.Audit.Config != "" {
 		t.Errorf("a tenant's plan read its workspace's pinfold.yaml: %+v %v %q", p.Hooks, p.Sandbox.Network, p.Audit.Config)
 	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -56,6 +56,9 @@ type Config struct {
 	Tenants string
 	// Policy is what tenants may ask for (nil: DefaultPolicy()).
 	Policy *Policy
+	// Log receives a line for every tenant request the policy refused
+	// (nil: os.Stderr).
+	Log io.Writer
 }
 
 // TenantsDir is the default directory of the tenants' workspaces for the
@@ -132,6 +135,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.Log == nil {
+		cfg.Log = os.Stderr
 	}
 	s := &Server{cfg: cfg, st: session.Open(cfg.Store), mux: http.NewServeMux(), ports: map[string]map[int]net.Listener{}}
 	s.st.CheckAll()
@@ -347,7 +353,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		// A tenant picks only among what the operator grants.
 		gc, gr, err := s.cfg.Policy.grantRequest(c)
 		if err != nil {
-			writeFault(w, err)
+			s.refused(w, t, err)
 			return
 		}
 		c, g = gc, &gr
@@ -398,7 +404,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		if fresh != "" {
 			os.Remove(fresh) // empty: nothing ran in it
 		}
-		writeFault(w, classify(err))
+		s.refused(w, t, classify(err))
 		return
 	}
 	var from *session.Snapshot
@@ -425,6 +431,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 	}
 	writeJSON(w, http.StatusCreated, rec)
+}
+
+// refused answers err; a refusal of the policy is logged with its tenant.
+func (s *Server) refused(w http.ResponseWriter, t string, err error) {
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Code == fault.NotGranted {
+		fmt.Fprintf(s.cfg.Log, "pinfold: tenant %s refused: %s %s\n", t, fe.Code, fe.What)
+	}
+	writeFault(w, err)
 }
 
 func classify(err error) error {
@@ -711,7 +726,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
 	hostPorts := []int{pr.HostPort}
 	if t != "" {
 		if err := s.cfg.Policy.hostPort(pr.HostPort); err != nil {
-			writeFault(w, err)
+			s.refused(w, t, err)
 			return
 		}
 		if hr := s.cfg.Policy.HostPorts; hr != nil && pr.HostPort == 0 {
