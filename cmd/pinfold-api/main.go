@@ -3,7 +3,7 @@
 // set): a helper binary, like pinfold-net, so that net/http and the
 // WebSocket library stay out of pinfold's own start-up.
 //
-//	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES] [--kube-pool N]
+//	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE [--policy FILE]] [--max-upload BYTES] [--max-body BYTES] [--kube-pool N]
 //	pinfold-api client session|exec|shell ARGS...
 package main
 
@@ -28,7 +28,7 @@ func main() {
 		os.Exit(clientMain(os.Args[2:]))
 	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]")
+		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE [--policy FILE]] [--max-upload BYTES] [--max-body BYTES]")
 		os.Exit(125)
 	}
 	os.Exit(serve(os.Args[2:]))
@@ -39,6 +39,7 @@ func serve(args []string) int {
 	sock := fs.String("socket", "", "unix socket (default STORE/api.sock)")
 	listen := fs.String("listen", "", "also listen on this TCP address (needs --tokens)")
 	tokens := fs.String("tokens", "", "file of TENANT TOKEN lines for TCP clients (mode 600)")
+	policy := fs.String("policy", "", "the operator's policy file: what tenants may ask for (JSON; default: the safe defaults of docs/api.md)")
 	maxUpload := fs.Int64("max-upload", server.DefaultMaxUpload, "largest file upload, in bytes")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest JSON request body, in bytes")
 	version := fs.String("version", "dev", "version to report")
@@ -67,6 +68,11 @@ func serve(args []string) int {
 		}
 		if cfg.Tokens, err = server.ReadTokens(*tokens); err != nil {
 			return fail("%v", err)
+		}
+	}
+	if *policy != "" {
+		if cfg.Policy, err = server.ReadPolicy(*policy); err != nil {
+			return fail("the policy file: %v", err)
 		}
 	}
 	if *sock == "" {

@@ -18,6 +18,10 @@ type Request struct {
 	Flags plan.Flags
 	// Config is the pinfold.yaml to use; "" finds one walking up from Cwd.
 	Config string
+	// NoConfig reads no pinfold.yaml at all, neither Config nor one found
+	// walking up: the plan is the flags' alone. The server sets it for a
+	// tenant's session, whose workspace the tenant and its sandbox write.
+	NoConfig bool
 	// Cwd is the caller's directory; "" is the process's.
 	Cwd string
 	// Frozen refuses capabilities that inference finds but the config does
@@ -40,7 +44,11 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	}
 	path := r.Config
 	var err error
-	if path == "" {
+	if r.NoConfig {
+		if path != "" {
+			return nil, fault.New(fault.ConfigError, "a config file was given where none may be read ("+path+")", "", "", nil)
+		}
+	} else if path == "" {
 		if path, err = config.Find(cwd); err != nil {
 			return nil, configError(err)
 		}

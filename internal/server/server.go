@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,11 @@ type Config struct {
 	// Tenants holds the tenants' workspaces (TENANT/ws-...); empty:
 	// TenantsDir(Store). Not inside the store, which no sandbox may see.
 	Tenants string
+	// Policy is what tenants may ask for (nil: DefaultPolicy()).
+	Policy *Policy
+	// Log receives a line for every tenant request the policy refused
+	// (nil: os.Stderr).
+	Log io.Writer
 }
 
 // TenantsDir is the default directory of the tenants' workspaces for the
@@ -128,6 +134,12 @@ func New(cfg Config) *Server {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
 	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.Log == nil {
+		cfg.Log = os.Stderr
+	}
 	s := &Server{cfg: cfg, st: session.Open(cfg.Store), mux: http.NewServeMux(), ports: map[string]map[int]net.Listener{}}
 	s.st.CheckAll()
 	for _, rt := range Routes() {
@@ -198,14 +210,21 @@ func (s *Server) token(h string) (string, bool) {
 		return "", false
 	}
 	tenant, ok := "", false
+	// Hashes of one size are compared: ConstantTimeCompare returns at
+	// once when the lengths differ, which would tell a token's length.
+	sum := sha256.Sum256([]byte(tok))
 	for t, ten := range s.cfg.Tokens {
 		// Every token is compared, in constant time, whatever matches.
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+		ts := sha256.Sum256([]byte(t))
+		if tokenEqual(ts[:], sum[:]) == 1 {
 			tenant, ok = ten, true
 		}
 	}
 	return tenant, ok
 }
+
+// tokenEqual compares tokens' hashes (a variable for a test to watch).
+var tokenEqual = subtle.ConstantTimeCompare
 
 // Error is the body of every failed request.
 type Error struct {
@@ -237,6 +256,8 @@ func writeFault(w http.ResponseWriter, err error) {
 	switch fe.Code {
 	case fault.SessionNotFound, fault.NoChangeset:
 		status = http.StatusNotFound
+	case fault.NotGranted:
+		status = http.StatusForbidden
 	case fault.SessionEnded, fault.Busy, fault.Conflict:
 		status = http.StatusConflict
 	case fault.Internal, fault.Store, fault.API:
@@ -342,6 +363,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	if !s.decode(w, r, &c) {
 		return
 	}
+	var g *grant
+	if t != "" {
+		// A tenant picks only among what the operator grants.
+		gc, gr, err := s.cfg.Policy.grantRequest(c)
+		if err != nil {
+			s.refused(w, t, err)
+			return
+		}
+		c, g = gc, &gr
+	} else if c.Template != "" {
+		writeError(w, 400, fault.BadValue, "templates are for tenants", "give the settings themselves")
+		return
+	}
 	req := &session.StartRequest{Name: c.Name, Tenant: t, Cwd: c.Workspace}
 	f := &req.Flags
 	f.Workspace, f.Workdir, f.Base, f.Access, f.Backend, f.Network = c.Workspace, c.Workdir, c.Base, c.Access, c.Backend, c.Network
@@ -355,13 +389,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 		req.Idle = d
 	}
+	fresh := "" // a tenant's new workspace, removed if no session starts in it
 	if t != "" {
-		// A tenant reaches nothing of the host: no host paths, a
-		// workspace of its own under the store.
-		if c.Workspace != "" || len(c.Mounts) > 0 || c.Backend == "host" {
-			writeError(w, http.StatusForbidden, fault.SessionRefused, "a tenant cannot name host paths (workspace, mounts) or the host backend", "")
-			return
-		}
+		// A tenant reaches nothing of the host: a workspace of its own
+		// beside the store (grantRequest refused host paths).
 		ws, err := s.tenantWorkspace(t, c.Snapshot)
 		if err != nil {
 			var fe *fault.Error
@@ -372,14 +403,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 		req.Cwd, f.Workspace = ws, ws
+		if c.Snapshot == "" {
+			fresh = ws
+		}
 	} else if c.Workspace == "" || !filepath.IsAbs(c.Workspace) {
 		writeError(w, 400, fault.BadValue, "workspace must be an absolute path", "")
 		return
 	}
 	// Refused plans are refused here, with the run's messages.
 	p, err := session.Resolve(r.Context(), s.engine(), req, "")
+	if err == nil && g != nil {
+		err = g.checkPlan(p)
+	}
 	if err != nil {
-		writeFault(w, classify(err))
+		if fresh != "" {
+			os.Remove(fresh) // empty: nothing ran in it
+		}
+		s.refused(w, t, classify(err))
 		return
 	}
 	var from *session.Snapshot
@@ -406,6 +446,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 	}
 	writeJSON(w, http.StatusCreated, rec)
+}
+
+// refused answers err; a refusal of the policy is logged with its tenant.
+func (s *Server) refused(w http.ResponseWriter, t string, err error) {
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Code == fault.NotGranted {
+		fmt.Fprintf(s.cfg.Log, "pinfold: tenant %s refused: %s %s\n", t, fe.Code, fe.What)
+	}
+	writeFault(w, err)
 }
 
 func classify(err error) error {
@@ -732,13 +781,35 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, 400, fault.BadValue, "invalid port", "")
 		return
 	}
+	// A tenant takes no host port the operator did not grant: a host
+	// service may expect it.
+	hostPorts := []int{pr.HostPort}
+	if t != "" {
+		if err := s.cfg.Policy.hostPort(pr.HostPort); err != nil {
+			s.refused(w, t, err)
+			return
+		}
+		if hr := s.cfg.Policy.HostPorts; hr != nil && pr.HostPort == 0 {
+			hostPorts = hostPorts[:0]
+			for p := hr.From; p <= hr.To; p++ {
+				hostPorts = append(hostPorts, p)
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ports[rec.ID][pr.Port]; ok {
 		writeError(w, http.StatusConflict, fault.BadValue, fmt.Sprintf("port %d is published already", pr.Port), "")
 		return
 	}
-	l, err := agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
+	var l net.Listener
+	var err error
+	for _, hp := range hostPorts {
+		l, err = agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)), pr.Port)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusConflict, fault.BadValue, err.Error(), "")
 		return
