@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -506,10 +507,10 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 			conn.Stdin().Close()
 		}()
 	}
-	var timedOut bool
+	var timedOut atomic.Bool
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, func() {
-			timedOut = true
+			timedOut.Store(true)
 			conn.Signal(syscall.SIGKILL)
 		})
 		defer timer.Stop()
@@ -521,7 +522,7 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	res := ExecResult{ExitCode: e.Code, Signal: e.Signal, Stdout: string(stdout.b), Stderr: string(stderr.b),
-		Truncated: stdout.cut || stderr.cut, TimedOut: timedOut, Error: e.Error}
+		Truncated: stdout.cut || stderr.cut || e.Truncated, TimedOut: timedOut.Load(), Error: e.Error}
 	writeJSON(w, 200, res)
 }
 

@@ -1,0 +1,153 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/server"
+)
+
+// TestExecUnderLoad runs many execs at once through the API over TCP with
+// a token, into one native session, beside two busy processes per core:
+// every one must come back with exactly its own output on both streams
+// and its exit status. Output lost under load (the exit status reported
+// before the output was copied) fails it.
+func TestExecUnderLoad(t *testing.T) {
+	total, parallel := 1000, 50
+	if testing.Short() {
+		total = 150
+	}
+	tok := "token-of-the-load-tenant-0123"
+	ts := startServer(t, server.Config{Tokens: map[string]string{tok: "load"}, Tenants: t.TempDir()})
+	c, err := client.New(ts.tcp, client.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{Name: "load"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, sb.ID)
+	// Two busy processes per core on the host, so that the agent, the
+	// server and the commands wait for the processor.
+	var busy []*exec.Cmd
+	defer func() {
+		for _, b := range busy {
+			b.Process.Kill()
+			b.Wait()
+		}
+	}()
+	for range 2 * runtime.NumCPU() {
+		b := exec.Command("sh", "-c", "while :; do :; done")
+		if err := b.Start(); err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, b)
+	}
+	// And as many in the session, beside the commands and the agent
+	// (they end with the session).
+	for range 2 * runtime.NumCPU() {
+		res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"sh", "-c", "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &"}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("starting a busy process in the session: %+v %v", res, err)
+		}
+	}
+	var (
+		next, failed atomic.Int64
+		mu           sync.Mutex
+		examples     []string
+		wg           sync.WaitGroup
+	)
+	start := time.Now()
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				status := 1 + i%100
+				cmd := fmt.Sprintf("echo out-%d; echo err-%d >&2; exit %d", i, i, status)
+				rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				res, err := c.Exec(rctx, sb.ID, client.ExecRequest{Args: []string{"sh", "-c", cmd}})
+				cancel()
+				if err == nil && res.ExitCode == status && res.Stdout == fmt.Sprintf("out-%d\n", i) &&
+					res.Stderr == fmt.Sprintf("err-%d\n", i) && !res.Truncated && res.Error == "" {
+					continue
+				}
+				failed.Add(1)
+				mu.Lock()
+				if len(examples) < 5 {
+					examples = append(examples, fmt.Sprintf("exec %d: %+v %v", i, res, err))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d execs (%d at once) came back wrong, for example:\n%s", n, total, parallel, strings.Join(examples, "\n"))
+	}
+	t.Logf("%d execs, %d at once, in %s", total, parallel, time.Since(start).Round(time.Millisecond))
+}
+
+// TestExecBackgroundOutput: a process the command leaves running with its
+// output open does not hold the exec: what the command wrote comes back
+// with its status, and truncated says the rest was not waited for. One
+// that let go of the output cuts nothing.
+func TestExecBackgroundOutput(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	c := unixClient(t, ts)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd       string
+		truncated bool
+	}{
+		{"echo hi; echo err >&2; sleep 4343 & exit 5", true},
+		{"echo hi; echo err >&2; sleep 4344 >/dev/null 2>&1 & exit 5", false},
+		{"echo hi; echo err >&2; (sleep 0.05; echo late) & exit 5", false},
+	} {
+		start := time.Now()
+		res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"sh", "-c", tc.cmd}})
+		took := time.Since(start)
+		want := "hi\n"
+		if strings.Contains(tc.cmd, "late") {
+			want = "hi\nlate\n"
+		}
+		if err != nil || res.ExitCode != 5 || res.Stdout != want || res.Stderr != "err\n" || res.Truncated != tc.truncated {
+			t.Errorf("%q: %+v %v", tc.cmd, res, err)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%q took %s", tc.cmd, took)
+		}
+		var out bytes.Buffer
+		e, err := c.Stream(ctx, sb.ID, client.StreamRequest{Args: []string{"sh", "-c", tc.cmd}}, nil, &out, io.Discard)
+		if err != nil || e.Code != 5 || out.String() != want || e.Truncated != tc.truncated {
+			t.Errorf("streamed %q: %+v %v %q", tc.cmd, e, err, out.String())
+		}
+	}
+	// A terminal too: the shell ignores SIGHUP so that its background
+	// process keeps the terminal open after the shell ended.
+	var out bytes.Buffer
+	e, err := c.Stream(ctx, sb.ID, client.StreamRequest{Args: []string{"sh", "-c", "trap '' HUP; echo hi; sleep 4345 & exit 5"}, TTY: true}, nil, &out, nil)
+	if err != nil || e.Code != 5 || !strings.Contains(out.String(), "hi") || !e.Truncated {
+		t.Errorf("terminal: %+v %v %q", e, err, out.String())
+	}
+}
