@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -150,4 +153,68 @@ func TestExecBackgroundOutput(t *testing.T) {
 	if err != nil || e.Code != 5 || !strings.Contains(out.String(), "hi") || !e.Truncated {
 		t.Errorf("terminal: %+v %v %q", e, err, out.String())
 	}
+}
+
+// TestNoZombies: the sessions' supervisors that pinfold serve started are
+// reaped when they end; none is left a zombie under the server.
+func TestNoZombies(t *testing.T) {
+	store := t.TempDir()
+	sock := filepath.Join(store, "api.sock")
+	srv := exec.Command(filepath.Join(bin, "pinfold-api"), "serve", "--max-conns", "8")
+	srv.Env = append(os.Environ(), "PINFOLD_STORE="+store)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	waitFor(t, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	c, _ := client.New("unix://" + sock)
+	ctx := context.Background()
+	for i := range 3 {
+		sb, err := c.Create(ctx, client.CreateRequest{Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"echo", fmt.Sprint(i)}}); err != nil || res.Stdout != fmt.Sprintf("%d\n", i) {
+			t.Errorf("exec: %+v %v", res, err)
+		}
+		if _, err := c.Delete(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var zombies []string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if zombies = zombieChildren(srv.Process.Pid); len(zombies) == 0 {
+			return
+		}
+	}
+	t.Errorf("zombies under the server (pid %d): %v", srv.Process.Pid, zombies)
+}
+
+// zombieChildren lists the children of pid that are zombies (pid and name).
+func zombieChildren(pid int) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 2 && f[0] == "Z" && f[1] == fmt.Sprint(pid) {
+			out = append(out, s[:i+1])
+		}
+	}
+	return out
 }

@@ -74,6 +74,7 @@ type Server struct {
 	mux   *http.ServeMux
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
+	lim   Limits                          // ServeLimited's
 }
 
 // The request and answer bodies are the client package's, so that the
@@ -185,6 +186,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, ok = s.token(r.Header.Get("Authorization"))
 	}
 	if !ok {
+		// Nothing of a stranger's body is read, not even to keep the
+		// connection: it is closed after the answer.
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
 		return
 	}
