@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,11 @@ const testToken = "token-of-the-test-tenant-0123"
 func serveTCP(t *testing.T, lim Limits) string {
 	t.Helper()
 	s := New(Config{Store: t.TempDir(), Tokens: map[string]string{testToken: "t"}, Tenants: t.TempDir()})
+	return serveOn(t, s, lim)
+}
+
+func serveOn(t *testing.T, s *Server, lim Limits) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -169,5 +175,32 @@ func TestConnectionCap(t *testing.T) {
 	held[0].Close()
 	if err := health(10 * time.Second); err != nil {
 		t.Errorf("once one of three closed: %v", err)
+	}
+}
+
+// TestSlowReader: a token holder that stops reading a long answer (a
+// session's log, here) is cut off, not waited for.
+func TestSlowReader(t *testing.T) {
+	s := New(Config{Store: t.TempDir(), Tokens: map[string]string{testToken: "t"}, Tenants: t.TempDir()})
+	rec, err := s.st.Create("big", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 20
+	if err := os.WriteFile(s.st.LogPath(rec.ID), make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := serveOn(t, s, Limits{WriteTimeout: time.Second})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/sandboxes/%s/logs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", rec.ID, testToken)
+	time.Sleep(4 * time.Second) // not reading
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := io.Copy(io.Discard, conn)
+	if n >= size {
+		t.Errorf("a client that stopped reading got all %d bytes (%v)", n, err)
 	}
 }

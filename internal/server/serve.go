@@ -238,10 +238,25 @@ func (w *boundedWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write writes b in pieces of writePiece, each with d to be taken: a
+// large answer (an exec's JSON is one write) is not cut off for its
+// size, a client reading slower than writePiece per d is.
 func (w *boundedWriter) Write(b []byte) (int, error) {
-	w.rc.SetWriteDeadline(time.Now().Add(w.d))
-	return w.ResponseWriter.Write(b)
+	n := 0
+	for len(b) > 0 {
+		p := b[:min(len(b), writePiece)]
+		w.rc.SetWriteDeadline(time.Now().Add(w.d))
+		m, err := w.ResponseWriter.Write(p)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[len(p):]
+	}
+	return n, nil
 }
+
+const writePiece = 64 << 10
 
 func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
