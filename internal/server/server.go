@@ -267,6 +267,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, fault.BadValue, "invalid request body: "+err.Error(), "")
 		return false
 	}
+	// Read to the end (within the bound): only then does net/http watch
+	// for the client going away, which ends the request's context.
+	io.Copy(io.Discard, body)
 	return true
 }
 
@@ -505,6 +508,8 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	defer conn.Close()
+	// A client gone mid-exec hangs its command up, as a streamed exec's.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	if x.Stdin != "" {
 		go func() {
 			io.WriteString(conn.Stdin(), x.Stdin)
