@@ -49,6 +49,11 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg server.Config) *testServer {
 	t.Helper()
+	return startServerLimited(t, cfg, server.Limits{})
+}
+
+func startServerLimited(t *testing.T, cfg server.Config, lim server.Limits) *testServer {
+	t.Helper()
 	ts := &testServer{store: t.TempDir()}
 	t.Setenv("PINFOLD_STORE", ts.store)
 	cfg.Store, cfg.Pinfold = ts.store, filepath.Join(bin, "pinfold")
@@ -68,7 +73,7 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { server.Serve(ctx, server.New(cfg), ls...); close(done) }()
+	go func() { server.ServeLimited(ctx, server.New(cfg), lim, ls...); close(done) }()
 	t.Cleanup(func() {
 		// Sessions outlive the server: stop them.
 		c, _ := client.New("unix://" + ts.sock)

@@ -246,3 +246,29 @@ func TestExecClientGone(t *testing.T) {
 	<-done
 	waitFor(t, func() bool { return len(conformance.ProcessesWith("sleep 4747")) == 0 })
 }
+
+// TestLongExecsWithShortLimits: the API's deadlines bound reading and
+// writing, not the commands: execs, waited for or streamed, outlast them.
+func TestLongExecsWithShortLimits(t *testing.T) {
+	tok := "token-of-the-long-tenant-0123"
+	lim := server.Limits{HeaderTimeout: time.Second, BodyTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: time.Second}
+	ts := startServerLimited(t, server.Config{Tokens: map[string]string{tok: "long"}, Tenants: t.TempDir()}, lim)
+	c, err := client.New(ts.tcp, client.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, sb.ID)
+	cmd := []string{"sh", "-c", "sleep 2.5; echo done"}
+	if res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: cmd}); err != nil || res.Stdout != "done\n" {
+		t.Errorf("exec: %+v %v", res, err)
+	}
+	var out bytes.Buffer
+	if e, err := c.Stream(ctx, sb.ID, client.StreamRequest{Args: cmd}, strings.NewReader("in"), &out, nil); err != nil || e.Code != 0 || out.String() != "done\n" {
+		t.Errorf("stream: %+v %v %q", e, err, out.String())
+	}
+}

@@ -176,8 +176,8 @@ func ServeLimited(ctx context.Context, s *Server, lim Limits, ls ...net.Listener
 
 // bounded puts deadlines on what h's handlers read and write: the body
 // must arrive within BodyTimeout (an upload: more, by its size), and every
-// write of the answer must be taken within WriteTimeout. A WebSocket's
-// connection is its handler's, which bounds its writes itself.
+// write of the answer must be taken within WriteTimeout. A hijacked
+// WebSocket's connection is its handler's, which bounds its writes itself.
 func (s *Server) bounded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
@@ -193,10 +193,9 @@ func (s *Server) bounded(h http.Handler) http.Handler {
 			rc.SetReadDeadline(time.Now().Add(d))
 			r.Body = &bodyReader{ReadCloser: r.Body, rc: rc}
 		}
-		if r.Header.Get("Upgrade") != "" {
-			h.ServeHTTP(w, r)
-			return
-		}
+		// Whatever the request's headers say: a WebSocket's handshake
+		// goes through it too (its library finds the connection by
+		// Unwrap), and hijacking lifts the deadline.
 		h.ServeHTTP(&boundedWriter{ResponseWriter: w, rc: rc, d: s.lim.WriteTimeout}, r)
 	})
 }
