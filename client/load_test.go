@@ -272,3 +272,33 @@ func TestLongExecsWithShortLimits(t *testing.T) {
 		t.Errorf("stream: %+v %v %q", e, err, out.String())
 	}
 }
+
+// blockedWriter never returns from Write until it is released: a client
+// that stops reading.
+type blockedWriter struct{ release chan struct{} }
+
+func (b blockedWriter) Write(p []byte) (int, error) {
+	<-b.release
+	return len(p), nil
+}
+
+// TestStreamReaderStops: a streamed exec whose client stops reading is
+// dropped after the write timeout, and its command hung up.
+func TestStreamReaderStops(t *testing.T) {
+	ts := startServerLimited(t, server.Config{}, server.Limits{WriteTimeout: time.Second})
+	c := unixClient(t, ts)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, client.CreateRequest{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := blockedWriter{release: make(chan struct{})}
+	defer close(bw.release)
+	p, err := c.Start(ctx, sb.ID, client.StreamRequest{Args: []string{"sh", "-c", "exec yes slow-reader-4848"}}, nil, bw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitFor(t, func() bool { return len(conformance.ProcessesWith("yes slow-reader-4848")) > 0 })
+	waitFor(t, func() bool { return len(conformance.ProcessesWith("yes slow-reader-4848")) == 0 })
+}
