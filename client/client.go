@@ -262,6 +262,8 @@ type ExecRequest struct {
 }
 
 // ExecResult is how the command ended (each output is capped at 8 MiB).
+// Truncated says output is missing: over the cap, or written by a process
+// the command left running after it ended.
 type ExecResult struct {
 	ExitCode  int    `json:"exit_code"`
 	Signal    int    `json:"signal,omitempty"`

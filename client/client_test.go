@@ -50,6 +50,11 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg server.Config) *testServer {
 	t.Helper()
+	return startServerLimited(t, cfg, server.Bounds{})
+}
+
+func startServerLimited(t *testing.T, cfg server.Config, lim server.Bounds) *testServer {
+	t.Helper()
 	ts := &testServer{store: t.TempDir()}
 	t.Setenv("PINFOLD_STORE", ts.store)
 	cfg.Store, cfg.Pinfold = ts.store, filepath.Join(bin, "pinfold")
@@ -69,7 +74,7 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { server.Serve(ctx, server.New(cfg), ls...); close(done) }()
+	go func() { server.ServeLimited(ctx, server.New(cfg), lim, ls...); close(done) }()
 	t.Cleanup(func() {
 		// Sessions outlive the server: stop them.
 		c, _ := client.New("unix://" + ts.sock)

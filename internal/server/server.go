@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -80,6 +81,7 @@ type Server struct {
 	mux   *http.ServeMux
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
+	lim   Bounds                          // ServeLimited's
 }
 
 // The request and answer bodies are the client package's, so that the
@@ -197,6 +199,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, ok = s.token(r.Header.Get("Authorization"))
 	}
 	if !ok {
+		// Nothing of a stranger's body is read, not even to keep the
+		// connection: it is closed after the answer.
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
 		return
 	}
@@ -298,6 +303,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, fault.BadValue, "invalid request body: "+err.Error(), "")
 		return false
 	}
+	// Read to the end (within the bound): only then does net/http watch
+	// for the client going away, which ends the request's context.
+	io.Copy(io.Discard, body)
 	return true
 }
 
@@ -609,16 +617,18 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	defer conn.Close()
+	// A client gone mid-exec hangs its command up, as a streamed exec's.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	if x.Stdin != "" {
 		go func() {
 			io.WriteString(conn.Stdin(), x.Stdin)
 			conn.Stdin().Close()
 		}()
 	}
-	var timedOut bool
+	var timedOut atomic.Bool
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, func() {
-			timedOut = true
+			timedOut.Store(true)
 			conn.Signal(syscall.SIGKILL)
 		})
 		defer timer.Stop()
@@ -630,7 +640,7 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	res := ExecResult{ExitCode: e.Code, Signal: e.Signal, Stdout: string(stdout.b), Stderr: string(stderr.b),
-		Truncated: stdout.cut || stderr.cut, TimedOut: timedOut, Error: e.Error}
+		Truncated: stdout.cut || stderr.cut || e.Truncated, TimedOut: timedOut.Load(), Error: e.Error}
 	writeJSON(w, 200, res)
 }
 

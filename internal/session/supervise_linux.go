@@ -151,7 +151,9 @@ func Spawn(ctx context.Context, st *Store, storeDir, exe string, req *StartReque
 		pr.Close()
 		return fail(err)
 	}
-	cmd.Process.Release()
+	// Reaped when it ends, which may be long after this returns: a
+	// server that spawns sessions for days must not collect zombies.
+	go cmd.Wait()
 	var msg struct {
 		OK    bool        `json:"ok"`
 		Error *startError `json:"error"`
