@@ -27,20 +27,30 @@ import (
 //     (prior knowledge or an h2c upgrade) are refused. A WebSocket
 //     upgrade, once checked, turns the connection opaque when the server
 //     answers 101 (Switching).
-//   - Anything else is a protocol that names no server (SSH, a database):
-//     it passes, the address check alone applies. Bytes that start like
-//     either of the above but break off or go wrong are refused.
+//   - Anything else is a protocol that names no server (SSH, a database).
+//     It is refused unless Raw; with Raw it passes (the address check
+//     alone applies) once the first line shows it is not something a
+//     lenient server would read as HTTP (see mayBeHTTP). Bytes that start
+//     like TLS or HTTP but break off or go wrong are refused.
+//   - A non-ASCII Host or server name is refused: Unicode case folding
+//     would make "oK.test" with a Kelvin sign "ok.test".
 type Guard struct {
 	// Allowed reports whether the connection may ask for host (a name,
 	// lower case, or an address literal).
 	Allowed func(host string) bool
+	// Raw lets a protocol that is neither TLS nor HTTP through (the
+	// policy allows the name as "tcp:NAME"); without it such bytes are
+	// refused. Whatever a common server could read as HTTP is checked as
+	// HTTP either way.
+	Raw bool
 
 	state   guardState
 	buf     []byte // bytes seen but not yet passed
 	body    int64  // bytes of the current body left to pass
 	chunked bool
 	chunk   chunkState
-	upgrade bool // the last request asked for a WebSocket upgrade
+	upgrade  bool // the last request asked for a WebSocket upgrade
+	requests bool // a request passed: the connection speaks HTTP
 }
 
 // HeadMax bounds what the guard holds to parse one ClientHello or one
@@ -169,22 +179,25 @@ func (g *Guard) start() (int, error) {
 		case ech:
 			return 0, &GuardError{Reason: "the TLS ClientHello hides its server name (Encrypted Client Hello)"}
 		case name == "":
-			return 0, &GuardError{Reason: "a TLS connection without a server name (SNI), or a malformed ClientHello: the name cannot be checked"}
+			return 0, &GuardError{Reason: "a TLS connection without a server name (SNI), a non-ASCII one, or a malformed ClientHello: the name cannot be checked"}
 		case !g.Allowed(name):
 			return 0, &GuardError{Name: name, Reason: "the TLS server name is not in the allow list"}
 		}
 		g.state = gOpaque
 		return len(b), nil
 	}
-	switch httpLike(b) {
-	case likeMore:
-		return 0, errMore
-	case likeHTTP:
-		g.state = gHead
-		return g.head()
+	if g.Raw {
+		switch mayBeHTTP(b) {
+		case likeMore:
+			return 0, errMore
+		case likeNo:
+			g.state = gOpaque // a protocol that names no server, allowed raw
+			return len(b), nil
+		}
 	}
-	g.state = gOpaque // names no server: the address check applied
-	return len(b), nil
+	// Not TLS: it is read as HTTP/1, strictly, and refused if it is not.
+	g.state = gHead
+	return g.head()
 }
 
 type likeness int
@@ -195,62 +208,58 @@ const (
 	likeMore
 )
 
-// httpLike reports whether b starts like an HTTP request: its first line
-// is "TOKEN SP ... SP HTTP/x.y", or starts with a method HTTP has (an
-// HTTP/0.9 request, which carries no Host: the parser refuses it), or it
-// starts with the empty lines servers skip before a request. Bytes that
-// cannot start a request line (binary, a protocol's banner) are not.
-func httpLike(b []byte) likeness {
-	if b[0] == '\r' || b[0] == '\n' {
+// mayBeHTTP reports whether some common server could take b for an HTTP
+// request, with the most lenient reading any of them has: Python's
+// http.server strips white space (its str.split set) around the request
+// line, splits it on any run of it, takes any first word as the method
+// and wants only a last word starting "HTTP/" (or "GET" and a path, for
+// HTTP/0.9); Go's net/http takes a method of any length. So: after white
+// space, a token followed by white space is HTTP if it is a method or its
+// line holds "HTTP/" (any case); h2c prior knowledge ("PRI * HTTP/2.0")
+// is one of those. Bytes whose first word is not a token (binary, a
+// JSON message) or ends in another byte are not. A line without its end
+// waits for it, up to HeadMax.
+func mayBeHTTP(b []byte) likeness {
+	i := 0
+	for i < len(b) && skippable(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		return likeMore
+	}
+	if !isTokenChar(b[i]) {
+		return likeNo
+	}
+	j := i
+	for j < len(b) && isTokenChar(b[j]) {
+		j++
+	}
+	switch {
+	case j == len(b):
+		return likeMore
+	case !skippable(b[j]):
+		return likeNo // "GET(": no server reads a method there
+	case isMethod(b[i:j]):
 		return likeHTTP
 	}
-	if skippable(b[0]) {
-		// Lenient servers strip these before the request line: what
-		// follows them is checked as a request (and refused, malformed)
-		// if it starts like one.
-		for _, c := range b {
-			switch {
-			case skippable(c):
-			case isTokenChar(c):
-				return likeHTTP
-			default:
-				return likeNo
-			}
-		}
-		if len(b) > HeadMax {
-			return likeHTTP // the parser refuses a head this large
-		}
-		return likeMore
-	}
-	sp := -1
-	for i, c := range b {
-		if c == ' ' {
-			if i == 0 {
-				return likeNo
-			}
-			sp = i
-			break
-		}
-		if !isTokenChar(c) || i >= 32 {
-			return likeNo // no method looks like that
-		}
-	}
-	if sp < 0 {
-		return likeMore
-	}
-	end := bytes.IndexByte(b, '\n')
+	end := bytes.IndexByte(b[j:], '\n')
 	if end < 0 {
 		return likeMore
 	}
-	line := strings.TrimSuffix(string(b[:end]), "\r")
-	if i := strings.LastIndexByte(line, ' '); i > sp && strings.HasPrefix(line[i+1:], "HTTP/") {
+	if bytes.Contains([]byte(lowerASCII(string(b[i:j+end]))), []byte("http/")) {
 		return likeHTTP
 	}
-	switch string(b[:sp]) {
-	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI":
-		return likeHTTP
+	return likeNo // SSH's "SSH-2.0-... comment", SMTP's "EHLO x", Redis's "PING"
+}
+
+// isMethod reports the methods servers know, in any case.
+func isMethod(m []byte) bool {
+	switch lowerASCII(string(m)) {
+	case "get", "head", "post", "put", "delete", "options", "patch", "connect", "trace", "pri",
+		"propfind", "proppatch", "mkcol", "copy", "move", "lock", "unlock", "search", "report", "purge":
+		return true
 	}
-	return likeNo
+	return false
 }
 
 // skippable reports whether lenient servers take c for white space before
@@ -271,6 +280,20 @@ func (g *Guard) head() (int, error) {
 	}
 	if skip > 0 {
 		return skip, nil // they pass, then the request is read
+	}
+	// The method is checked as it comes: bytes that cannot start a
+	// request line are refused at once, not held until a line ends that
+	// a binary protocol never sends.
+	for i, c := range b {
+		if c == ' ' && i > 0 {
+			break
+		}
+		if !isTokenChar(c) {
+			if !g.requests && !g.Raw {
+				return 0, &GuardError{Reason: "neither TLS nor HTTP/1: a protocol the name check cannot read (allow the name as tcp:NAME to let other protocols through)"}
+			}
+			return 0, &GuardError{Reason: "a malformed HTTP request line"}
+		}
 	}
 	// The request line is checked as soon as it is whole: an HTTP/0.9
 	// request (no version, no Host) waits for no header.
@@ -304,6 +327,7 @@ func (g *Guard) head() (int, error) {
 	if !g.Allowed(req.host) {
 		return 0, &GuardError{Name: req.host, Reason: "the HTTP Host is not in the allow list"}
 	}
+	g.requests = true
 	switch {
 	case req.chunked:
 		g.state, g.chunk = gChunked, chunkState{}
@@ -363,7 +387,7 @@ func parseHead(head []byte) (*request, error) {
 			return nil, &GuardError{Reason: "a malformed HTTP header value"}
 		}
 		value = strings.Trim(value, " \t")
-		switch strings.ToLower(name) {
+		switch lowerASCII(name) {
 		case "host":
 			hosts++
 			hostValue = value
@@ -375,9 +399,9 @@ func parseHead(head []byte) (*request, error) {
 			}
 			te += value
 		case "connection":
-			connection += "," + strings.ToLower(value)
+			connection += "," + lowerASCII(value)
 		case "upgrade":
-			upgrade += "," + strings.ToLower(value)
+			upgrade += "," + lowerASCII(value)
 		}
 	}
 	if hosts != 1 {
@@ -393,9 +417,9 @@ func parseHead(head []byte) (*request, error) {
 	r.host = host
 	if !strings.HasPrefix(target, "/") && target != "*" {
 		// absolute-form: its authority must be the Host.
-		u, ok := strings.CutPrefix(strings.ToLower(target), "http://")
+		u, ok := strings.CutPrefix(lowerASCII(target), "http://")
 		if !ok {
-			u, ok = strings.CutPrefix(strings.ToLower(target), "https://")
+			u, ok = strings.CutPrefix(lowerASCII(target), "https://")
 		}
 		if !ok {
 			return nil, &GuardError{Name: host, Reason: "an HTTP request target that is neither a path nor an http URL"}
@@ -411,7 +435,7 @@ func parseHead(head []byte) (*request, error) {
 	case te != "" && len(lengths) > 0:
 		return nil, &GuardError{Name: host, Reason: "an HTTP request with both Content-Length and Transfer-Encoding: ambiguous, refused"}
 	case te != "":
-		codings := strings.Split(strings.ToLower(te), ",")
+		codings := strings.Split(lowerASCII(te), ",")
 		if strings.TrimSpace(codings[len(codings)-1]) != "chunked" {
 			return nil, &GuardError{Name: host, Reason: "an HTTP request body whose length cannot be told (Transfer-Encoding " + strconv.Quote(te) + ")"}
 		}
@@ -444,20 +468,27 @@ func parseHead(head []byte) (*request, error) {
 	return r, nil
 }
 
-// splitRequestLine splits "METHOD SP target SP version" (one space each).
+// splitRequestLine splits "METHOD SP target SP version" (one space each,
+// no control byte in the target: a tab is a separator to some servers).
 func splitRequestLine(l string) (method, target, version string, ok bool) {
 	f := strings.Split(l, " ")
-	if len(f) != 3 || f[0] == "" || f[1] == "" || !isToken(f[0]) || strings.ContainsAny(f[1], "\t\x00") {
+	if len(f) != 3 || f[0] == "" || f[1] == "" || !isToken(f[0]) || strings.IndexFunc(f[1], func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
 		return "", "", "", false
 	}
 	return f[0], f[1], f[2], true
 }
 
 // parseHost checks host[:port] (a DNS name or an address literal) and
-// returns the host, lower case.
+// returns the host, lower case. Only ASCII is folded: a name with other
+// bytes is refused before any folding (the Kelvin sign lowers to 'k').
 func parseHost(v string) (string, error) {
 	if v == "" {
 		return "", errors.New("empty")
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] >= 0x80 {
+			return "", errors.New("not ASCII (give a name in its punycode form, xn--...)")
+		}
 	}
 	if strings.ContainsAny(v, "@ \t,/\\") {
 		return "", errors.New("not a host name")
@@ -475,7 +506,7 @@ func parseHost(v string) (string, error) {
 		if rest := v[i+1:]; rest != "" && !validPort(strings.TrimPrefix(rest, ":"), strings.HasPrefix(rest, ":")) {
 			return "", errors.New("a malformed port")
 		}
-		return strings.ToLower(h), nil
+		return lowerASCII(h), nil
 	}
 	if i := strings.LastIndexByte(v, ':'); i >= 0 {
 		if !validPort(v[i+1:], true) {
@@ -483,7 +514,7 @@ func parseHost(v string) (string, error) {
 		}
 		h = v[:i]
 	}
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	h = strings.TrimSuffix(lowerASCII(h), ".")
 	if h == "" {
 		return "", errors.New("empty")
 	}

@@ -58,7 +58,11 @@ func allowOnly(names ...string) func(string) bool {
 // feed runs the whole of in through a guard in pieces of size n and
 // returns what passed and the refusal.
 func feed(allowed func(string) bool, in []byte, n int) ([]byte, error) {
-	g := &Guard{Allowed: allowed}
+	return feedTo(&Guard{Allowed: allowed}, in, n)
+}
+
+// feedTo is feed with a guard of the caller's.
+func feedTo(g *Guard, in []byte, n int) ([]byte, error) {
 	var out []byte
 	for len(in) > 0 {
 		k := min(n, len(in))
@@ -130,9 +134,11 @@ func TestGuardHTTP(t *testing.T) {
 		{"NBSP before the method", "\xa0GET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
 		{"spaces and CRLF before the method", "  \r\nGET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
 		{"space before the second request", "GET / HTTP/1.1\r\nHost: api.example.org\r\n\r\n GET /K HTTP/1.1\r\nHost: other.example.org\r\n\r\n", refused},
-		{"ssh", "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", ok},
-		{"binary protocol", "\x00\x00\x00\x08\x04\xd2\x16\x2f", ok},
-		{"redis", "*1\r\n$4\r\nPING\r\n", ok},
+		// Neither TLS nor HTTP: refused unless the name is allowed
+		// raw (TestGuardRaw).
+		{"ssh", "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", refused},
+		{"binary protocol", "\x00\x00\x00\x08\x04\xd2\x16\x2f", refused},
+		{"redis", "*1\r\n$4\r\nPING\r\n", refused},
 	} {
 		for _, piece := range []int{1, 7, 1 << 20} {
 			out, err := feed(allowed, []byte(c.in), piece)

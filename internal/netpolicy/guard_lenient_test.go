@@ -1,0 +1,258 @@
+package netpolicy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// The class: whatever a common server reads as an HTTP request is checked
+// as one, or refused; only bytes no server takes for HTTP pass, and only
+// to a name allowed raw. The servers' lenient readings: Go's net/http
+// takes a method of any length, Python's http.server splits the request
+// line on any white space (a tab too) and takes any first word.
+var lenientAttacks = []struct{ name, in string }{
+	{"long method", strings.Repeat("A", 40) + " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"method of 32", strings.Repeat("M", 32) + " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"tab separators", "GET\t/secret\tHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"tab after the method", "GET\t/secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"vertical tab separators", "GET\v/secret\vHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"unknown method, tabs", "FROB\t/secret\tHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"lower case version", "FROB /secret http/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"long method, then a second request", strings.Repeat("A", 40) + " / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"kelvin sign host", "GET /secret HTTP/1.1\r\nHost: o\u212a.test\r\n\r\n"},
+	{"kelvin sign in the URL", "GET http://o\u212a.test/secret HTTP/1.1\r\nHost: ok.test\r\n\r\n"},
+	{"non-ASCII host", "GET /secret HTTP/1.1\r\nHost: ok.test\u00e9\r\n\r\n"},
+	{"control byte in the target", "GET /\x01 HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"h2c prior knowledge", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+	{"h2c upgrade", "GET / HTTP/1.1\r\nHost: ok.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"},
+	{"h2c upgrade without Connection", "GET / HTTP/1.1\r\nHost: ok.test\r\nUpgrade: h2c\r\n\r\n"},
+	{"HTTP/0.9", "GET /secret\r\n"},
+	{"good, then a long method", "GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n" + strings.Repeat("A", 40) + " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"good, then tabs", "GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET\t/secret\tHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+	{"good, then h2c", "GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+	{"space, then a request", "  GET /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
+}
+
+func TestGuardLenientRequestLines(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		for _, c := range lenientAttacks {
+			for _, piece := range []int{1, 5, 1 << 20} {
+				g := &Guard{Allowed: allowOnly("ok.test"), Raw: raw}
+				out, err := feedTo(g, []byte(c.in), piece)
+				if err == nil {
+					t.Errorf("%s (raw %v, pieces of %d): not refused, passed %q", c.name, raw, piece, out)
+				}
+				if bytes.Contains(out, []byte("secret")) {
+					t.Errorf("%s (raw %v, pieces of %d): passed %q", c.name, raw, piece, out)
+				}
+			}
+		}
+	}
+}
+
+// Bytes that are neither TLS nor HTTP pass only with Raw, and what a
+// lenient server reads as HTTP is checked even then.
+func TestGuardRaw(t *testing.T) {
+	for _, c := range []struct {
+		name, in  string
+		strict    bool // passes without Raw
+		passesRaw bool
+	}{
+		{"ssh", "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\nmore", refused, ok},
+		{"ssh, no comment", "SSH-2.0-OpenSSH_9.6\r\n", refused, ok},
+		{"postgres", "\x00\x00\x00\x08\x04\xd2\x16\x2f", refused, ok},
+		{"redis", "*1\r\n$4\r\nPING\r\n", refused, ok},
+		{"smtp", "EHLO client.test\r\n", refused, ok},
+		{"json", `{"op":"hello"}` + "\n", refused, ok},
+		{"good request", "GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n", ok, ok},
+		{"bad request", "GET / HTTP/1.1\r\nHost: bad.test\r\n\r\n", refused, refused},
+		{"text with HTTP/ in its first line", "HELLO there HTTP/1.1\r\n\r\n", refused, refused},
+		{"a method and anything", "get me\r\n", refused, refused},
+		{"a line past the bound", "X " + strings.Repeat("a", HeadMax+10), refused, refused},
+	} {
+		for _, raw := range []bool{false, true} {
+			want := c.strict
+			if raw {
+				want = c.passesRaw
+			}
+			for _, piece := range []int{1, 3, 1 << 20} {
+				out, err := feedTo(&Guard{Allowed: allowOnly("ok.test"), Raw: raw}, []byte(c.in), piece)
+				if want && (err != nil || string(out) != c.in) {
+					t.Errorf("%s (raw %v, pieces of %d): refused %v, passed %d of %d bytes", c.name, raw, piece, err, len(out), len(c.in))
+				}
+				if !want && err == nil {
+					t.Errorf("%s (raw %v, pieces of %d): not refused (passed %q)", c.name, raw, piece, out)
+				}
+			}
+		}
+	}
+	// A binary protocol is refused at its first byte: nothing waits for
+	// a line end it never sends.
+	g := &Guard{Allowed: allowOnly("ok.test")}
+	if _, err := g.Feed([]byte{0, 0, 0, 8}); err == nil || !strings.Contains(err.Error(), "tcp:") {
+		t.Errorf("binary without Raw: %v", err)
+	}
+}
+
+func TestGuardNonASCIIServerName(t *testing.T) {
+	// "okkk.test" and "o\u212a.test" have the same length: swap them in a
+	// real client's hello.
+	hello := clientHello(t, "okkk.test")
+	i := bytes.Index(hello, []byte("okkk.test"))
+	if i < 0 {
+		t.Fatal("no server name in the hello")
+	}
+	kelvin := append([]byte(nil), hello...)
+	copy(kelvin[i:], "o\u212a.test")
+	if _, err := feed(allowOnly("ok.test"), kelvin, 1<<20); err == nil {
+		t.Error("a server name with a Kelvin sign passed as ok.test")
+	}
+	if _, err := feed(allowOnly("okkk.test"), hello, 1<<20); err != nil {
+		t.Errorf("the ASCII name: %v", err)
+	}
+}
+
+// A Host that is an address, even the one an allowed name resolved to,
+// passes only where an --allow address or CIDR covers it: without the
+// name the server picks its default site, which need not be the allowed
+// one.
+func TestGuardAddressHost(t *testing.T) {
+	rules, err := ParseRules([]string{"ok.test", "198.51.100.0/24"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPolicy(Config{Mode: Allow, Rules: rules})
+	a := netip.MustParseAddr("203.0.113.5")
+	p.Learn("ok.test", []netip.Addr{a})
+	dst := netip.AddrPortFrom(a, 80)
+	d := p.Decide("tcp", dst)
+	for _, c := range []struct {
+		host string
+		pass bool
+	}{
+		{"ok.test", ok},
+		{"203.0.113.5", refused},
+		{"203.0.113.5:80", refused},
+		{"[::ffff:203.0.113.5]", refused},
+		{"198.51.100.7", ok},
+	} {
+		in := "GET / HTTP/1.1\r\nHost: " + c.host + "\r\n\r\n"
+		_, err := feedTo(p.Guard(dst, d), []byte(in), 1<<20)
+		if (err == nil) != c.pass {
+			t.Errorf("Host %s: %v", c.host, err)
+		}
+	}
+}
+
+// Raw comes from a "tcp:" entry whose name the address was learned from,
+// and a deny entry takes it back.
+func TestPolicyRawEntries(t *testing.T) {
+	rules, err := ParseRules([]string{"ok.test", "TCP:git.test", "tcp:*.db.test"}, []string{"x.db.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPolicy(Config{Mode: Allow, Rules: rules})
+	addrs := map[string]netip.Addr{
+		"ok.test":   netip.MustParseAddr("203.0.113.1"),
+		"git.test":  netip.MustParseAddr("203.0.113.2"),
+		"a.db.test": netip.MustParseAddr("203.0.113.3"),
+		"x.db.test": netip.MustParseAddr("203.0.113.4"),
+	}
+	for name, a := range addrs {
+		if ok, _, _ := p.NameVerdict(name); ok || name != "x.db.test" {
+			p.Learn(name, []netip.Addr{a})
+		}
+	}
+	for name, want := range map[string]bool{"ok.test": false, "git.test": true, "a.db.test": true} {
+		dst := netip.AddrPortFrom(addrs[name], 22)
+		d := p.Decide("tcp", dst)
+		if !d.OK || !d.Inspect {
+			t.Fatalf("%s: %+v", name, d)
+		}
+		_, err := feedTo(p.Guard(dst, d), []byte("SSH-2.0-OpenSSH_9.6\r\n"), 1<<20)
+		if (err == nil) != want {
+			t.Errorf("ssh to %s: %v", name, err)
+		}
+		// HTTP is still checked on a raw name's addresses.
+		if _, err := feedTo(p.Guard(dst, d), []byte("GET / HTTP/1.1\r\nHost: bad.test\r\n\r\n"), 1<<20); err == nil {
+			t.Errorf("%s: a request for bad.test passed", name)
+		}
+	}
+	if rules.RawTCP("x.db.test") {
+		t.Error("a denied name is raw")
+	}
+	for _, bad := range [][2][]string{
+		{{"tcp:192.0.2.1"}, nil},
+		{{"tcp:10.0.0.0/8"}, nil},
+		{{"tcp:"}, nil},
+		{{"ok.test"}, {"tcp:ok.test"}},
+	} {
+		if _, err := ParseRules(bad[0], bad[1]); err == nil {
+			t.Errorf("allow %q deny %q: accepted", bad[0], bad[1])
+		}
+	}
+}
+
+// FuzzGuardVsNetHTTP feeds arbitrary bytes to the guard, after nothing,
+// one allowed request or one with a body (so that they are also the
+// second request on a connection), strict and raw, whole and in pieces,
+// and reads what it passed with net/http's own parser: no request Go
+// reads from it may name a host other than the allowed one, or none.
+func FuzzGuardVsNetHTTP(f *testing.F) {
+	for _, c := range lenientAttacks {
+		f.Add([]byte(c.in), uint8(0), false, uint8(7))
+		f.Add([]byte(c.in), uint8(1), true, uint8(1))
+	}
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: ok.test\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
+		"GET http://bad.test/ HTTP/1.1\r\nHost: ok.test\r\n\r\n",
+		"SSH-2.0-x\r\nGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
+		"\x00\x01GET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
+	} {
+		f.Add([]byte(s), uint8(0), true, uint8(3))
+	}
+	prefixes := []string{
+		"",
+		"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: ok.test:80\r\nContent-Length: 2\r\n\r\nhi",
+	}
+	f.Fuzz(func(t *testing.T, in []byte, prefix uint8, raw bool, piece uint8) {
+		stream := append([]byte(prefixes[int(prefix)%len(prefixes)]), in...)
+		whole, _ := feedTo(&Guard{Allowed: allowOnly("ok.test"), Raw: raw}, stream, len(stream)+1)
+		parts, _ := feedTo(&Guard{Allowed: allowOnly("ok.test"), Raw: raw}, stream, int(piece)%64+1)
+		if !bytes.HasPrefix(stream, whole) || !bytes.Equal(whole, parts) {
+			t.Fatalf("whole and in pieces differ, or passed what was not given: %q / %q", whole, parts)
+		}
+		br := bufio.NewReader(bytes.NewReader(whole))
+		for range 64 {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if h := servedHost(req.Host); h != "ok.test" {
+				t.Fatalf("net/http reads a request for %q in what passed: %q", req.Host, whole)
+			}
+			if _, err := io.Copy(io.Discard, req.Body); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// servedHost drops a port; the name is compared as the server has it (no
+// case folding beyond ASCII, no trailing dot).
+func servedHost(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(lowerASCII(h), ".")
+}
