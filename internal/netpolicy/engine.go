@@ -30,10 +30,10 @@ type Policy struct {
 	// raw: addresses a "tcp:" allow entry's name resolved to, which may
 	// carry protocols the guard does not read. Kept once learned: another
 	// name resolving to the same address does not take it back.
-	raw map[netip.Addr]bool
-	viol    []Violation
-	vindex  map[string]int
-	logMu   sync.Mutex // serializes writes to cfg.Log
+	raw    map[netip.Addr]bool
+	viol   []Violation
+	vindex map[string]int
+	logMu  sync.Mutex // serializes writes to cfg.Log
 }
 
 // NewPolicy returns the policy of cfg.

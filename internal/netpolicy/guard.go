@@ -44,11 +44,11 @@ type Guard struct {
 	// HTTP either way.
 	Raw bool
 
-	state   guardState
-	buf     []byte // bytes seen but not yet passed
-	body    int64  // bytes of the current body left to pass
-	chunked bool
-	chunk   chunkState
+	state    guardState
+	buf      []byte // bytes seen but not yet passed
+	body     int64  // bytes of the current body left to pass
+	chunked  bool
+	chunk    chunkState
 	upgrade  bool // the last request asked for a WebSocket upgrade
 	requests bool // a request passed: the connection speaks HTTP
 }
