@@ -214,11 +214,12 @@ const (
 // line, splits it on any run of it, takes any first word as the method
 // and wants only a last word starting "HTTP/" (or "GET" and a path, for
 // HTTP/0.9); Go's net/http takes a method of any length. So: after white
-// space, a token followed by white space is HTTP if it is a method or its
-// line holds "HTTP/" (any case); h2c prior knowledge ("PRI * HTTP/2.0")
-// is one of those. Bytes whose first word is not a token (binary, a
-// JSON message) or ends in another byte are not. A line without its end
-// waits for it, up to HeadMax.
+// space, a token followed by white space is HTTP if it is a method (in
+// upper case) or its line holds "HTTP/" (in any case); h2c prior
+// knowledge ("PRI * HTTP/2.0") is one of those. Bytes whose first word is
+// not a token (binary, a JSON message) or ends in another byte are not:
+// no server serves a method there. A line without its end waits for it,
+// up to HeadMax.
 func mayBeHTTP(b []byte) likeness {
 	i := 0
 	for i < len(b) && skippable(b[i]) {
@@ -252,11 +253,14 @@ func mayBeHTTP(b []byte) likeness {
 	return likeNo // SSH's "SSH-2.0-... comment", SMTP's "EHLO x", Redis's "PING"
 }
 
-// isMethod reports the methods servers know, in any case.
+// isMethod reports the methods servers know. Servers take them in upper
+// case only (Python's HTTP/0.9 "GET", nginx, Node), so memcached's
+// "get key" stays a protocol of its own; a lower-case method on a line
+// holding "HTTP/" is HTTP all the same.
 func isMethod(m []byte) bool {
-	switch lowerASCII(string(m)) {
-	case "get", "head", "post", "put", "delete", "options", "patch", "connect", "trace", "pri",
-		"propfind", "proppatch", "mkcol", "copy", "move", "lock", "unlock", "search", "report", "purge":
+	switch string(m) {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI",
+		"PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH", "REPORT", "PURGE":
 		return true
 	}
 	return false

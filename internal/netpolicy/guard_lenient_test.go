@@ -73,7 +73,9 @@ func TestGuardRaw(t *testing.T) {
 		{"good request", "GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n", ok, ok},
 		{"bad request", "GET / HTTP/1.1\r\nHost: bad.test\r\n\r\n", refused, refused},
 		{"text with HTTP/ in its first line", "HELLO there HTTP/1.1\r\n\r\n", refused, refused},
-		{"a method and anything", "get me\r\n", refused, refused},
+		{"a method and anything", "GET me\r\n", refused, refused},
+		{"memcached", "get key\r\n", refused, ok},
+		{"lower case method with a version", "get / http/1.1\r\nHost: bad.test\r\n\r\n", refused, refused},
 		{"a line past the bound", "X " + strings.Repeat("a", HeadMax+10), refused, refused},
 	} {
 		for _, raw := range []bool{false, true} {
