@@ -20,7 +20,8 @@ import (
 //     must carry a server name, allowed, and no Encrypted Client Hello;
 //     the rest of the stream is the server's business (encrypted).
 //   - HTTP/1: every request on the connection is checked, kept-alive and
-//     pipelined ones included: one Host header (none, two, a folded or
+//     pipelined ones included, read strictly ("METHOD SP target SP
+//     HTTP/1.x", CRLF line ends): one Host header (none, two, a folded or
 //     malformed one is refused), the same host as an absolute request
 //     target, a head of at most HeadMax bytes, a body framed by
 //     Content-Length or chunked encoding but not both. CONNECT, HTTP/2
@@ -277,18 +278,16 @@ func skippable(c byte) bool {
 // head parses one request head at the start of g.buf.
 func (g *Guard) head() (int, error) {
 	b := g.buf
-	// Empty lines before a request line are skipped by servers.
+	// Empty lines before a request line are skipped by servers; they go
+	// with the request, once it is checked.
 	skip := 0
 	for skip < len(b) && (b[skip] == '\r' || b[skip] == '\n') {
 		skip++
 	}
-	if skip > 0 {
-		return skip, nil // they pass, then the request is read
-	}
 	// The method is checked as it comes: bytes that cannot start a
 	// request line are refused at once, not held until a line ends that
 	// a binary protocol never sends.
-	for i, c := range b {
+	for i, c := range b[skip:] {
 		if c == ' ' && i > 0 {
 			break
 		}

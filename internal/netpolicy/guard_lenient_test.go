@@ -94,6 +94,13 @@ func TestGuardRaw(t *testing.T) {
 			}
 		}
 	}
+	// Nothing goes before the check, the empty lines servers skip
+	// neither.
+	for _, piece := range []int{1, 1 << 20} {
+		if out, err := feedTo(&Guard{Allowed: allowOnly("ok.test")}, []byte("\r\n\r\n\x00\x01"), piece); err == nil || len(out) != 0 {
+			t.Errorf("empty lines, then binary (pieces of %d): passed %q, %v", piece, out, err)
+		}
+	}
 	// A binary protocol is refused at its first byte: nothing waits for
 	// a line end it never sends.
 	g := &Guard{Allowed: allowOnly("ok.test")}
