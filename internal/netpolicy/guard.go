@@ -52,11 +52,23 @@ type Guard struct {
 	chunk    chunkState
 	upgrade  bool // the last request asked for a WebSocket upgrade
 	requests bool // a request passed: the connection speaks HTTP
+	// needLF: what is held can only be decided by a line end, so bytes
+	// without one are not scanned again (a head sent a byte at a time
+	// would cost the square of its length).
+	needLF bool
+	// scanned: how much of buf the search for the head's end has seen
+	// (the search resumes there, less what a terminator could straddle).
+	scanned int
 }
 
 // HeadMax bounds what the guard holds to parse one ClientHello or one
 // HTTP request head.
 const HeadMax = 64 << 10
+
+// wordMax bounds a method, the first word of a protocol's first line, and
+// the empty lines or white space before them: no client needs more, and
+// the bound keeps their scan short while the rest of a line comes.
+const wordMax = 1 << 10
 
 type guardState int
 
@@ -98,8 +110,16 @@ func (g *Guard) Feed(b []byte) (pass []byte, err error) {
 		return b, nil
 	}
 	g.buf = append(g.buf, b...)
+	if g.needLF && bytes.IndexByte(b, '\n') < 0 {
+		if len(g.buf) > HeadMax {
+			g.state = gRefused
+			return nil, &GuardError{Reason: "the request head is larger than " + strconv.Itoa(HeadMax>>10) + " KiB: too large to check"}
+		}
+		return nil, nil
+	}
 	var out []byte
 	for len(g.buf) > 0 {
+		g.needLF = false
 		n, err := g.step()
 		if err == errMore {
 			if len(g.buf) > HeadMax && (g.state == gStart || g.state == gHead) {
@@ -117,6 +137,7 @@ func (g *Guard) Feed(b []byte) (pass []byte, err error) {
 		}
 		out = append(out, g.buf[:n]...)
 		g.buf = g.buf[n:]
+		g.scanned = 0
 	}
 	if len(g.buf) == 0 {
 		g.buf = nil
@@ -191,6 +212,9 @@ func (g *Guard) start() (int, error) {
 		switch mayBeHTTP(b) {
 		case likeMore:
 			return 0, errMore
+		case likeLine:
+			g.needLF = true
+			return 0, errMore
 		case likeNo:
 			g.state = gOpaque // a protocol that names no server, allowed raw
 			return len(b), nil
@@ -206,7 +230,8 @@ type likeness int
 const (
 	likeNo likeness = iota
 	likeHTTP
-	likeMore
+	likeMore // more bytes may decide
+	likeLine // only a line end decides
 )
 
 // mayBeHTTP reports whether some common server could take b for an HTTP
@@ -220,23 +245,28 @@ const (
 // knowledge ("PRI * HTTP/2.0") is one of those. Bytes whose first word is
 // not a token (binary, a JSON message) or ends in another byte are not:
 // no server serves a method there. A line without its end waits for it,
-// up to HeadMax.
+// up to HeadMax. White space or a first word past wordMax is HTTP (and
+// refused as such): it cannot be told apart within the bound.
 func mayBeHTTP(b []byte) likeness {
 	i := 0
 	for i < len(b) && skippable(b[i]) {
 		i++
 	}
-	if i == len(b) {
+	switch {
+	case i > wordMax:
+		return likeHTTP
+	case i == len(b):
 		return likeMore
-	}
-	if !isTokenChar(b[i]) {
+	case !isTokenChar(b[i]):
 		return likeNo
 	}
 	j := i
-	for j < len(b) && isTokenChar(b[j]) {
+	for j < len(b) && j-i <= wordMax && isTokenChar(b[j]) {
 		j++
 	}
 	switch {
+	case j-i > wordMax:
+		return likeHTTP
 	case j == len(b):
 		return likeMore
 	case !skippable(b[j]):
@@ -246,7 +276,7 @@ func mayBeHTTP(b []byte) likeness {
 	}
 	end := bytes.IndexByte(b[j:], '\n')
 	if end < 0 {
-		return likeMore
+		return likeLine
 	}
 	if bytes.Contains([]byte(lowerASCII(string(b[i:j+end]))), []byte("http/")) {
 		return likeHTTP
@@ -282,13 +312,17 @@ func (g *Guard) head() (int, error) {
 	// with the request, once it is checked.
 	skip := 0
 	for skip < len(b) && (b[skip] == '\r' || b[skip] == '\n') {
-		skip++
+		if skip++; skip > wordMax {
+			return 0, &GuardError{Reason: "more than " + strconv.Itoa(wordMax) + " bytes of empty lines before an HTTP request"}
+		}
 	}
 	// The method is checked as it comes: bytes that cannot start a
 	// request line are refused at once, not held until a line ends that
 	// a binary protocol never sends.
+	methodDone := false
 	for i, c := range b[skip:] {
 		if c == ' ' && i > 0 {
+			methodDone = true
 			break
 		}
 		if !isTokenChar(c) {
@@ -296,6 +330,9 @@ func (g *Guard) head() (int, error) {
 				return 0, &GuardError{Reason: "neither TLS nor HTTP/1: a protocol the name check cannot read (allow the name as tcp:NAME to let other protocols through)"}
 			}
 			return 0, &GuardError{Reason: "a malformed HTTP request line"}
+		}
+		if i >= wordMax {
+			return 0, &GuardError{Reason: "an HTTP method longer than " + strconv.Itoa(wordMax) + " bytes"}
 		}
 	}
 	// The request line is checked as soon as it is whole: an HTTP/0.9
@@ -306,14 +343,19 @@ func (g *Guard) head() (int, error) {
 			return 0, &GuardError{Reason: "a malformed HTTP request line (or HTTP/0.9, which names no host)"}
 		}
 	}
-	end := bytes.Index(b[skip:], []byte("\r\n\r\n"))
+	from := max(skip, g.scanned-3)
+	end := bytes.Index(b[from:], []byte("\r\n\r\n"))
+	if end >= 0 {
+		end += from - skip
+	}
 	if end > HeadMax {
 		return 0, &GuardError{Reason: "the request head is larger than " + strconv.Itoa(HeadMax>>10) + " KiB: too large to check"}
 	}
 	if end < 0 {
-		if bytes.Contains(b[skip:], []byte("\n\n")) {
+		if bytes.Contains(b[max(skip, g.scanned-1):], []byte("\n\n")) {
 			return 0, &GuardError{Reason: "an HTTP request with bare line feeds: ambiguous, refused"}
 		}
+		g.needLF, g.scanned = methodDone, len(b)
 		return 0, errMore
 	}
 	head := b[skip : skip+end]
