@@ -50,8 +50,9 @@ type Guard struct {
 	body     int64  // bytes of the current body left to pass
 	chunked  bool
 	chunk    chunkState
-	upgrade  bool // the last request asked for a WebSocket upgrade
-	requests bool // a request passed: the connection speaks HTTP
+	upgrade  bool   // the last request asked for a WebSocket upgrade
+	requests bool   // a request passed: the connection speaks HTTP
+	tail     []byte // gLine: the last bytes of the first line so far
 	// needLF: what is held can only be decided by a line end, so bytes
 	// without one are not scanned again (a head sent a byte at a time
 	// would cost the square of its length).
@@ -78,6 +79,7 @@ const (
 	gBody                       // passing a body of known length
 	gChunked                    // passing a chunked body
 	gWaitResp                   // an upgrade request went out: nothing passes until the server answers
+	gLine                       // TLS or another protocol: bytes pass, watched until the first line ends
 	gOpaque                     // no more checks: TLS after its hello, a non-HTTP protocol, a WebSocket
 	gRefused
 )
@@ -183,8 +185,38 @@ func (g *Guard) step() (int, error) {
 		return g.chunked0()
 	case gStart:
 		return g.start()
+	case gLine:
+		return g.firstLine(g.buf)
 	}
 	return g.head()
+}
+
+// firstLine passes b, the first bytes of a stream that is not HTTP (a TLS
+// hello, another protocol), unless its first line holds "HTTP/": servers
+// that take any word for a method (Werkzeug's, Python's http.server with
+// a catch-all handler) would read "\x16\x03...  /x HTTP/1.1", a hello
+// with text in an extension, as a request, with the headers after it, and
+// keep the connection for the rest. Only the first line matters: one
+// without a version is refused by every server, which then closes. The
+// match is case-sensitive, as servers read the version ("http/1.1" is an
+// ALPN name in every browser's hello).
+func (g *Guard) firstLine(b []byte) (int, error) {
+	line := b
+	lf := bytes.IndexByte(b, '\n')
+	if lf >= 0 {
+		line = b[:lf]
+	}
+	seam := append(append([]byte(nil), g.tail...), line[:min(len(line), 4)]...)
+	if bytes.Contains(line, []byte("HTTP/")) || bytes.Contains(seam, []byte("HTTP/")) {
+		return 0, &GuardError{Reason: "the first line of a TLS hello or another protocol holds \"HTTP/\": lenient servers read it as an HTTP request"}
+	}
+	if lf >= 0 {
+		g.state, g.tail = gOpaque, nil
+		return len(b), nil
+	}
+	seam = append(g.tail, line...)
+	g.state, g.tail = gLine, append([]byte(nil), seam[max(0, len(seam)-4):]...)
+	return len(b), nil
 }
 
 // start tells TLS, HTTP and other protocols apart by the first bytes.
@@ -205,8 +237,7 @@ func (g *Guard) start() (int, error) {
 		case !g.Allowed(name):
 			return 0, &GuardError{Name: name, Reason: "the TLS server name is not in the allow list"}
 		}
-		g.state = gOpaque
-		return len(b), nil
+		return g.firstLine(b)
 	}
 	if g.Raw {
 		switch mayBeHTTP(b) {
@@ -216,8 +247,7 @@ func (g *Guard) start() (int, error) {
 			g.needLF = true
 			return 0, errMore
 		case likeNo:
-			g.state = gOpaque // a protocol that names no server, allowed raw
-			return len(b), nil
+			return g.firstLine(b) // a protocol that names no server, allowed raw
 		}
 	}
 	// Not TLS: it is read as HTTP/1, strictly, and refused if it is not.

@@ -289,7 +289,9 @@ func FuzzGuard(f *testing.F) {
 		if len(whole) > len(in) || !bytes.HasPrefix(in, whole) || !bytes.HasPrefix(in, parts) {
 			t.Fatalf("passed bytes that were not given, or out of order")
 		}
-		if (werr == nil) != (perr == nil) || !bytes.Equal(whole, parts) {
+		// In pieces, a refused stream may have passed more of a first
+		// line that had not ended (see Guard.firstLine).
+		if (werr == nil) != (perr == nil) || werr == nil && !bytes.Equal(whole, parts) {
 			t.Fatalf("whole: %d bytes %v; in pieces: %d bytes %v", len(whole), werr, len(parts), perr)
 		}
 		// What passed, parsed as HTTP requests by the strictest reading,

@@ -128,6 +128,7 @@ func TestGuardRefusesWhatLenientServersRead(t *testing.T) {
 		name   string
 		data   string // sent in one write, or
 		script string // a shell script run in the sandbox
+		raw    bool   // allowed as tcp:ok.test
 	}{
 		{name: "long method", data: longMethod + " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
 		{name: "tab separators", data: "GET\t/secret\tHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
@@ -138,7 +139,15 @@ func TestGuardRefusesWhatLenientServersRead(t *testing.T) {
 		{name: "h2c prior knowledge", data: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 		{name: "h2c upgrade", data: "GET /secret HTTP/1.1\r\nHost: ok.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"},
 		{name: "the allowed name's address as Host", data: "GET /secret HTTP/1.1\r\nHost: " + e.Host.Addr + "\r\n\r\n"},
+		// Python reads the hello's bytes as a method, the text in its
+		// extension as the rest of the request.
+		{name: "a TLS hello for ok.test with a request in it", data: string(nettest.LenientHello("ok.test", " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"))},
+		{name: "binary, then a request line, allowed raw", data: "\x00\x01 /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n", raw: true},
 	} {
+		spec := spec
+		if c.raw {
+			spec = allowSpec(e, "tcp:ok.test")
+		}
 		var res *sandbox.Result
 		if c.script != "" {
 			res, _, _ = run(t, spec, &sandbox.Cmd{Args: []string{"bash", "-c", c.script}})
