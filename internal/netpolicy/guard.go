@@ -670,7 +670,13 @@ func (g *Guard) chunked0() (int, error) {
 		}
 		return i + 2, nil
 	}
-	size, _, _ := strings.Cut(line, ";")
+	size, _, ext := strings.Cut(line, ";")
+	if ext {
+		// No client sends them, and a server that does not read chunked
+		// bodies (Python's http.server) takes the next line for a request:
+		// "1a;x /x HTTP/1.1" would be one.
+		return 0, &GuardError{Reason: "a chunk extension (refused: a server that does not read chunked bodies would read the line as a request)"}
+	}
 	size = strings.TrimRight(size, " \t")
 	if size == "" || len(size) > 15 || strings.TrimLeft(size, "0123456789abcdefABCDEF") != "" {
 		return 0, &GuardError{Reason: "a malformed chunk size " + strconv.Quote(size)}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -320,7 +321,9 @@ func FuzzGuardVsNetHTTP(f *testing.F) {
 		f.Add([]byte(c.in), uint8(0), false, uint8(7))
 		f.Add([]byte(c.in), uint8(1), true, uint8(1))
 	}
+	f.Add(nettest.LenientHello("ok.test", " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"), uint8(0), false, uint8(9))
 	for _, s := range []string{
+		"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n1a;x / HTTP/1.1\r\nHost: bad.test\r\n\r\nxxxxxxxx\r\n0\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
 		"POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: bad.test\r\n\r\n",
@@ -350,8 +353,97 @@ func FuzzGuardVsNetHTTP(f *testing.F) {
 		}
 		for _, p := range [][]byte{whole, parts} {
 			servedHosts(t, p)
+			for _, h := range pythonReads(p) {
+				if servedHost(h) != "ok.test" {
+					t.Fatalf("Python's http.server reads a request for %q in what passed: %q", h, p)
+				}
+			}
 		}
 	})
+}
+
+// pythonReads returns the Host ("" for none) of each request Python's
+// http.server (3.11, BaseHTTPRequestHandler) serves from b with a handler
+// for every method that reads a Content-Length body, keeping the
+// connection as it does: its request line is split on any white space
+// (str.split, the bytes read as Latin-1), takes any first word for the
+// method, wants "HTTP/d.d" as a third word or "GET" and a path alone
+// (HTTP/0.9, whose headers it still reads), and its header lines end at a
+// bare line feed too. An oracle for the fuzz target, not a server.
+func pythonReads(b []byte) []string {
+	var hosts []string
+	white := func(r rune) bool {
+		return r == ' ' || r >= '\t' && r <= '\r' || r >= 0x1c && r <= 0x1f || r == 0x85 || r == 0xa0
+	}
+	line := func() (string, bool) {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return "", false // the server waits: nothing served
+		}
+		l := b[:i+1]
+		b = b[i+1:]
+		r := make([]rune, len(l)) // Latin-1
+		for j, c := range l {
+			r[j] = rune(c)
+		}
+		return string(r), true
+	}
+	for range 64 {
+		l, ok := line()
+		if !ok {
+			return hosts
+		}
+		words := strings.FieldsFunc(strings.TrimRight(l, "\r\n"), white)
+		keep := false
+		switch {
+		case len(words) == 3:
+			v, ok := strings.CutPrefix(words[2], "HTTP/")
+			major, minor, dot := strings.Cut(v, ".")
+			if !ok || !dot || strings.Trim(major, "0123456789") != "" || strings.Trim(minor, "0123456789") != "" || major == "" || minor == "" {
+				return hosts
+			}
+			if major >= "2" && len(major) == 1 || len(major) > 1 {
+				return hosts // 505
+			}
+			keep = minor != "0" && major == "1"
+		case len(words) == 2 && words[0] == "GET":
+		default:
+			return hosts // 400, and the connection closes
+		}
+		host, length := "", 0
+		for n := 0; ; n++ {
+			h, ok := line()
+			if !ok || n > 100 {
+				return hosts
+			}
+			if h == "\r\n" || h == "\n" {
+				break
+			}
+			name, value, _ := strings.Cut(h, ":")
+			value = strings.TrimSpace(value)
+			switch strings.ToLower(name) {
+			case "host":
+				if host == "" {
+					host = value
+					if host == "" {
+						host = "(empty)"
+					}
+				}
+			case "content-length":
+				length, _ = strconv.Atoi(value)
+			case "connection":
+				if strings.EqualFold(value, "close") {
+					keep = false
+				}
+			}
+		}
+		hosts = append(hosts, host)
+		if !keep || length < 0 || length > len(b) {
+			return hosts
+		}
+		b = b[length:]
+	}
+	return hosts
 }
 
 // servedHosts reads what passed with net/http's parser: every request it

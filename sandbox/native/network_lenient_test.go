@@ -129,6 +129,7 @@ func TestGuardRefusesWhatLenientServersRead(t *testing.T) {
 		data   string // sent in one write, or
 		script string // a shell script run in the sandbox
 		raw    bool   // allowed as tcp:ok.test
+		opens  bool   // a first request for ok.test goes through
 	}{
 		{name: "long method", data: longMethod + " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"},
 		{name: "tab separators", data: "GET\t/secret\tHTTP/1.1\r\nHost: bad.test\r\n\r\n"},
@@ -143,6 +144,9 @@ func TestGuardRefusesWhatLenientServersRead(t *testing.T) {
 		// extension as the rest of the request.
 		{name: "a TLS hello for ok.test with a request in it", data: string(nettest.LenientHello("ok.test", " /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n"))},
 		{name: "binary, then a request line, allowed raw", data: "\x00\x01 /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n", raw: true},
+		// Python's http.server does not read chunked bodies: the chunk
+		// line is its next request line.
+		{name: "a chunk extension", data: "POST / HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n12;x /secret HTTP/1.1\r\nHost: bad.test\r\n\r\n\r\n0\r\n\r\n", opens: true},
 	} {
 		spec := spec
 		if c.raw {
@@ -160,7 +164,7 @@ func TestGuardRefusesWhatLenientServersRead(t *testing.T) {
 				t.Errorf("%s: the server served a request for %q (all: %q)", c.name, h, hosts)
 			}
 		}
-		if c.script == "" && conns != 0 {
+		if c.script == "" && !c.opens && conns != 0 {
 			t.Errorf("%s: the server accepted %d connections (served %q)", c.name, conns, hosts)
 		}
 		found := false
