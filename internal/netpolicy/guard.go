@@ -53,6 +53,7 @@ type Guard struct {
 	upgrade  bool   // the last request asked for a WebSocket upgrade
 	requests bool   // a request passed: the connection speaks HTTP
 	tail     []byte // gLine: the last bytes of the first line so far
+	lineLen  int    // gLine: the first line's length so far
 	// needLF: what is held can only be decided by a line end, so bytes
 	// without one are not scanned again (a head sent a byte at a time
 	// would cost the square of its length).
@@ -199,25 +200,35 @@ func (g *Guard) step() (int, error) {
 // keep the connection for the rest. Only the first line matters: one
 // without a version is refused by every server, which then closes. The
 // match is case-sensitive, as servers read the version ("http/1.1" is an
-// ALPN name in every browser's hello).
+// ALPN name in every browser's hello). A line past lineMax is no request
+// to them either: the watch ends there.
 func (g *Guard) firstLine(b []byte) (int, error) {
 	line := b
 	lf := bytes.IndexByte(b, '\n')
-	if lf >= 0 {
+	end := lf >= 0
+	if end {
 		line = b[:lf]
+	}
+	if rest := lineMax - g.lineLen; len(line) >= rest {
+		line, end = line[:rest], true
 	}
 	seam := append(append([]byte(nil), g.tail...), line[:min(len(line), 4)]...)
 	if bytes.Contains(line, []byte("HTTP/")) || bytes.Contains(seam, []byte("HTTP/")) {
 		return 0, &GuardError{Reason: "the first line of a TLS hello or another protocol holds \"HTTP/\": lenient servers read it as an HTTP request"}
 	}
-	if lf >= 0 {
+	if end {
 		g.state, g.tail = gOpaque, nil
 		return len(b), nil
 	}
+	g.lineLen += len(line)
 	seam = append(g.tail, line...)
 	g.state, g.tail = gLine, append([]byte(nil), seam[max(0, len(seam)-4):]...)
 	return len(b), nil
 }
+
+// lineMax is the longest request line Python's http.server reads
+// (readline(65537)); it refuses longer ones.
+const lineMax = 64<<10 + 1
 
 // start tells TLS, HTTP and other protocols apart by the first bytes.
 func (g *Guard) start() (int, error) {

@@ -180,6 +180,14 @@ func TestGuardFirstLineOfOtherProtocols(t *testing.T) {
 	if err == nil || len(out) != 0 {
 		t.Errorf("binary, then a request line: passed %q, %v", out, err)
 	}
+	// Past the longest request line a server reads, the watch ends: a
+	// database's first 64 KiB without a line feed may hold "HTTP/" after.
+	long := append(bytes.Repeat([]byte{0}, lineMax), " HTTP/1.1 x"...)
+	for _, piece := range []int{1000, 1 << 20} {
+		if out, err := feedTo(&Guard{Allowed: allowOnly("ok.test"), Raw: true}, long, piece); err != nil || !bytes.Equal(out, long) {
+			t.Errorf("HTTP/ past the longest line (pieces of %d): %v", piece, err)
+		}
+	}
 	// A browser's hello names "http/1.1" (ALPN): it passes, and once its
 	// first line ended, so does what follows.
 	alpn := clientHelloALPN(t, "ok.test", "h2", "http/1.1")
