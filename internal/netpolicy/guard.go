@@ -18,20 +18,22 @@ import (
 //
 //   - TLS: the ClientHello (joined across records, at most HeadMax bytes)
 //     must carry a server name, allowed, and no Encrypted Client Hello;
-//     the rest of the stream is the server's business (encrypted).
+//     the rest of the stream is the server's business (encrypted), once
+//     its first line holds no "HTTP/" (see firstLine).
 //   - HTTP/1: every request on the connection is checked, kept-alive and
 //     pipelined ones included, read strictly ("METHOD SP target SP
 //     HTTP/1.x", CRLF line ends): one Host header (none, two, a folded or
 //     malformed one is refused), the same host as an absolute request
 //     target, a head of at most HeadMax bytes, a body framed by
-//     Content-Length or chunked encoding but not both. CONNECT, HTTP/2
+//     Content-Length or chunked encoding (without extensions) but not
+//     both. CONNECT, HTTP/2
 //     (prior knowledge or an h2c upgrade) are refused. A WebSocket
 //     upgrade, once checked, turns the connection opaque when the server
 //     answers 101 (Switching).
 //   - Anything else is a protocol that names no server (SSH, a database).
 //     It is refused unless Raw; with Raw it passes (the address check
-//     alone applies) once the first line shows it is not something a
-//     lenient server would read as HTTP (see mayBeHTTP). Bytes that start
+//     alone applies) unless its first line is something a lenient server
+//     would read as HTTP (see mayBeHTTP and firstLine). Bytes that start
 //     like TLS or HTTP but break off or go wrong are refused.
 //   - A non-ASCII Host or server name is refused: Unicode case folding
 //     would make "oK.test" with a Kelvin sign "ok.test".
