@@ -40,16 +40,26 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	}
 	path := r.Config
 	var err error
-	if path == "" {
-		if path, err = config.Find(cwd); err != nil {
-			return nil, configError(err)
-		}
-	}
 	var cfg *config.File
-	if path != "" {
-		if cfg, err = config.Load(path); err != nil {
+	var ignored string
+	if path == "" {
+		d, err := config.Discover(cwd)
+		if err != nil {
 			return nil, configError(err)
 		}
+		if d.Ignored != nil {
+			// Said once per plan: a policy someone else could have written
+			// is not run, and the caller learns why nothing applies.
+			ignored = d.Ignored.Path + ": " + d.Ignored.Why
+			e.notice("%s", d.Ignored.Message())
+		}
+		if d.Path != "" {
+			if cfg, err = config.LoadDiscovered(d.Path); err != nil {
+				return nil, configError(err)
+			}
+		}
+	} else if cfg, err = config.Load(path); err != nil {
+		return nil, configError(err)
 	}
 	home, _ := os.UserHomeDir()
 	p, err := plan.Resolve(&plan.Request{Args: r.Args, Flags: r.Flags, Config: cfg, Cwd: cwd, Home: home,
@@ -57,6 +67,7 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Audit.ConfigIgnored = ignored
 	if p.Backend == "auto" {
 		if err := e.selectBackend(ctx, p); err != nil {
 			return nil, err
