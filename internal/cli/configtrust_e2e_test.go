@@ -195,3 +195,27 @@ func TestUntrustedConfigAsUser(t *testing.T) {
 		t.Errorf("the user's own file did not run its hook: %q", errs)
 	}
 }
+
+// TestLaunchCacheTrustChange: a recorded run whose config was trusted is
+// not replayed once a directory on the way to it belongs to another user:
+// the Go side then passes over the file and says so.
+func TestLaunchCacheTrustChange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a directory to another user")
+	}
+	st := needLaunchCache(t)
+	root := t.TempDir()
+	ws := filepath.Join(root, "a", "b")
+	os.MkdirAll(ws, 0o755)
+	writeOwned(t, filepath.Join(root, "pinfold.yaml"), "version: 1\nhostname: configured\n", 0, 0o644)
+	settle()
+	prime(t, st, ws, runRO(echoMark...)...)
+	if !replayed(t, ws, runRO(echoMark...)...) {
+		t.Fatal("not replayed before the change")
+	}
+	os.Chown(filepath.Join(root, "a"), 65534, 65534)
+	out, errs, code := pf(t, ws, runRO(echoMark...)...)
+	if code != 0 || out != "no\n" || !strings.Contains(errs, "not using "+filepath.Join(root, "pinfold.yaml")) {
+		t.Errorf("after the change: status %d, output %q, stderr %q", code, out, errs)
+	}
+}
