@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pinfold/pinfold/internal/config"
 )
 
 // DiffOptions chooses what the diff writers show.
@@ -674,6 +676,9 @@ type jsonEntry struct {
 	// SetIDStripped: new_mode is what apply writes; the changeset's
 	// version had set-user-id or set-group-id bits, which it drops.
 	SetIDStripped bool `json:"setid_stripped,omitempty"`
+	// Policy is set on a config file discovery would find (see
+	// PolicyChanges): what it changes in the policy later runs obey.
+	Policy *config.PolicyDiff `json:"policy,omitempty"`
 }
 
 func typeName(st *Stat) string {
@@ -740,6 +745,10 @@ func WriteJSON(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error 
 		}
 		if cur.Mode&fs.ModeSymlink != 0 {
 			j.Symlink = strings.ToValidUTF8(cur.Link, "\uFFFD")
+		}
+		if IsPolicyFile(e) {
+			pc := policyChange(roots, e, name)
+			j.Policy = &pc.PolicyDiff
 		}
 		b, err := json.Marshal(&j)
 		if err != nil {

@@ -106,7 +106,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, t string, apply 
 		writeJSON(w, 200, map[string]any{"changeset": cs.Meta.ID, "discarded": true})
 		return
 	}
-	res, err := eng.Apply(r.Context(), cs, nil, r.URL.Query().Get("force") == "true")
+	// A change to pinfold.yaml is refused unless the owner asks for it
+	// (policy=true): the host obeys that file on later runs, and a tenant
+	// is not the host's to speak for. The operator applies a tenant's
+	// with pinfold apply --policy.
+	res, err := eng.ApplyWith(r.Context(), cs, engine.ApplyRequest{Force: r.URL.Query().Get("force") == "true",
+		Policy: t == "" && r.URL.Query().Get("policy") == "true"})
 	if err != nil {
 		writeFault(w, err)
 		return
