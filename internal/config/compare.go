@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -32,8 +33,11 @@ func ComparePolicy(path string, old, new []byte) PolicyDiff {
 			d.Problem = "the new version does not parse (" + firstLine(err.Error()) + "), so its hooks are unknown"
 		}
 	}
+	if d.Problem != "" {
+		return d // nothing of it can be compared
+	}
 	d.Keys = changedKeys(on, nn, "")
-	if new != nil && d.Problem == "" {
+	if new != nil {
 		nf, err := Parse(path, new)
 		if err != nil {
 			d.Problem = "the new version is not a valid config (" + firstLine(err.Error()) + ")"
@@ -124,10 +128,13 @@ func mapGet(m *node, key string) *node {
 }
 
 // sameNode compares two nodes as values: positions and the way a scalar
-// is quoted do not matter, whether it is plain does (yes and "yes").
+// is quoted do not matter, except where a plain one would be read as
+// another type (true and "true", 1 and "1").
 func sameNode(a, b *node) bool {
-	if a.kind != b.kind || a.null != b.null || a.value != b.value || len(a.items) != len(b.items) ||
-		(a.style == plainStyle) != (b.style == plainStyle) {
+	if a.kind != b.kind || a.null != b.null || a.value != b.value || len(a.items) != len(b.items) {
+		return false
+	}
+	if (a.style == plainStyle) != (b.style == plainStyle) && typedPlain(a.value) {
 		return false
 	}
 	for i := range a.items {
@@ -185,4 +192,15 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// typedPlain tells whether a plain scalar of this text could be read as
+// something other than a string.
+func typedPlain(v string) bool {
+	switch strings.ToLower(v) {
+	case "", "~", "null", "true", "false", "yes", "no", "on", "off":
+		return true
+	}
+	_, err := strconv.ParseFloat(v, 64)
+	return err == nil
 }
