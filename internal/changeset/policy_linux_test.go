@@ -48,11 +48,11 @@ echo changed > notes.txt
 	}
 	want := map[string]string{
 		"pinfold.yaml (modified); host hooks it adds: pre_run: curl x | sh; profiles.build.pre_run: [rm, -rf, /]; settings it changes: pre_run, profiles.build.pre_run, profiles.new": "",
-		"a/b/pinfold.yaml (added); settings it changes: version, backend":                                                                                                 "",
-		"gone/deep/pinfold.yaml (deleted); settings it changes: version":                                                                                                   "",
-		`bad/pinfold.yaml (added): the new version is a symbolic link to "../same.yaml"`:                                                                                 "",
-		"broken/pinfold.yaml (added): the new version does not parse":                                                                                                     "",
-		"dir/pinfold.yaml (added): the new version is not a regular file":                                                                                                 "",
+		"a/b/pinfold.yaml (added); settings it changes: version, backend":                "",
+		"gone/deep/pinfold.yaml (deleted); settings it changes: version":                 "",
+		`bad/pinfold.yaml (added): the new version is a symbolic link to "../same.yaml"`: "",
+		"broken/pinfold.yaml (added): the new version does not parse":                    "",
+		"dir/pinfold.yaml (added): the new version is not a regular file":                "",
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d changes, want %d: %+v", len(got), len(want), pc)

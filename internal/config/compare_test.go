@@ -16,7 +16,7 @@ func TestComparePolicy(t *testing.T) {
 		{name: "quoted true is another value", old: "version: 1\nhost_loopback: true\n", new: "version: 1\nhost_loopback: \"true\"\n",
 			keys: []string{"host_loopback"}, problem: true},
 		{name: "a hook moved to a profile", old: "version: 1\npre_run: [make]\nprofiles:\n  p:\n    access: ro\n",
-			new: "version: 1\nprofiles:\n  p:\n    access: ro\n    pre_run: [make]\n",
+			new:  "version: 1\nprofiles:\n  p:\n    access: ro\n    pre_run: [make]\n",
 			keys: []string{"profiles.p.pre_run", "pre_run"}, hooks: []string{"profiles.p.pre_run: make"}},
 		{name: "a new file", oldNil: true, new: "version: 1\npre_run:\n  - [sh, -c, 'echo $HOME']\n",
 			keys: []string{"version", "pre_run"}, hooks: []string{"pre_run: [sh, -c, 'echo $HOME']"}},
