@@ -62,3 +62,50 @@ func TestApplyPolicyChange(t *testing.T) {
 		t.Errorf("pinfold.yaml not applied: %v", err)
 	}
 }
+
+// TestTenantConfigNotObeyed: a pinfold.yaml in a tenant's workspace
+// (which the tenant's sandbox writes, and its next session from a snapshot
+// starts in) does not run its hooks on the host; the operator's above the
+// tenants' workspaces does (the control: discovery ran).
+func TestTenantConfigNotObeyed(t *testing.T) {
+	tok := "token-of-tenant-a-0123456789"
+	ts := startServer(t, server.Config{Tokens: map[string]string{tok: "a"}})
+	ctx := context.Background()
+	marks := t.TempDir()
+	a, _ := client.New(ts.tcp, client.WithToken(tok))
+	s, err := a.Create(ctx, client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Exec(ctx, s.ID, client.ExecRequest{Args: []string{"sh", "-c", "echo kept > kept.txt"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	snap, err := a.Snapshot(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Delete(ctx, s.ID)
+	wss, _ := filepath.Glob(filepath.Join(server.TenantsDir(ts.store), "a", "*"))
+	if len(wss) != 1 {
+		t.Fatalf("tenant a's workspaces: %v", wss)
+	}
+	hook := func(name string) string {
+		return "version: 1\npre_run: [\"touch " + filepath.Join(marks, name) + "\"]\n"
+	}
+	os.WriteFile(filepath.Join(wss[0], "pinfold.yaml"), []byte(hook("tenant")), 0o644)
+	os.WriteFile(filepath.Join(filepath.Dir(wss[0]), "pinfold.yaml"), []byte(hook("operator")), 0o644)
+	s2, err := a.Create(ctx, client.CreateRequest{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Delete(ctx, s2.ID)
+	if res, err := a.Exec(ctx, s2.ID, client.ExecRequest{Args: []string{"cat", "kept.txt", "pinfold.yaml"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the second session is not in the first's workspace: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(marks, "tenant")); err == nil {
+		t.Error("the pinfold.yaml in a tenant's workspace ran its pre_run on the host")
+	}
+	if _, err := os.Stat(filepath.Join(marks, "operator")); err != nil {
+		t.Error("the operator's pinfold.yaml above the workspaces was not obeyed")
+	}
+}

@@ -20,6 +20,10 @@ type Request struct {
 	Config string
 	// Cwd is the caller's directory; "" is the process's.
 	Cwd string
+	// ConfigDir is where the walk for a pinfold.yaml starts, when not at
+	// Cwd: above a directory whose files the caller must not obey (a
+	// tenant's workspace, which its sandbox writes).
+	ConfigDir string
 	// Frozen refuses capabilities that inference finds but the config does
 	// not list (--frozen, CI=true).
 	Frozen bool
@@ -43,7 +47,11 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	var cfg *config.File
 	var ignored string
 	if path == "" {
-		d, err := config.Discover(cwd)
+		from := cwd
+		if r.ConfigDir != "" {
+			from = r.ConfigDir
+		}
+		d, err := config.Discover(from)
 		if err != nil {
 			return nil, configError(err)
 		}

@@ -57,7 +57,13 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		idle = req.Idle.String()
 	}
 	args := []string{agent.AgentPath, agent.AgentCommand, idle}
-	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen})
+	er := &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen}
+	if req.Tenant != "" {
+		// A tenant's sandbox writes its workspace (Cwd): no pinfold.yaml
+		// there is obeyed, the operator's above it is.
+		er.ConfigDir = filepath.Dir(req.Cwd)
+	}
+	p, err := eng.Resolve(ctx, er)
 	if err != nil {
 		return nil, err
 	}
