@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -88,7 +89,7 @@ func Discover(dir string) (Discovery, error) {
 			return d, &Error{Path: dir, Msg: "cannot be read: " + errText(err), Err: err}
 		}
 		trust := isTrusted(trusted, dir)
-		dirOK := trust || ds.Uid == uid || ds.Uid == 0
+		dirOK := trust || ownerOK(ds.Uid, uid)
 		p := filepath.Join(dir, FileName)
 		var st syscall.Stat_t
 		err := syscall.Lstat(p, &st)
@@ -146,13 +147,28 @@ func Discover(dir string) (Discovery, error) {
 // untrustedFile says why a config file with stat st may not be used by
 // uid, or "".
 func untrustedFile(st *syscall.Stat_t, uid uint32) string {
-	if st.Uid != uid && st.Uid != 0 {
+	if !ownerOK(st.Uid, uid) {
 		return "it belongs to " + owner(st.Uid, uid)
 	}
 	if st.Mode&0o022 != 0 {
 		return fmt.Sprintf("it is writable by its group or by others (mode %04o); chmod go-w it", st.Mode&0o7777)
 	}
 	return ""
+}
+
+// ownerOK tells whether a file of owner may be obeyed by caller: its
+// own, root's, and, for root run through sudo, those of the user who ran
+// sudo (SUDO_UID), as git does.
+func ownerOK(owner, caller uint32) bool {
+	if owner == caller || owner == 0 {
+		return true
+	}
+	if caller == 0 {
+		if u, err := strconv.ParseUint(os.Getenv("SUDO_UID"), 10, 32); err == nil && uint32(u) == owner {
+			return true
+		}
+	}
+	return false
 }
 
 // owner names a uid that is neither the caller's nor root's.

@@ -38,6 +38,8 @@ func TestDiscoverTrust(t *testing.T) {
 		{"trusted: all", tree{65534, 0, 0, 0o644, true}, "*", true, ""},
 		{"relative entries trust nothing", tree{65534, 0, 0, 0o644, false}, "top:.:", false, "belongs to uid 65534"},
 		{"another directory trusted", tree{65534, 0, 0, 0o644, false}, "ROOT/top2", false, "belongs to uid 65534"},
+		{"root through sudo: the user's", tree{65534, 65534, 65534, 0o644, false}, "SUDO=65534", true, ""},
+		{"root through sudo: another user's", tree{65534, 0, 0, 0o644, false}, "SUDO=1000", false, "belongs to uid 65534"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -56,6 +58,11 @@ func TestDiscoverTrust(t *testing.T) {
 			os.Chown(top, c.tr.dirUID, 0)
 			os.Chown(filepath.Join(top, "mid"), c.tr.midUID, 0)
 			trusted := strings.NewReplacer("ROOT", root, "TOP", top).Replace(c.trusted)
+			t.Setenv("SUDO_UID", "")
+			if sudo, ok := strings.CutPrefix(trusted, "SUDO="); ok {
+				t.Setenv("SUDO_UID", sudo)
+				trusted = ""
+			}
 			t.Setenv(TrustEnv, trusted)
 			d, err := Discover(start)
 			if err != nil {
