@@ -128,7 +128,7 @@ func Discover(dir string) (Discovery, error) {
 			// The walk stops: above a directory another user owns
 			// nothing is used. A file above is named, so that its owner
 			// learns why it does not apply; nothing is read from it.
-			for up := parent; up != dir; dir, up = up, filepath.Dir(up) {
+			for below, up := dir, parent; up != below; below, up = up, filepath.Dir(up) {
 				if _, err := os.Lstat(filepath.Join(up, FileName)); err == nil {
 					d.Ignored = &Untrusted{Path: filepath.Join(up, FileName),
 						Why: "the directory " + dir + " on the way to it belongs to " + owner(ds.Uid, uid)}

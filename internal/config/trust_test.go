@@ -31,7 +31,7 @@ func TestDiscoverTrust(t *testing.T) {
 		{"group-writable", tree{0, 0, 0, 0o664, false}, "", false, "writable by its group or by others (mode 0664)"},
 		{"world-writable", tree{0, 0, 0, 0o646, false}, "", false, "mode 0646"},
 		{"in another user's directory", tree{0, 65534, 0, 0o644, false}, "", false, "its directory belongs to uid 65534"},
-		{"above another user's directory", tree{0, 0, 65534, 0o644, false}, "", false, "on the way to it belongs to uid 65534"},
+		{"above another user's directory", tree{0, 0, 65534, 0o644, false}, "", false, "the directory MID on the way to it belongs to uid 65534"},
 		{"a symbolic link", tree{0, 0, 0, 0o644, true}, "", false, "symbolic link"},
 		{"trusted by directory", tree{65534, 65534, 0, 0o666, false}, "TOP", true, ""},
 		{"trusted below a directory", tree{65534, 0, 65534, 0o644, false}, "ROOT", true, ""},
@@ -44,7 +44,7 @@ func TestDiscoverTrust(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
 			top := filepath.Join(root, "top")
-			start := filepath.Join(top, "mid", "start")
+			start := filepath.Join(top, "mid", "start", "deeper")
 			os.MkdirAll(start, 0o755)
 			f := filepath.Join(top, FileName)
 			target := f
@@ -56,7 +56,7 @@ func TestDiscoverTrust(t *testing.T) {
 			os.Chmod(target, c.tr.mode)
 			os.Chown(target, c.tr.fileUID, 0)
 			os.Chown(top, c.tr.dirUID, 0)
-			os.Chown(filepath.Join(top, "mid"), c.tr.midUID, 0)
+			os.Chown(filepath.Join(top, "mid", "start"), c.tr.midUID, 0)
 			trusted := strings.NewReplacer("ROOT", root, "TOP", top).Replace(c.trusted)
 			t.Setenv("SUDO_UID", "")
 			if sudo, ok := strings.CutPrefix(trusted, "SUDO="); ok {
@@ -77,8 +77,9 @@ func TestDiscoverTrust(t *testing.T) {
 				}
 				return
 			}
-			if d.Path != "" || d.Ignored == nil || d.Ignored.Path != f || !strings.Contains(d.Ignored.Why, c.why) {
-				t.Fatalf("got %+v %+v, want %s passed over: %s", d, d.Ignored, f, c.why)
+			why := strings.ReplaceAll(c.why, "MID", filepath.Join(top, "mid", "start"))
+			if d.Path != "" || d.Ignored == nil || d.Ignored.Path != f || !strings.Contains(d.Ignored.Why, why) {
+				t.Fatalf("got %+v %+v, want %s passed over: %s", d, d.Ignored, f, why)
 			}
 			if msg := d.Ignored.Message(); !strings.Contains(msg, TrustEnv+"="+top) || !strings.Contains(msg, "--config "+f) {
 				t.Errorf("message %q", msg)
