@@ -18,12 +18,12 @@ type Request struct {
 	Flags plan.Flags
 	// Config is the pinfold.yaml to use; "" finds one walking up from Cwd.
 	Config string
+	// NoConfig reads no pinfold.yaml at all, neither Config nor one found
+	// walking up: the plan is the flags' alone. The server sets it for a
+	// tenant's session, whose workspace the tenant and its sandbox write.
+	NoConfig bool
 	// Cwd is the caller's directory; "" is the process's.
 	Cwd string
-	// ConfigDir is where the walk for a pinfold.yaml starts, when not at
-	// Cwd: above a directory whose files the caller must not obey (a
-	// tenant's workspace, which its sandbox writes).
-	ConfigDir string
 	// Frozen refuses capabilities that inference finds but the config does
 	// not list (--frozen, CI=true).
 	Frozen bool
@@ -44,14 +44,15 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	}
 	path := r.Config
 	var err error
+	if r.NoConfig && path != "" {
+		return nil, fault.New(fault.ConfigError, "a config file was given where none may be read ("+path+")", "", "", nil)
+	}
 	var cfg *config.File
 	var ignored string
-	if path == "" {
-		from := cwd
-		if r.ConfigDir != "" {
-			from = r.ConfigDir
-		}
-		d, err := config.Discover(from)
+	switch {
+	case r.NoConfig:
+	case path == "":
+		d, err := config.Discover(cwd)
 		if err != nil {
 			return nil, configError(err)
 		}
@@ -66,12 +67,20 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 				return nil, configError(err)
 			}
 		}
-	} else if cfg, err = config.Load(path); err != nil {
-		return nil, configError(err)
+	default:
+		if cfg, err = config.Load(path); err != nil {
+			return nil, configError(err)
+		}
 	}
 	home, _ := os.UserHomeDir()
 	p, err := plan.Resolve(&plan.Request{Args: r.Args, Flags: r.Flags, Config: cfg, Cwd: cwd, Home: home,
 		Store: e.Store, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
+	// A plan the policy refuses is still completed, for pinfold plan to
+	// show; it is returned only inside the refusal.
+	var refused *plan.Refused
+	if errors.As(err, &refused) {
+		p, err = refused.Plan, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +103,9 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 			}
 		}
 		p.System = sys
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	return p, nil
 }
