@@ -366,8 +366,8 @@ func (c *Client) Apply(ctx context.Context, id string, force bool) error {
 
 // ApplyPolicy is Apply for a changeset that adds, changes or removes a
 // pinfold.yaml, which Apply refuses (403, PF186): later runs obey that
-// file and run its pre_run hooks on the host. Only the server's owner
-// may; a tenant's such changeset is the operator's to apply.
+// file and run its pre_run hooks on the host. The server's owner may; a
+// tenant only if the operator's policy allows it (apply_policy).
 func (c *Client) ApplyPolicy(ctx context.Context, id string, force bool) error {
 	q := url.Values{"policy": {"true"}}
 	if force {

@@ -45,6 +45,18 @@ func TestApplyPolicyChange(t *testing.T) {
 	if err := a.ApplyPolicy(ctx, id, true); !refused(err) {
 		t.Errorf("a tenant's apply with policy=true: %v", err)
 	}
+	// The operator's policy may let tenants accept them.
+	pol := server.DefaultPolicy()
+	pol.ApplyPolicy = true
+	ts2 := startServer(t, server.Config{Tokens: map[string]string{tok: "a"}, Policy: pol})
+	a2, _ := client.New(ts2.tcp, client.WithToken(tok))
+	id2 := stopped(a2, client.CreateRequest{})
+	if err := a2.Apply(ctx, id2, false); !refused(err) {
+		t.Errorf("a tenant's apply without policy=true, apply_policy granted: %v", err)
+	}
+	if err := a2.ApplyPolicy(ctx, id2, false); err != nil {
+		t.Errorf("a tenant's apply with policy=true, apply_policy granted: %v", err)
+	}
 
 	owner := unixClient(t, ts)
 	ws := t.TempDir()
