@@ -1,10 +1,14 @@
 package changeset
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pinfold/pinfold/internal/config"
 )
 
 // TestPolicyChanges: every way a real overlay's writes can change a
@@ -74,6 +78,30 @@ mkdir tools && echo x > tools/lint
 		if s := c.String(); !strings.HasPrefix(s, w) {
 			t.Errorf("got  %s\nwant %s", s, w)
 		}
+	}
+	// diff --json marks the same entries, and no other.
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, o.roots(), entries, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var js []struct {
+		Path   string             `json:"path"`
+		Policy *config.PolicyDiff `json:"policy"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &js); err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, j := range js {
+		if j.Policy != nil {
+			marked++
+			if _, ok := got[j.Path]; !ok {
+				t.Errorf("diff --json marks %s", j.Path)
+			}
+		}
+	}
+	if marked != len(got) {
+		t.Errorf("diff --json marks %d entries, want %d:\n%s", marked, len(got), buf.String())
 	}
 	// Paths select, as apply's do; a prefix names a captured root.
 	if pc := PolicyChanges(o.roots(), entries, []string{"notes.txt", "a"}, nil); len(pc) != 1 || pc[0].Path != "a/b/pinfold.yaml" {
