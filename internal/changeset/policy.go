@@ -3,7 +3,9 @@ package changeset
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,13 +59,14 @@ func PolicyChanges(roots []Root, entries []Entry, paths []string, prefix func(in
 	// The hooks of the workspace's policy run in the workspace: a file
 	// they name (./check.sh, scripts/x) is host code too.
 	if hooks, cfg := hookFiles(roots); len(hooks) > 0 {
+		files := slices.Sorted(maps.Keys(hooks)) // one message, whatever the map's order
 		for i := range entries {
 			e := &entries[i]
 			if e.Root != 0 || IsPolicyFile(e) || e.IsDir() || !sel.match(e) {
 				continue
 			}
-			for f, h := range hooks {
-				if e.Path == f || under(e.Path, f) {
+			for _, f := range files {
+				if h := hooks[f]; e.Path == f || under(e.Path, f) {
 					name := e.Path
 					if prefix != nil {
 						name = prefix(e.Root) + e.Path
