@@ -234,8 +234,9 @@ func TestTenantLimits(t *testing.T) {
 }
 
 // TestTenantConfigNotRun: a tenant writes a pinfold.yaml with a pre_run
-// hook in its workspace, snapshots, stops, applies (the file lands in its
-// workspace on the host) and starts a session from the snapshot: the
+// hook in its workspace, snapshots, stops, applies (refused: the operator
+// applies it, and the file lands in its workspace on the host) and starts
+// a session from the snapshot: the
 // server reads no configuration a tenant or sandbox can write, so the
 // hook, which would run on the host as the server's user, never runs.
 func TestTenantConfigNotRun(t *testing.T) {
@@ -257,11 +258,14 @@ func TestTenantConfigNotRun(t *testing.T) {
 	if _, err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Apply(ctx, sb.ID, false); err != nil {
-		t.Fatal(err)
+	// A tenant's apply of a pinfold.yaml is refused (PF186); the file
+	// lands in its workspace anyway when the operator applies it.
+	var ce *client.Error
+	if err := c.Apply(ctx, sb.ID, false); !errors.As(err, &ce) || ce.Code != "PF186" {
+		t.Fatalf("a tenant applied a pinfold.yaml: %v", err)
 	}
-	if b, err := os.ReadFile(filepath.Join(sb.Workspace, "pinfold.yaml")); err != nil || string(b) != yaml {
-		t.Fatalf("the tenant's pinfold.yaml was not applied: %q %v", b, err)
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "pinfold.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	sb2, err := c.Create(ctx, client.CreateRequest{Snapshot: snap.ID})
 	if err != nil {

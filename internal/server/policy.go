@@ -46,6 +46,9 @@ type Policy struct {
 	// asks nothing (DefaultLimits for what is not set).
 	Limits    Limits               `json:"limits"`
 	Templates map[string]*Template `json:"templates,omitempty"`
+	// ApplyPolicy lets a tenant apply, with policy=true, a changeset that
+	// adds or changes a pinfold.yaml in its workspace (PF186 otherwise).
+	ApplyPolicy bool `json:"apply_policy,omitempty"`
 
 	max bounds
 }

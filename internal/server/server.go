@@ -265,6 +265,8 @@ func writeFault(w http.ResponseWriter, err error) {
 		status = http.StatusForbidden
 	case fault.SessionEnded, fault.Busy, fault.Conflict:
 		status = http.StatusConflict
+	case fault.PolicyChange:
+		status = http.StatusForbidden
 	case fault.Internal, fault.Store, fault.API:
 		status = http.StatusInternalServerError
 	}

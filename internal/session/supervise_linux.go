@@ -256,7 +256,7 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	running := func(proc sandbox.Process) {
 		if np, ok := proc.(interface{ Pid() int }); ok && r.Freezer == "" {
 			// Pausable; a host without a freezer only cannot pause.
-			if dir, v2, err := setupFreezer(id, np.Pid()); err == nil {
+			if dir, v2, err := st.setupFreezer(id, np.Pid()); err == nil {
 				r.Freezer, r.FreezerV2 = dir, v2
 			} else {
 				fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", id, err)
@@ -324,7 +324,7 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 		r = cur
 	}
 	r.State, r.Ended = StateStopped, time.Now().UTC()
-	removeFreezer(id)
+	st.removeFreezer(id)
 	os.RemoveAll(filepath.Join(st.Path(id), "run"))
 	os.RemoveAll(filepath.Join(st.Path(id), "home"))
 	if out != nil && out.Result != nil {
