@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pinfold/pinfold/internal/config"
 )
 
 // DiffOptions chooses what the diff writers show.
@@ -674,6 +676,10 @@ type jsonEntry struct {
 	// SetIDStripped: new_mode is what apply writes; the changeset's
 	// version had set-user-id or set-group-id bits, which it drops.
 	SetIDStripped bool `json:"setid_stripped,omitempty"`
+	// Policy is set on a config file discovery would find, or a file the
+	// workspace's pre_run hooks name (see PolicyChanges): what it changes
+	// in the policy later runs obey.
+	Policy *config.PolicyDiff `json:"policy,omitempty"`
 }
 
 func typeName(st *Stat) string {
@@ -704,6 +710,10 @@ func WriteJSON(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error 
 	res, err := results(context.Background(), roots, entries, idx, &o)
 	if err != nil {
 		return err
+	}
+	policy := map[string]PolicyChange{}
+	for _, pc := range PolicyChanges(roots, entries, o.Paths, o.Prefix) {
+		policy[pc.Path] = pc
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString("[")
@@ -740,6 +750,9 @@ func WriteJSON(w io.Writer, roots []Root, entries []Entry, o DiffOptions) error 
 		}
 		if cur.Mode&fs.ModeSymlink != 0 {
 			j.Symlink = strings.ToValidUTF8(cur.Link, "\uFFFD")
+		}
+		if pc, ok := policy[name]; ok {
+			j.Policy = &pc.PolicyDiff
 		}
 		b, err := json.Marshal(&j)
 		if err != nil {

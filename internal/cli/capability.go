@@ -94,10 +94,15 @@ func editMain(io *IO, add bool, frozen bool, path string, names []string) int {
 	}
 	if path == "" {
 		cwd, _ := os.Getwd()
-		var err error
-		if path, err = config.Find(cwd); err != nil {
+		d, err := config.Discover(cwd)
+		if err != nil {
 			return fail(io, err)
 		}
+		if d.Ignored != nil {
+			// Not edited, as not obeyed: the new file below it applies.
+			fmt.Fprintf(io.Stderr, "pinfold: %s\n", d.Ignored.Message())
+		}
+		path = d.Path
 		if path == "" {
 			path = filepath.Join(cwd, "pinfold.yaml")
 		}

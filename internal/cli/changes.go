@@ -361,6 +361,7 @@ as a git-style unified diff: binary files marked, mode changes, symlinks, deleti
 				if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
 					return fail(io, err)
 				}
+				printPolicyChanges(io, changeset.PolicyChanges(roots, entries, rel, cs.Prefix), false)
 				o := changeset.DiffOptions{Paths: rel, Exclude: exclude, Prefix: cs.Prefix}
 				switch {
 				case asJSON:
@@ -386,8 +387,9 @@ func applyCommand() command {
 workspace, file by file and journaled. Refuses when an original changed since the
 run, listing the conflicts. With PATHS, applies only those; the changeset stays open.`,
 		setup: func(fs *flagSet) runner {
-			var force bool
+			var force, policy bool
 			fs.Bool(&force, "force", 'f', "apply even where the originals changed since the run")
+			fs.Bool(&policy, "policy", 0, "accept changes to pinfold.yaml (later runs obey it and run its pre_run hooks on the host)")
 			return func(ctx context.Context, io *IO, rest []string) int {
 				engine.UseAllCPUs()
 				eng, err := recovered(ctx, io)
@@ -404,7 +406,7 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 				}
 				defer unlock()
 				rel := relPaths(cs, paths)
-				if len(rel) > 0 {
+				if len(rel) > 0 || policy {
 					// Checked first: a path that matches nothing applies nothing.
 					entries, err := changeset.Scan(ctx, cs.Roots())
 					if err != nil {
@@ -413,8 +415,11 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 					if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
 						return fail(io, err)
 					}
+					if policy {
+						printPolicyChanges(io, changeset.PolicyChanges(cs.Roots(), entries, rel, cs.Prefix), true)
+					}
 				}
-				res, err := eng.Apply(ctx, cs, rel, force)
+				res, err := eng.ApplyWith(ctx, cs, engine.ApplyRequest{Paths: rel, Force: force, Policy: policy})
 				if err != nil {
 					return fail(io, err)
 				}
@@ -524,6 +529,25 @@ deletions), paths from the root of the filesystem.`,
 }
 
 func findConfig(dir string) (string, error) { return config.Find(dir) }
+
+// printPolicyChanges says on stderr, before a diff or an apply, that the
+// changeset changes pinfold.yaml files, and how.
+func printPolicyChanges(io *IO, pc []changeset.PolicyChange, applying bool) {
+	if len(pc) == 0 {
+		return
+	}
+	head := "this changeset changes pinfold.yaml (or a file its pre_run hooks run), the policy later runs obey on the host:"
+	if applying {
+		head = "warning: applying changes to pinfold.yaml (or a file its pre_run hooks run) (--policy); later runs obey them on the host:"
+	}
+	fmt.Fprintf(io.Stderr, "pinfold: %s\n", head)
+	for i := range pc {
+		fmt.Fprintf(io.Stderr, "  %s\n", pc[i].String())
+	}
+	if !applying {
+		fmt.Fprintf(io.Stderr, "  pinfold apply refuses it without --policy\n")
+	}
+}
 
 // changesetIDs are the open changesets' ids, for completion.
 func changesetIDs() []string {

@@ -73,11 +73,18 @@ func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 		lr.dep(initp.DepStat, configFlag)
 		return lr
 	}
-	// What config.Find sees: the first pinfold.yaml walking up.
-	for d := cwd; ; d = filepath.Dir(d) {
-		if lr.dep(initp.DepStat, filepath.Join(d, config.FileName)).Kind == initp.DepStat || d == "/" {
-			break
-		}
+	// What config.Discover sees: the directories walked (their owners
+	// decide whether a file is trusted) and the files in them, up to the
+	// one in effect. A walk that passed over a file is never recorded:
+	// each run says why.
+	d, err := config.Discover(cwd)
+	if err != nil || d.Ignored != nil {
+		lr.ok = false
+		return lr
+	}
+	for _, dir := range d.Walked {
+		lr.dep(initp.DepAttr, dir)
+		lr.dep(initp.DepLstat, filepath.Join(dir, config.FileName))
 	}
 	return lr
 }

@@ -6,53 +6,28 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // maxSize bounds what Load reads: a policy file is a few kilobytes.
 const maxSize = 1 << 20
 
-// Find looks for pinfold.yaml in dir and each of its parents up to /,
-// and returns the path of the first it finds, or "" when there is none.
-func Find(dir string) (string, error) {
-	if !filepath.IsAbs(dir) {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", err
-		}
-		dir = abs
-	}
-	dir = filepath.Clean(dir)
-	for {
-		p := filepath.Join(dir, FileName)
-		fi, err := os.Stat(p)
-		switch {
-		case err == nil && fi.Mode().IsRegular():
-			return p, nil
-		case err == nil:
-			return "", &Error{Path: p, Msg: "is not a regular file"}
-		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
-		default:
-			// Not knowing whether a policy applies is not the same as
-			// knowing none does.
-			return "", &Error{Path: p, Msg: "cannot be read: " + errText(err), Err: err}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", nil
-		}
-		dir = parent
-	}
-}
-
 // Load reads, parses and checks the config file at path. Messages name
 // the file as path is written; File.Path is absolute.
-func Load(path string) (*File, error) {
+func Load(path string) (*File, error) { return load(path, nil) }
+
+// load is Load, with check (when set) called on the open file before it
+// is read.
+func load(path string, check func(*os.File) error) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, &Error{Path: path, Msg: "cannot be read: " + errText(err), Err: err}
 	}
 	defer fh.Close()
+	if check != nil {
+		if err := check(fh); err != nil {
+			return nil, &Error{Path: path, Msg: "is not used: " + err.Error(), Err: err}
+		}
+	}
 	data, err := readAll(fh)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {

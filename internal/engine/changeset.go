@@ -432,13 +432,36 @@ func emptyUppers(roots []changeset.Root) bool {
 	return true
 }
 
+// ApplyRequest is what an apply writes and what it may write over.
+type ApplyRequest struct {
+	Paths []string // only these (and what is below them); all when empty
+	Force bool     // write over originals changed since the run
+	// Policy lets the apply add, change or remove a pinfold.yaml (see
+	// changeset.PolicyChanges); without it such a changeset is refused.
+	Policy bool
+}
+
 // Apply writes cs (only paths, when given) into its roots, journaled, and
-// drops it once fully applied. The caller holds cs's lock.
+// drops it once fully applied; a change to a pinfold.yaml is refused
+// (ApplyWith lets it through). The caller holds cs's lock.
 func (e *Engine) Apply(ctx context.Context, cs *changeset.Changeset, paths []string, force bool) (changeset.ApplyResult, error) {
+	return e.ApplyWith(ctx, cs, ApplyRequest{Paths: paths, Force: force})
+}
+
+// ApplyWith is Apply with every choice of the caller's.
+func (e *Engine) ApplyWith(ctx context.Context, cs *changeset.Changeset, req ApplyRequest) (changeset.ApplyResult, error) {
+	paths, force := req.Paths, req.Force
 	roots := cs.Roots()
 	entries, err := changeset.Scan(ctx, roots)
 	if err != nil {
 		return changeset.ApplyResult{}, storeError("cannot read changeset "+cs.Meta.ID, err)
+	}
+	if !req.Policy {
+		// Before anything is written or marked: the next run would obey
+		// the file, pre_run hooks on the host included.
+		if pc := changeset.PolicyChanges(roots, entries, paths, cs.Prefix); len(pc) > 0 {
+			return changeset.ApplyResult{}, PolicyFault(cs.Meta.ID, pc)
+		}
 	}
 	var owner *changeset.Owner
 	if os.Geteuid() == 0 {
@@ -622,3 +645,15 @@ func (e *Engine) Drop(cs *changeset.Changeset) error {
 // PendingDirs are the store's directories that name work a killed pinfold
 // left (interrupted applies, disks of runs): Recover empties them.
 func PendingDirs(store string) []string { return []string{applyingDir(store), disksDir(store)} }
+
+// PolicyFault refuses to apply changeset id, whose changes pc to config
+// files later runs would obey.
+func PolicyFault(id string, pc []changeset.PolicyChange) error {
+	var b strings.Builder
+	for i := range pc {
+		b.WriteString("\n    " + pc[i].String())
+	}
+	return fault.New(fault.PolicyChange, "changeset "+id+" changes pinfold.yaml (or a file its pre_run hooks run), the policy later runs obey on the host",
+		"a sandboxed command wrote it; applying it makes its settings and hooks yours:"+b.String(),
+		"review it (pinfold diff "+id+"), then accept it with pinfold apply --policy "+id+"; or apply only other paths, or discard it", nil)
+}

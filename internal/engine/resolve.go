@@ -18,6 +18,10 @@ type Request struct {
 	Flags plan.Flags
 	// Config is the pinfold.yaml to use; "" finds one walking up from Cwd.
 	Config string
+	// NoConfig reads no pinfold.yaml at all, neither Config nor one found
+	// walking up: the plan is the flags' alone. The server sets it for a
+	// tenant's session, whose workspace the tenant and its sandbox write.
+	NoConfig bool
 	// Cwd is the caller's directory; "" is the process's.
 	Cwd string
 	// Frozen refuses capabilities that inference finds but the config does
@@ -40,13 +44,30 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	}
 	path := r.Config
 	var err error
-	if path == "" {
-		if path, err = config.Find(cwd); err != nil {
-			return nil, configError(err)
-		}
+	if r.NoConfig && path != "" {
+		return nil, fault.New(fault.ConfigError, "a config file was given where none may be read ("+path+")", "", "", nil)
 	}
 	var cfg *config.File
-	if path != "" {
+	var ignored string
+	switch {
+	case r.NoConfig:
+	case path == "":
+		d, err := config.Discover(cwd)
+		if err != nil {
+			return nil, configError(err)
+		}
+		if d.Ignored != nil {
+			// Said once per plan: a policy someone else could have written
+			// is not run, and the caller learns why nothing applies.
+			ignored = d.Ignored.Path + ": " + d.Ignored.Why
+			e.notice("%s", d.Ignored.Message())
+		}
+		if d.Path != "" {
+			if cfg, err = config.LoadDiscovered(d.Path); err != nil {
+				return nil, configError(err)
+			}
+		}
+	default:
 		if cfg, err = config.Load(path); err != nil {
 			return nil, configError(err)
 		}
@@ -63,6 +84,7 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Audit.ConfigIgnored = ignored
 	if p.Backend == "auto" {
 		if err := e.selectBackend(ctx, p); err != nil {
 			return nil, err

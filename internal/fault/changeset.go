@@ -8,4 +8,7 @@ const (
 	Busy        Code = "PF183" // another pinfold holds the changeset
 	DiskCap     Code = "PF184" // the --disk volume cannot be made (not root, no loop devices, no room)
 	NoPath      Code = "PF185" // PATHS given to diff or apply match nothing in the changeset
+	// PolicyChange: the changeset adds, changes or removes a pinfold.yaml
+	// and the apply was not given --policy.
+	PolicyChange Code = "PF186"
 )

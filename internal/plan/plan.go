@@ -197,12 +197,15 @@ const (
 
 // Audit is what a reviewer of the run wants to know.
 type Audit struct {
-	Config   string `json:"config"`   // the pinfold.yaml used, or ""
-	Profile  string `json:"profile"`  // the profile applied, or ""
-	Rule     string `json:"rule"`     // the dispatch rule that chose it, as written, with its position
-	Role     string `json:"role"`     // install, run or build
-	Lockfile string `json:"lockfile"` // what the lockfile check found
-	Trust    string `json:"trust"`    // what was verified about the base
+	Config string `json:"config"` // the pinfold.yaml used, or ""
+	// ConfigIgnored is the pinfold.yaml discovery passed over as
+	// untrusted, and why ("" for none).
+	ConfigIgnored string `json:"config_ignored,omitempty"`
+	Profile       string `json:"profile"`  // the profile applied, or ""
+	Rule          string `json:"rule"`     // the dispatch rule that chose it, as written, with its position
+	Role          string `json:"role"`     // install, run or build
+	Lockfile      string `json:"lockfile"` // what the lockfile check found
+	Trust         string `json:"trust"`    // what was verified about the base
 	// TrustLevel is one of the Trust* constants; verified-signature is
 	// set by the engine once a signature checked out.
 	TrustLevel string `json:"trust_level"`

@@ -154,6 +154,9 @@ func (p *Plan) Text(w io.Writer) {
 	a := p.Audit
 	fmt.Fprintf(w, "audit:\n")
 	fmt.Fprintf(w, "  config:   %s\n", orNone(a.Config != "", a.Config))
+	if a.ConfigIgnored != "" {
+		fmt.Fprintf(w, "  ignored:  %s\n", a.ConfigIgnored)
+	}
 	fmt.Fprintf(w, "  profile:  %s\n", orNone(a.Profile != "", a.Profile))
 	fmt.Fprintf(w, "  rule:     %s\n", orNone(a.Rule != "", a.Rule))
 	fmt.Fprintf(w, "  role:     %s%s\n", a.Role, src("role"))

@@ -106,7 +106,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, t string, apply 
 		writeJSON(w, 200, map[string]any{"changeset": cs.Meta.ID, "discarded": true})
 		return
 	}
-	res, err := eng.Apply(r.Context(), cs, nil, r.URL.Query().Get("force") == "true")
+	// A change to pinfold.yaml is refused unless asked for (policy=true):
+	// the host obeys that file on later runs, and a tenant is not the
+	// host's to speak for unless the operator's policy says it may. The
+	// operator applies a tenant's with pinfold apply --policy.
+	res, err := eng.ApplyWith(r.Context(), cs, engine.ApplyRequest{Force: r.URL.Query().Get("force") == "true",
+		Policy: r.URL.Query().Get("policy") == "true" && (t == "" || s.cfg.Policy.ApplyPolicy)})
 	if err != nil {
 		writeFault(w, err)
 		return

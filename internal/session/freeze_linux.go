@@ -1,6 +1,8 @@
 package session
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,15 +38,30 @@ func v2Root() string {
 	return ""
 }
 
-// freezerGroup is where a session's freezer group goes.
-func freezerGroup(id string) (dir string, v2 bool) {
+// freezerGroup is where a session's freezer group goes. The groups of
+// every store on the host share one directory, and session ids are unique
+// only within a store (a copied store holds the same ones): the name
+// carries a short hash of the store's path, so that no store freezes,
+// thaws or removes another's group.
+func (s *Store) freezerGroup(id string) (dir string, v2 bool) {
+	name := "session-" + s.freezerTag() + "-" + id
 	if fi, err := os.Stat(filepath.Join(freezerV1, "cgroup.procs")); err == nil && !fi.IsDir() {
-		return filepath.Join(freezerV1, "pinfold", "session-"+id), false
+		return filepath.Join(freezerV1, "pinfold", name), false
 	}
 	if root := v2Root(); root != "" {
-		return filepath.Join(root, "pinfold", "session-"+id), true
+		return filepath.Join(root, "pinfold", name), true
 	}
 	return "", false
+}
+
+// freezerTag is 12 hex digits of the SHA-256 of the store's absolute path.
+func (s *Store) freezerTag() string {
+	dir := s.Dir
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return hex.EncodeToString(sum[:6])
 }
 
 // v2GroupOf returns the cgroup v2 directory a process is in.
@@ -64,8 +81,8 @@ func v2GroupOf(root string, pid int) string {
 // setupFreezer puts the sandbox whose init is pid into the session's
 // freezer group and returns the group and whether it is cgroup v2 ("" when
 // the host has no freezer pinfold may use).
-func setupFreezer(id string, pid int) (string, bool, error) {
-	dir, v2 := freezerGroup(id)
+func (s *Store) setupFreezer(id string, pid int) (string, bool, error) {
+	dir, v2 := s.freezerGroup(id)
 	if dir == "" {
 		return "", false, errors.New("no cgroup freezer on this host")
 	}
@@ -87,8 +104,8 @@ func setupFreezer(id string, pid int) (string, bool, error) {
 }
 
 // removeFreezer removes a session's own freezer group once it is empty.
-func removeFreezer(id string) {
-	dir, _ := freezerGroup(id)
+func (s *Store) removeFreezer(id string) {
+	dir, _ := s.freezerGroup(id)
 	if dir == "" {
 		return
 	}

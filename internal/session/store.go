@@ -84,7 +84,7 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		r.Added, r.Modified, r.Deleted = added, modified, deleted
 		// Released before the record says it ended: whoever waits for
 		// that (pinfold session stop) finds nothing of it left.
-		removeFreezer(r.ID)
+		s.removeFreezer(r.ID)
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
 		s.Save(r)
@@ -222,7 +222,7 @@ func (s *Store) check(r *Record) *Record {
 		}
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
-		removeFreezer(r.ID)
+		s.removeFreezer(r.ID)
 		s.Save(r)
 		// Its sandbox died with it (the parent-death signal); what the
 		// kernel cannot remove (cgroups, temporary directories) goes now.
