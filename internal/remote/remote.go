@@ -117,7 +117,7 @@ func Main(ctx context.Context, stdin, stdout, stderr *os.File, args []string) in
 	default:
 		return fail(fault.New(fault.Usage, fmt.Sprintf("unknown command %q for \"pinfold\"", name), "", "see pinfold --help", nil))
 	}
-	if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
+	if helpAsked(args) {
 		usage(stdout)
 		return 0
 	}
@@ -125,6 +125,27 @@ func Main(ctx context.Context, stdin, stdout, stderr *os.File, args []string) in
 		return fail(needsHost(name))
 	}
 	return client(ctx, stdin, stdout, stderr, args)
+}
+
+// helpAsked says whether args ask for help: anywhere in a session
+// subcommand's, only among exec's and shell's flags before the session
+// (what follows is the remote command's: exec S -- grep --help).
+func helpAsked(args []string) bool {
+	isHelp := func(a string) bool { return a == "-h" || a == "--help" }
+	if args[0] == "session" {
+		return slices.ContainsFunc(args, isHelp)
+	}
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case isHelp(a):
+			return true
+		case a == "-e" || a == "--env" || a == "-w" || a == "--workdir":
+			i++
+		case a == "--" || !strings.HasPrefix(a, "-"):
+			return false
+		}
+	}
+	return false
 }
 
 func usage(w *os.File) {

@@ -67,6 +67,11 @@ func TestMainRefuses(t *testing.T) {
 		{[]string{"version"}, 0, ""},
 		{[]string{"--help"}, 0, ""},
 		{[]string{"exec", "--help"}, 0, ""},
+		{[]string{"exec", "-e", "A=1", "-h"}, 0, ""},
+		{[]string{"session", "start", "--name", "x", "--help"}, 0, ""},
+		// A help flag of the remote command is the remote command's.
+		{[]string{"exec", "s", "--", "grep", "--help"}, 125, "PF142 pinfold exec needs"},
+		{[]string{"exec", "-e", "-h", "s", "grep", "-h"}, 125, "PF142 pinfold exec needs"},
 	} {
 		out, errs, code := call(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.err) || (c.err == "" && errs != "") {
