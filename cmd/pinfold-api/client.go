@@ -259,6 +259,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if interactive {
 		stdin = os.Stdin
 	}
+	if tty {
+		defer enableVT()()
+	}
 	if tty && interactive {
 		if restore := raw(os.Stdin); restore != nil {
 			defer restore()
@@ -311,6 +314,5 @@ func raw(f *os.File) func() {
 	if err != nil {
 		return nil
 	}
-	vt := enableVT()
-	return func() { term.Restore(fd, old); vt() }
+	return func() { term.Restore(fd, old) }
 }
