@@ -205,12 +205,18 @@ type Sandbox struct {
 	stty  bool     // the base has /bin/sh and stty
 	net   *netpolicy.Config
 	cgsys *cgroup.System // for limits, detected once
+	idm   *idMounts      // the caller's directories idmapped, as root
 	// release lets the store's garbage collector have the base again.
 	release func()
 }
 
-// Close releases the base; containers go with their commands.
+// Close releases the base and detaches the idmapped mounts (running
+// containers keep theirs); containers go with their commands.
 func (s *Sandbox) Close() error {
+	if s.idm != nil {
+		s.idm.release()
+		s.idm = nil
+	}
 	if s.release != nil {
 		s.release()
 		s.release = nil

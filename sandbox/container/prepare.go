@@ -6,11 +6,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,31 +84,64 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--network", "none", "--hostname", sp.Hostname)
 	}
 	// Otherwise Run joins the command to a network holder of its own.
-	user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
-	if sp.Workspace != "" {
-		// Files written in the workspace belong to its owner, as natively.
-		if fi, err := os.Stat(sp.Workspace); err == nil {
-			st := fi.Sys().(*syscall.Stat_t)
-			user = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	ids, err := s.users(&a)
+	if err != nil {
+		return err
+	}
+	bind := func(field, p string) (string, error) { return p, nil }
+	if ids != nil {
+		bind = func(field, p string) (string, error) {
+			q, err := ids.bind(p)
+			if err != nil {
+				return "", &sandbox.SpecError{Field: field, Err: err}
+			}
+			return q, nil
+		}
+		// overlayfs writes a changeset's upper directories as the
+		// container's root, which must own them (as natively).
+		for _, c := range captures(sp) {
+			for _, d := range []string{filepath.Dir(c.Upper), c.Upper, c.Work} {
+				if err := os.Lchown(d, sandboxIDBase, sandboxIDBase); err != nil {
+					return &sandbox.SpecError{Field: "capture", Err: err}
+				}
+			}
 		}
 	}
-	if sp.Root {
-		user = "0:0"
-	}
-	add("--user", user)
-	switch sp.Access {
-	case sandbox.AccessReadWrite:
-		add("-v", sp.Workspace+":"+sp.Workspace)
-	case sandbox.AccessReadOnly:
-		add("-v", sp.Workspace+":"+sp.Workspace+":ro")
-	case sandbox.AccessChangeset:
-		a = append(a, s.overlay(sp.Workspace, sp.Changeset)...)
+	if sp.Access != sandbox.AccessNone && sp.Workspace != "" {
+		src, err := bind("workspace", sp.Workspace)
+		if err != nil {
+			return err
+		}
+		switch sp.Access {
+		case sandbox.AccessReadWrite:
+			add("-v", src+":"+sp.Workspace)
+		case sandbox.AccessReadOnly:
+			add("-v", src+":"+sp.Workspace+":ro")
+		case sandbox.AccessChangeset:
+			o, err := s.overlay(src, sp.Workspace, sp.Changeset)
+			if err != nil {
+				return err
+			}
+			a = append(a, o...)
+		}
 	}
 	for i := range sp.Captures {
-		a = append(a, s.overlay(sp.Captures[i].Path, &sp.Captures[i])...)
+		src, err := bind("capture", sp.Captures[i].Path)
+		if err != nil {
+			return err
+		}
+		o, err := s.overlay(src, sp.Captures[i].Path, &sp.Captures[i])
+		if err != nil {
+			return err
+		}
+		a = append(a, o...)
 	}
 	for _, m := range sp.Mounts {
-		v := m.Source + ":" + m.Target
+		src, err := bind("mount", m.Source)
+		if err != nil {
+			return err
+		}
+		v := src + ":" + m.Target
 		if m.ReadOnly {
 			v += ":ro"
 		}
@@ -277,16 +312,24 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// overlay shows dir with its writes going to c's upper directory (the
-// changeset's, in pinfold's store).
-func (s *Sandbox) overlay(dir string, c *sandbox.Capture) []string {
+// overlay shows dir (from src, dir itself or its idmapped view) with its
+// writes going to c's upper directory (the changeset's, in pinfold's
+// store).
+func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error) {
+	if s.rt.engine == PodmanName && s.idm != nil {
+		merged, err := s.idm.overlay(src, c.Upper, c.Work)
+		if err != nil {
+			return nil, &sandbox.SpecError{Field: "capture", Err: err}
+		}
+		return []string{"-v", merged + ":" + dir}, nil
+	}
 	if s.rt.engine == PodmanName {
-		return []string{"-v", dir + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}
+		return []string{"-v", src + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}, nil
 	}
 	// An anonymous volume of the local driver mounting the overlay; it
 	// goes with the container.
 	return []string{"--mount", `type=volume,dst=` + dir + `,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
-		dir + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}
+		src + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}, nil
 }
 
 // sandboxIDBase is where a native sandbox run as root maps its ids on the
@@ -319,4 +362,71 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	}
 	s.release = store.UseBase(b.Root)
 	return b.Root, nil
+}
+
+// users adds the ids the container runs as and, when pinfold runs as
+// root, returns the idmapped mounts that show it the caller's
+// directories (see sandboxIDs).
+func (s *Sandbox) users(a *[]string) (*idMounts, error) {
+	sp := &s.spec
+	owner := [2]uint32{uint32(os.Getuid()), uint32(os.Getgid())}
+	if sp.Workspace != "" {
+		// Files written in the workspace belong to its owner, as natively.
+		if fi, err := os.Stat(sp.Workspace); err == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			owner = [2]uint32{st.Uid, st.Gid}
+		}
+	}
+	if os.Geteuid() != 0 {
+		if s.rt.engine == DockerName {
+			// The daemon runs containers as the host ids they name: only
+			// the caller's own are the caller's to give.
+			if sp.Root {
+				return nil, &sandbox.SpecError{Field: "user", Err: errors.New("with docker, root inside is host root, which the caller does not hold: " +
+					"run as yourself (no --user root), or use --backend podman or native, whose root inside is the caller")}
+			}
+			owner = [2]uint32{uint32(os.Getuid()), uint32(os.Getgid())}
+		}
+		user := fmt.Sprintf("%d:%d", owner[0], owner[1])
+		if sp.Root {
+			user = "0:0"
+		}
+		*a = append(*a, "--user", user)
+		return nil, nil
+	}
+	*a = append(*a, rootIDArgs(s.rt.engine)...)
+	if s.rt.engine == PodmanName {
+		*a = append(*a, "--user", "0:0")
+	}
+	m, err := newIDMounts(owner[0], owner[1])
+	if err != nil {
+		return nil, &sandbox.SpecError{Field: "workspace", Err: err}
+	}
+	s.idm = m
+	return m, nil
+}
+
+// rootIDArgs are the flags that keep a container of a root pinfold off
+// host root: podman's user namespace over the sandbox range, or docker's
+// user, the range's first id.
+func rootIDArgs(engine string) []string {
+	id := strconv.Itoa(sandboxIDBase)
+	if engine == PodmanName {
+		m := "0:" + id + ":" + strconv.Itoa(sandboxIDs)
+		return []string{"--uidmap", m, "--gidmap", m}
+	}
+	return []string{"--user", id + ":" + id}
+}
+
+// captures lists the spec's overlays: the workspace's changeset and the
+// other captured directories.
+func captures(sp *sandbox.Spec) []*sandbox.Capture {
+	var cs []*sandbox.Capture
+	if sp.Access == sandbox.AccessChangeset && sp.Changeset != nil {
+		cs = append(cs, sp.Changeset)
+	}
+	for i := range sp.Captures {
+		cs = append(cs, &sp.Captures[i])
+	}
+	return cs
 }

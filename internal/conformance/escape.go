@@ -1,0 +1,190 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/pinfold/pinfold/internal/engine"
+	"github.com/pinfold/pinfold/internal/plan"
+)
+
+// The escape scenarios: what a sandbox must not reach on the host, the
+// same on every runtime. The rule they test: a sandbox holds no host
+// privilege the caller did not grant. Its command runs as a host id that
+// is not root, with no capabilities, whatever it is inside (--user root
+// included), so the host's root-only files in the system directories it
+// is shown stay unreadable, as in a native sandbox. (sandbox/native's
+// escape suite tests the native runtime's protections one by one.)
+
+// rootOnlyProbe prints what the command can tell about its privileges on
+// the host: the root-only files of /etc it can read (with a
+// world-readable one as the control that cat works), its id inside, its
+// id map (inside, outside, count) and its effective capabilities.
+const rootOnlyProbe = `for f in /etc/passwd /etc/shadow /etc/gshadow; do
+  test -e "$f" && echo "exists $f"
+  cat "$f" >/dev/null 2>&1 && echo "read $f"
+done
+echo "uid $(id -u) gid $(id -g)"
+sed 's/^/uidmap /' /proc/self/uid_map
+sed 's/^/gidmap /' /proc/self/gid_map
+grep '^CapEff:' /proc/self/status`
+
+// rootOnlyFiles runs the probe as the default user and as root inside.
+func rootOnlyFiles(e *Env) {
+	if e.Target.Base == "" {
+		// The probe tells only if the host's files are root-only.
+		for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
+			if fi, err := os.Stat(f); err == nil && fi.Mode().Perm()&0o004 != 0 {
+				e.T.Fatalf("%s is world-readable on this host: the probe cannot tell", f)
+			}
+		}
+	}
+	for _, user := range []string{"", "root"} {
+		f := e.rw()
+		f.User = user
+		r := e.Exec(f, "sh", "-c", rootOnlyProbe)
+		if r == nil {
+			return
+		}
+		checkRootOnly(e, user, r)
+	}
+}
+
+func checkRootOnly(e *Env, user string, r *Result) {
+	e.T.Helper()
+	who := "the default user"
+	if user != "" {
+		who = "--user " + user
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	has := func(l string) bool {
+		for _, x := range lines {
+			if x == l {
+				return true
+			}
+		}
+		return false
+	}
+	if r.Out.Result.ExitCode != 0 || !has("read /etc/passwd") {
+		e.T.Fatalf("%s: the probe did not run (control: /etc/passwd unread): exit %d\n%s%s", who, r.Out.Result.ExitCode, r.Stdout, r.Stderr)
+	}
+	if !has("exists /etc/shadow") {
+		e.T.Fatalf("%s: the base has no /etc/shadow: the probe cannot tell\n%s", who, r.Stdout)
+	}
+	for _, f := range []string{"/etc/shadow", "/etc/gshadow"} {
+		if has("read " + f) {
+			e.T.Errorf("%s read the root-only %s", who, f)
+		}
+	}
+	var uid, gid uint64
+	var uidMap, gidMap []string
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "uid "):
+			if _, err := fmt.Sscanf(l, "uid %d gid %d", &uid, &gid); err != nil {
+				e.T.Fatalf("%s: %q: %v", who, l, err)
+			}
+		case strings.HasPrefix(l, "uidmap "):
+			uidMap = append(uidMap, strings.TrimPrefix(l, "uidmap "))
+		case strings.HasPrefix(l, "gidmap "):
+			gidMap = append(gidMap, strings.TrimPrefix(l, "gidmap "))
+		case strings.HasPrefix(l, "CapEff:"):
+			if v := strings.TrimSpace(strings.TrimPrefix(l, "CapEff:")); strings.Trim(v, "0") != "" {
+				e.T.Errorf("%s has capabilities: CapEff %s", who, v)
+			}
+		}
+	}
+	hu, ok := outside(uidMap, uid)
+	if !ok {
+		e.T.Fatalf("%s: uid %d is not in its map %q", who, uid, uidMap)
+	}
+	hg, ok := outside(gidMap, gid)
+	if !ok {
+		e.T.Fatalf("%s: gid %d is not in its map %q", who, gid, gidMap)
+	}
+	if os.Geteuid() == 0 && (hu == 0 || hg == 0) {
+		e.T.Errorf("%s runs as host uid %d gid %d (inside %d:%d): host root", who, hu, hg, uid, gid)
+	}
+}
+
+// outside maps id through the lines of a /proc/PID/uid_map ("inside
+// outside count") to the id of the parent user namespace.
+func outside(m []string, id uint64) (uint64, bool) {
+	for _, l := range m {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			continue
+		}
+		in, err1 := strconv.ParseUint(f[0], 10, 64)
+		out, err2 := strconv.ParseUint(f[1], 10, 64)
+		n, err3 := strconv.ParseUint(f[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil && id >= in && id-in < n {
+			return out + id - in, true
+		}
+	}
+	return 0, false
+}
+
+// workspaceOwner gives the workspace to an ordinary user: the command
+// sees the workspace as its own, and what it writes there, directly or
+// through an applied changeset, belongs to that user on the host, never
+// to an id of the sandbox's.
+func workspaceOwner(e *Env) {
+	if os.Geteuid() != 0 {
+		e.T.Fatal("the scenario gives the workspace to another user: it runs as root")
+	}
+	const owner = 4321
+	if err := os.Chown(e.Workspace, owner, owner); err != nil {
+		e.T.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Workspace, "kept"), []byte("old\n"), 0o644); err != nil {
+		e.T.Fatal(err)
+	}
+	os.Chown(filepath.Join(e.Workspace, "kept"), owner, owner)
+	probe := `[ "$(stat -c %u .)" = "$(id -u)" ] || echo "workspace owned by $(stat -c %u:%g .), command is $(id -u)"
+echo new > "$1"; mkdir "$1.d"; echo changed > kept`
+	accesses := []string{"changeset"}
+	if a := e.rw().Access; a != "changeset" {
+		accesses = append([]string{a}, accesses...)
+	}
+	for _, access := range accesses {
+		name := "made-" + access
+		r := e.Exec(plan.Flags{Access: access}, "sh", "-c", probe, "sh", name)
+		if r == nil {
+			return
+		}
+		if r.Out.Result.ExitCode != 0 || r.Stdout != "" {
+			e.T.Errorf("%s: exit %d: %s%s", access, r.Out.Result.ExitCode, r.Stdout, r.Stderr)
+		}
+		if cs := r.Out.Changeset; cs != nil && !cs.Empty {
+			c, err := e.Engine.OpenChangeset(cs.ID, "")
+			if err != nil {
+				e.T.Fatal(err)
+			}
+			unlock, err := engine.Lock(c)
+			if err != nil {
+				e.T.Fatal(err)
+			}
+			_, err = e.Engine.Apply(context.Background(), c, nil, false)
+			unlock()
+			if err != nil {
+				e.T.Fatal(err)
+			}
+		}
+		for _, f := range []string{name, name + ".d", "kept"} {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(filepath.Join(e.Workspace, f), &st); err != nil {
+				e.T.Errorf("%s: %s: %v", access, f, err)
+				continue
+			}
+			if st.Uid != owner || st.Gid != owner {
+				e.T.Errorf("%s: %s belongs to %d:%d on the host, want the workspace's owner %d:%d", access, f, st.Uid, st.Gid, owner, owner)
+			}
+		}
+	}
+}
