@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 // The escape scenarios: what a sandbox must not reach on the host, the
@@ -47,6 +49,14 @@ func rootOnlyFiles(e *Env) {
 	for _, user := range []string{"", "root"} {
 		f := e.rw()
 		f.User = user
+		if user == "root" && !e.Target.Runtime.Features().Root {
+			// A runtime without root inside must refuse it.
+			var ue *sandbox.UnsupportedError
+			if err := e.StartErr(f, "true"); !errors.As(err, &ue) {
+				e.T.Errorf("--user root on a runtime without it: got %v, want a refusal", err)
+			}
+			continue
+		}
 		r := e.Exec(f, "sh", "-c", rootOnlyProbe)
 		if r == nil {
 			return
@@ -148,11 +158,7 @@ func workspaceOwner(e *Env) {
 	os.Chown(filepath.Join(e.Workspace, "kept"), owner, owner)
 	probe := `[ "$(stat -c %u .)" = "$(id -u)" ] || echo "workspace owned by $(stat -c %u:%g .), command is $(id -u)"
 echo new > "$1"; mkdir "$1.d"; echo changed > kept`
-	accesses := []string{"changeset"}
-	if a := e.rw().Access; a != "changeset" {
-		accesses = append([]string{a}, accesses...)
-	}
-	for _, access := range accesses {
+	for _, access := range []string{"rw", "changeset"} {
 		name := "made-" + access
 		r := e.Exec(plan.Flags{Access: access}, "sh", "-c", probe, "sh", name)
 		if r == nil {

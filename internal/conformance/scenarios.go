@@ -50,7 +50,9 @@ func Scenarios() []Scenario {
 		{Name: "limit-pids", Needs: func(f *sandbox.Features) bool { return f.Pids }, Run: limitPids},
 		{Name: "env-policy", Run: envPolicy},
 		{Name: "root-only-files", Run: rootOnlyFiles},
-		{Name: "workspace-owner", Needs: hasAccess(sandbox.AccessChangeset), Run: workspaceOwner},
+		{Name: "workspace-owner", Needs: func(f *sandbox.Features) bool {
+			return hasAccess(sandbox.AccessReadWrite)(f) && hasAccess(sandbox.AccessChangeset)(f)
+		}, Run: workspaceOwner},
 		{Name: "mounts", Needs: writableMounts, Run: mounts},
 		{Name: "caches", Needs: writableMounts, Run: caches},
 		{Name: "secrets", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: secrets},
