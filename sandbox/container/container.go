@@ -70,8 +70,12 @@ func Docker() *Runtime { return &Runtime{engine: DockerName} }
 // Name returns "podman" or "docker".
 func (r *Runtime) Name() string { return r.engine }
 
-// Features says what a container gets.
+// Features says what a container gets. docker has no user namespace of
+// a container's own: root inside would be host root, and capabilities
+// added for a user other than root are never effective, so docker
+// refuses --user root and --cap-add (see sandboxIDs).
 func (r *Runtime) Features() sandbox.Features {
+	userns := r.engine == PodmanName
 	return sandbox.Features{
 		Isolated:     true,
 		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
@@ -82,8 +86,8 @@ func (r *Runtime) Features() sandbox.Features {
 		Memory:       true,
 		Pids:         true,
 		CPUs:         true,
-		Capabilities: true,
-		Root:         true,
+		Capabilities: userns,
+		Root:         userns,
 		Mounts:       true,
 		Hostname:     true,
 		TTY:          true,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -380,11 +379,8 @@ func (s *Sandbox) users(a *[]string) (*idMounts, error) {
 	if os.Geteuid() != 0 {
 		if s.rt.engine == DockerName {
 			// The daemon runs containers as the host ids they name: only
-			// the caller's own are the caller's to give.
-			if sp.Root {
-				return nil, &sandbox.SpecError{Field: "user", Err: errors.New("with docker, root inside is host root, which the caller does not hold: " +
-					"run as yourself (no --user root), or use --backend podman or native, whose root inside is the caller")}
-			}
+			// the caller's own are the caller's to give (Features refuses
+			// root inside).
 			owner = [2]uint32{uint32(os.Getuid()), uint32(os.Getgid())}
 		}
 		user := fmt.Sprintf("%d:%d", owner[0], owner[1])
