@@ -194,3 +194,42 @@ echo new > "$1"; mkdir "$1.d"; echo changed > kept`
 		}
 	}
 }
+
+// hostFiles: the host's files outside the system directories, its
+// daemons' sockets and pinfold's own state are not there, and nothing
+// outside the workspace is writable, through a link in the workspace
+// either.
+func hostFiles(e *Env) {
+	secret := e.T.TempDir()
+	os.Chmod(secret, 0o755)
+	if err := os.WriteFile(filepath.Join(secret, "secret"), []byte("host secret\n"), 0o644); err != nil {
+		e.T.Fatal(err)
+	}
+	mark := fmt.Sprintf("pinfold-pwned-%d", os.Getpid())
+	hidden := []string{secret, "/root", "/var/lib/docker", "/var/lib/containers", "/run/docker.sock", "/var/run/docker.sock",
+		"/run/podman", "/run/dbus/system_bus_socket", "/run/pinfold", "/tmp/.X11-unix", "/boot"}
+	written := []string{"/etc/" + mark, "/usr/bin/" + mark, "/" + mark}
+	probe := `for p in ` + strings.Join(hidden, " ") + `; do test -e "$p" && echo "sees $p"; done
+for p in ` + strings.Join(written, " ") + `; do (echo x > "$p") 2>/dev/null && echo "wrote $p"; done
+ln -s / escape && { (echo x > escape/etc/` + mark + `) 2>/dev/null && echo "wrote through a link"; }
+cat escape/etc/hostname >/dev/null && echo "control: the link resolves"
+true`
+	r := e.Exec(e.rw(), "sh", "-c", probe)
+	if r == nil {
+		return
+	}
+	if !strings.Contains(r.Stdout, "control: the link resolves") {
+		e.T.Errorf("the probe did not run: %q %q", r.Stdout, r.Stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		if l != "" && !strings.HasPrefix(l, "control:") {
+			e.T.Errorf("the sandbox %s", l)
+		}
+	}
+	for _, p := range append(written, "/etc/"+mark) {
+		if _, err := os.Lstat(p); err == nil {
+			os.Remove(p)
+			e.T.Errorf("the sandbox wrote %s on the host", p)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func Scenarios() []Scenario {
 		{Name: "limit-pids", Needs: func(f *sandbox.Features) bool { return f.Pids }, Run: limitPids},
 		{Name: "env-policy", Run: envPolicy},
 		{Name: "root-only-files", Run: rootOnlyFiles},
+		{Name: "host-files", Run: hostFiles},
 		{Name: "workspace-owner", Needs: func(f *sandbox.Features) bool {
 			return hasAccess(sandbox.AccessReadWrite)(f) && hasAccess(sandbox.AccessChangeset)(f)
 		}, Run: workspaceOwner},
