@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -249,6 +250,41 @@ true`
 		if _, err := os.Lstat(p); err == nil {
 			os.Remove(p)
 			e.T.Errorf("the sandbox wrote %s on the host", p)
+		}
+	}
+}
+
+// capabilities: a capability the plan grants works on the sandbox's own
+// network, with pinfold's network stack too, and without it the same bind
+// is refused: privileges inside are the sandbox's, not the host's.
+func capabilities(e *Env) {
+	if e.Target.Tools == "" {
+		e.T.Fatal("the scenario binds a port with the test tools' netclient")
+	}
+	// The server still running after a second bound the port; a refused
+	// bind ends it at once.
+	const probe = `/pinfold-test/netclient serve 80 >/dev/null 2>&1 & pid=$!; sleep 1; kill $pid 2>/dev/null && echo BOUND; true`
+	networks := []string{"none"}
+	if slices.Contains(e.Target.Runtime.Features().Networks, sandbox.NetworkAllow) {
+		networks = append(networks, "allow")
+	}
+	for _, n := range networks {
+		for _, grant := range []bool{true, false} {
+			f := e.rw()
+			f.Network = n
+			if n == "allow" {
+				f.Allow = []string{"allowed.test"}
+			}
+			if grant {
+				f.CapAdd = []string{"NET_BIND_SERVICE"}
+			}
+			r := e.Exec(f, "sh", "-c", probe)
+			if r == nil {
+				return
+			}
+			if got := strings.Contains(r.Stdout, "BOUND"); got != grant {
+				e.T.Errorf("network %s, NET_BIND_SERVICE granted %v: bound port 80 %v (%q %q)", n, grant, got, r.Stdout, r.Stderr)
+			}
 		}
 	}
 }

@@ -210,6 +210,9 @@ type Sandbox struct {
 	net   *netpolicy.Config
 	cgsys *cgroup.System // for limits, detected once
 	idm   *idMounts      // the caller's directories idmapped, as root
+	// userns are podman's flags of a user namespace of the container's
+	// own (as root).
+	userns []string
 	// release lets the store's garbage collector have the base again.
 	release func()
 }

@@ -390,9 +390,13 @@ func (s *Sandbox) users(a *[]string) (*idMounts, error) {
 		*a = append(*a, "--user", user)
 		return nil, nil
 	}
-	*a = append(*a, rootIDArgs(s.rt.engine)...)
 	if s.rt.engine == PodmanName {
+		// The user namespace is added by Run, which may join the network
+		// holder's instead.
+		s.userns = rootIDArgs(s.rt.engine)
 		*a = append(*a, "--user", "0:0")
+	} else {
+		*a = append(*a, rootIDArgs(s.rt.engine)...)
 	}
 	m, err := newIDMounts(owner[0], owner[1])
 	if err != nil {
