@@ -35,32 +35,43 @@ const sandboxIDs = 65536
 // into a workspace through them.
 var idMountsDir = "/run/pinfold/containers"
 
-// idMounts are one sandbox's idmapped views of host directories.
+// idMounts are one sandbox's idmapped views of host directories, made
+// on first use.
 type idMounts struct {
-	dir    string
-	ns     int // the user namespace whose map the mounts carry
-	points []string
+	uid, gid uint32 // the owner shown as the sandbox's root
+	dir      string
+	ns       int // the user namespace whose map the mounts carry
+	points   []string
 }
 
-// newIDMounts prepares idmapped mounts that show disk ids owner as
-// sandboxIDBase (the sandbox's root) and sandboxIDBase as owner, and
-// every other id i below sandboxIDs as sandboxIDBase+i.
-func newIDMounts(uid, gid uint32) (*idMounts, error) {
-	if err := os.MkdirAll(idMountsDir, 0o700); err != nil {
-		return nil, err
+// newIDMounts prepares idmapped mounts that show disk id owner as
+// sandboxIDBase (the sandbox's root), disk id 0 as sandboxIDBase+owner,
+// and every other id i below sandboxIDs as sandboxIDBase+i.
+func newIDMounts(uid, gid uint32) *idMounts {
+	return &idMounts{uid: uid, gid: gid, ns: -1}
+}
+
+// ready makes the mounts' directory and user namespace.
+func (m *idMounts) ready() error {
+	if m.ns >= 0 {
+		return nil
 	}
-	dir := filepath.Join(idMountsDir, Owner()+"-"+randomID())
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, err
+	if m.dir == "" {
+		if err := os.MkdirAll(idMountsDir, 0o700); err != nil {
+			return err
+		}
+		dir := filepath.Join(idMountsDir, Owner()+"-"+randomID())
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+		m.dir = dir
 	}
-	m := &idMounts{dir: dir, ns: -1}
-	ns, err := idmapNamespace(swapMap(uid), swapMap(gid))
+	ns, err := idmapNamespace(swapMap(m.uid), swapMap(m.gid))
 	if err != nil {
-		m.release()
-		return nil, err
+		return err
 	}
 	m.ns = ns
-	return m, nil
+	return nil
 }
 
 // swapMap is the user namespace map of an idmapped mount that shows disk
@@ -121,6 +132,9 @@ func idmapNamespace(uids, gids []syscall.SysProcIDMap) (int, error) {
 
 // bind shows src (a directory or a file) idmapped, and returns where.
 func (m *idMounts) bind(src string) (string, error) {
+	if err := m.ready(); err != nil {
+		return "", err
+	}
 	fi, err := os.Stat(src)
 	if err != nil {
 		return "", err
@@ -162,6 +176,9 @@ func (m *idMounts) bind(src string) (string, error) {
 // the store; this one is mounted by pinfold, as docker's are by its
 // daemon.
 func (m *idMounts) overlay(lower, upper, work string) (string, error) {
+	if err := m.ready(); err != nil {
+		return "", err
+	}
 	point := filepath.Join(m.dir, strconv.Itoa(len(m.points)))
 	if err := os.Mkdir(point, 0o700); err != nil {
 		return "", err
@@ -187,7 +204,10 @@ func (m *idMounts) release() {
 		unix.Close(m.ns)
 		m.ns = -1
 	}
-	os.Remove(m.dir)
+	if m.dir != "" {
+		os.Remove(m.dir)
+		m.dir = ""
+	}
 }
 
 // CleanMounts detaches the idmapped mounts of pinfold processes that are

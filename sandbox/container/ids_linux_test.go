@@ -50,10 +50,7 @@ func TestIDMounts(t *testing.T) {
 	os.Chown(filepath.Join(ws, "mine"), owner, owner)
 	os.WriteFile(filepath.Join(ws, "roots"), nil, 0o600)
 
-	m, err := newIDMounts(owner, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newIDMounts(owner, owner)
 	t.Cleanup(m.release) // before the temporary directories go
 	view, err := m.bind(ws)
 	if err != nil {
@@ -105,19 +102,14 @@ func TestIDMounts(t *testing.T) {
 	// A killed run's mounts: CleanMounts detaches them, and only them.
 	dead := filepath.Join(idMountsDir, "999999999-1-abc")
 	os.Mkdir(dead, 0o700)
-	m = &idMounts{dir: dead, ns: -1}
+	m = &idMounts{uid: owner, gid: owner, dir: dead, ns: -1}
 	t.Cleanup(m.release)
-	if m.ns, err = idmapNamespace(swapMap(owner), swapMap(owner)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := m.bind(ws); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Close(m.ns)
-	live, err := newIDMounts(owner, owner)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m.ns = -1
+	live := newIDMounts(owner, owner)
 	t.Cleanup(live.release)
 	if _, err := live.bind(ws); err != nil {
 		t.Fatal(err)

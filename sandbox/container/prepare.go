@@ -398,12 +398,8 @@ func (s *Sandbox) users(a *[]string) (*idMounts, error) {
 	} else {
 		*a = append(*a, rootIDArgs(s.rt.engine)...)
 	}
-	m, err := newIDMounts(owner[0], owner[1])
-	if err != nil {
-		return nil, &sandbox.SpecError{Field: "workspace", Err: err}
-	}
-	s.idm = m
-	return m, nil
+	s.idm = newIDMounts(owner[0], owner[1])
+	return s.idm, nil
 }
 
 // rootIDArgs are the flags that keep a container of a root pinfold off
