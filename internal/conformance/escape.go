@@ -162,6 +162,26 @@ func workspaceOwner(e *Env) {
 		e.T.Fatal(err)
 	}
 	os.Chown(filepath.Join(e.Workspace, "kept"), owner, owner)
+	apply := func(r *Result) {
+		e.T.Helper()
+		cs := r.Out.Changeset
+		if cs == nil || cs.Empty {
+			return
+		}
+		c, err := e.Engine.OpenChangeset(cs.ID, "")
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		unlock, err := engine.Lock(c)
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		_, err = e.Engine.Apply(context.Background(), c, nil, false)
+		unlock()
+		if err != nil {
+			e.T.Fatal(err)
+		}
+	}
 	probe := `[ "$(stat -c %u .)" = "$(id -u)" ] || echo "workspace owned by $(stat -c %u:%g .), command is $(id -u)"
 echo new > "$1"; mkdir "$1.d"; echo changed > kept`
 	for _, access := range []string{"rw", "changeset"} {
@@ -173,22 +193,22 @@ echo new > "$1"; mkdir "$1.d"; echo changed > kept`
 		if r.Out.Result.ExitCode != 0 || r.Stdout != "" {
 			e.T.Errorf("%s: exit %d: %s%s", access, r.Out.Result.ExitCode, r.Stdout, r.Stderr)
 		}
-		if cs := r.Out.Changeset; cs != nil && !cs.Empty {
-			c, err := e.Engine.OpenChangeset(cs.ID, "")
-			if err != nil {
-				e.T.Fatal(err)
-			}
-			unlock, err := engine.Lock(c)
-			if err != nil {
-				e.T.Fatal(err)
-			}
-			_, err = e.Engine.Apply(context.Background(), c, nil, false)
-			unlock()
-			if err != nil {
-				e.T.Fatal(err)
-			}
+		apply(r)
+		files := []string{name, name + ".d", "kept"}
+		// An empty workspace too (the engines may treat its mount as
+		// fresh and give it an owner of theirs).
+		empty := filepath.Join(e.Workspace, "empty-"+access)
+		if err := os.Mkdir(empty, 0o755); err != nil {
+			e.T.Fatal(err)
 		}
-		for _, f := range []string{name, name + ".d", "kept"} {
+		os.Chown(empty, owner, owner)
+		r = e.Exec(plan.Flags{Access: access, Workspace: empty}, "sh", "-c", `echo new > "$1"`, "sh", name)
+		if r.Out.Result.ExitCode != 0 {
+			e.T.Errorf("%s, an empty workspace: exit %d: %s%s", access, r.Out.Result.ExitCode, r.Stdout, r.Stderr)
+		}
+		apply(r)
+		files = append(files, filepath.Join(filepath.Base(empty), name))
+		for _, f := range files {
 			var st syscall.Stat_t
 			if err := syscall.Lstat(filepath.Join(e.Workspace, f), &st); err != nil {
 				e.T.Errorf("%s: %s: %v", access, f, err)

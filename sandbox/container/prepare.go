@@ -326,8 +326,10 @@ func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error)
 		return []string{"-v", src + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}, nil
 	}
 	// An anonymous volume of the local driver mounting the overlay; it
-	// goes with the container.
-	return []string{"--mount", `type=volume,dst=` + dir + `,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
+	// goes with the container. nocopy: docker would otherwise fill an
+	// empty volume from the image and give its root the image's owner
+	// (root), over the upper directory's.
+	return []string{"--mount", `type=volume,dst=` + dir + `,volume-nocopy=true,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
 		src + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}, nil
 }
 
