@@ -174,8 +174,10 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 }
 
 // CreateRequest makes a sandbox; the fields are pinfold run's flags.
-// Over TCP a tenant cannot set Workspace or Mounts: its sandbox gets a
-// fresh workspace of its own.
+// Over TCP a tenant cannot set Workspace or Mounts (its sandbox gets a
+// fresh workspace of its own), and a field that names a host resource
+// (a base, backend, network, allow entry, resolver, host variable) or a
+// limit is refused (403, PF189) unless the server's policy grants it.
 type CreateRequest struct {
 	Name        string   `json:"name,omitempty"`
 	IdleTimeout string   `json:"idle_timeout,omitempty"` // "30m"
@@ -199,6 +201,9 @@ type CreateRequest struct {
 	TmpSize     string   `json:"tmp_size,omitempty"`
 	// Snapshot restores a snapshot (Client.Snapshot) into the new sandbox.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Template names a template of the server's policy (tenants only):
+	// its settings are the sandbox's where the request sets none.
+	Template string `json:"template,omitempty"`
 }
 
 // Sandbox is a sandbox (a session) as the server describes it.
@@ -257,6 +262,8 @@ type ExecRequest struct {
 }
 
 // ExecResult is how the command ended (each output is capped at 8 MiB).
+// Truncated says output is missing: over the cap, or written by a process
+// the command left running after it ended.
 type ExecResult struct {
 	ExitCode  int    `json:"exit_code"`
 	Signal    int    `json:"signal,omitempty"`

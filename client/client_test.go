@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -49,6 +50,11 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg server.Config) *testServer {
 	t.Helper()
+	return startServerLimited(t, cfg, server.Bounds{})
+}
+
+func startServerLimited(t *testing.T, cfg server.Config, lim server.Bounds) *testServer {
+	t.Helper()
 	ts := &testServer{store: t.TempDir()}
 	t.Setenv("PINFOLD_STORE", ts.store)
 	cfg.Store, cfg.Pinfold = ts.store, filepath.Join(bin, "pinfold")
@@ -68,7 +74,7 @@ func startServer(t *testing.T, cfg server.Config) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { server.Serve(ctx, server.New(cfg), ls...); close(done) }()
+	go func() { server.ServeLimited(ctx, server.New(cfg), lim, ls...); close(done) }()
 	t.Cleanup(func() {
 		// Sessions outlive the server: stop them.
 		c, _ := client.New("unix://" + ts.sock)
@@ -455,4 +461,58 @@ func waitTrash(store string) {
 		}
 	}
 	os.RemoveAll(filepath.Join(store, "trash"))
+}
+
+// A tenant's removed sandbox leaves no workspace or changeset behind, and
+// an upload over the bound is answered 413 even to a client that sends
+// its whole body before it reads (as Python's http.client does).
+func TestTenantRemoveAndOversizedUpload(t *testing.T) {
+	tok := "token-of-tenant-a-0123456789"
+	ts := startServer(t, server.Config{Tokens: map[string]string{tok: "a"}, MaxUpload: 1000})
+	ctx := context.Background()
+	a, _ := client.New(ts.tcp, client.WithToken(tok))
+	s, err := a.Create(ctx, client.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.tcp, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := make([]byte, 32<<20)
+	head := fmt.Sprintf("PUT /v1/sandboxes/%s/files?path=/tmp/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", s.ID, tok, len(body))
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write(append([]byte(head), body...)); err != nil {
+		t.Fatalf("sending the whole body: %v (the server closed before reading it)", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != 413 {
+		t.Fatalf("oversized upload: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	if res, err := a.Exec(ctx, s.ID, client.ExecRequest{Args: []string{"sh", "-c", "echo x > new.txt"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := a.Delete(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Get(ctx, s.ID)
+	if err != nil || got.Changeset == "" || got.Workspace == "" {
+		t.Fatalf("stopped sandbox: %+v %v", got, err)
+	}
+	req, _ := http.NewRequest("DELETE", ts.tcp+"/v1/sandboxes/"+s.ID+"?remove=true", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("remove: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if _, err := os.Stat(got.Workspace); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the removed sandbox's workspace %s is still there: %v", got.Workspace, err)
+	}
+	if _, err := os.Stat(filepath.Join(ts.store, "changesets", got.Changeset)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the removed sandbox's changeset is still there: %v", err)
+	}
 }

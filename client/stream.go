@@ -36,6 +36,10 @@ type Exit struct {
 	NotFound      bool `json:"not_found,omitempty"`
 	NotExecutable bool `json:"not_executable,omitempty"`
 	BadDir        bool `json:"bad_dir,omitempty"`
+	// Truncated says output was cut off: a process the command left
+	// running held its output open after the command ended, and what it
+	// wrote later was not waited for.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Process is a command running in a sandbox over a WebSocket.

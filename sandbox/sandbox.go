@@ -160,7 +160,12 @@ type Spec struct {
 	// Workspace is a host directory mounted at the same path inside.
 	// Empty means no workspace.
 	Workspace string
-	Access    Access // default AccessReadWrite when there is a workspace
+	// Access is what the command may do to the workspace. Its zero value
+	// is AccessReadWrite, not the CLI's changeset: a changeset needs the
+	// upper and work directories of Changeset, which the caller makes
+	// (pinfold's engine does). For a command you do not trust, set
+	// AccessReadOnly, or AccessChangeset with Changeset.
+	Access Access
 	// Changeset receives the workspace's writes with AccessChangeset
 	// (its Path is ignored).
 	Changeset *Capture

@@ -1,8 +1,16 @@
 #!/bin/sh
-# Runs every check and test. As root (as in CI) the privileged tests run
-# too: real sandboxes, cgroup limits, other users, kill -9.
+# Runs every check and test. As root (as in CI) it first prepares what
+# only the tests need (scripts/test-setup.sh: packages, the Kubernetes kit,
+# cosign, every helper binary), and the privileged tests run too: real
+# sandboxes, cgroup limits, other users, kill -9.
 set -eu
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" = 0 ]; then
+	echo "== preparing what the tests need"
+	./scripts/test-setup.sh
+else
+	echo "(not root: nothing installed, and the privileged tests skip)"
+fi
 . scripts/goenv.sh
 
 echo "== gofmt"

@@ -283,6 +283,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if err != nil {
 		return failf("PF192 %v", err)
 	}
+	if e.Truncated {
+		fmt.Fprintln(os.Stderr, "pinfold: output cut off: a process the command left running held it open (redirect its output)")
+	}
 	switch {
 	case e.NotFound:
 		fmt.Fprintf(os.Stderr, "pinfold: PF150 command not found in the session: %s\n", cmd[0])

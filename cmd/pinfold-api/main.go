@@ -3,7 +3,8 @@
 // set): a helper binary, like pinfold-net, so that net/http and the
 // WebSocket library stay out of pinfold's own start-up.
 //
-//	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES] [--kube-pool N]
+//	pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE [--policy FILE]] [--max-upload BYTES] [--max-body BYTES] [--kube-pool N]
+//	                  [--max-conns N] [--header-timeout D] [--body-timeout D] [--write-timeout D] [--idle-timeout D]
 //	pinfold-api client session|exec|shell ARGS...
 package main
 
@@ -28,7 +29,7 @@ func main() {
 		os.Exit(clientMain(os.Args[2:]))
 	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE] [--max-upload BYTES] [--max-body BYTES]")
+		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE [--policy FILE]] [--max-upload BYTES] [--max-body BYTES]")
 		os.Exit(125)
 	}
 	os.Exit(serve(os.Args[2:]))
@@ -39,16 +40,26 @@ func serve(args []string) int {
 	sock := fs.String("socket", "", "unix socket (default STORE/api.sock)")
 	listen := fs.String("listen", "", "also listen on this TCP address (needs --tokens)")
 	tokens := fs.String("tokens", "", "file of TENANT TOKEN lines for TCP clients (mode 600)")
+	policy := fs.String("policy", "", "the operator's policy file: what tenants may ask for (JSON; default: the safe defaults of docs/api.md)")
 	maxUpload := fs.Int64("max-upload", server.DefaultMaxUpload, "largest file upload, in bytes")
 	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest JSON request body, in bytes")
 	version := fs.String("version", "dev", "version to report")
 	kubePool := fs.Int("kube-pool", 0, "keep this many warm pods of every kubernetes session template")
+	var lim server.Bounds
+	fs.IntVar(&lim.MaxConns, "max-conns", server.DefaultMaxConns, "connections served at once on each listener; more wait")
+	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", server.DefaultHeaderTimeout, "longest wait for a request's head")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest wait for a JSON body (uploads: more, by size)")
+	fs.DurationVar(&lim.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest wait for a client to take each write of an answer")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "longest wait for the next request on a kept-alive connection")
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
 		return 125
+	}
+	if lim.MaxConns <= 0 || lim.HeaderTimeout <= 0 || lim.BodyTimeout <= 0 || lim.WriteTimeout <= 0 || lim.IdleTimeout <= 0 {
+		return fail("--max-conns and the timeouts must be above zero: nothing is unbounded")
 	}
 	dir, err := store.DefaultDir()
 	if err != nil {
@@ -67,6 +78,11 @@ func serve(args []string) int {
 		}
 		if cfg.Tokens, err = server.ReadTokens(*tokens); err != nil {
 			return fail("%v", err)
+		}
+	}
+	if *policy != "" {
+		if cfg.Policy, err = server.ReadPolicy(*policy); err != nil {
+			return fail("the policy file: %v", err)
 		}
 	}
 	if *sock == "" {
@@ -102,7 +118,7 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	if err := server.Serve(ctx, server.New(cfg), ls...); err != nil {
+	if err := server.ServeLimited(ctx, server.New(cfg), lim, ls...); err != nil {
 		return fail("%v", err)
 	}
 	return 0

@@ -222,25 +222,35 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 	var ptmx *os.File
 	var err error
 	var stdinW io.WriteCloser
+	var outs []*os.File // what the command's output is read from
 	if req.TTY {
 		rows, cols := req.Rows, req.Cols
 		if rows == 0 || cols == 0 {
 			rows, cols = 24, 80
 		}
-		ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: rows, Cols: cols})
+		if ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: rows, Cols: cols}); err == nil {
+			if ptmx, err = pollableTerminal(ptmx); err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		}
 		stdinW = ptmx
+		outs = []*os.File{ptmx}
 	} else {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Stdout = stream{fw, FrameStdout}
-		cmd.Stderr = stream{fw, FrameStderr}
-		// Output of what the command leaves running in the background is
-		// not waited for: it has a short while to drain after the exit.
-		cmd.WaitDelay = 250 * time.Millisecond
-		if req.Stdin {
+		var writes []*os.File
+		outs, writes, err = outputPipes(cmd)
+		if err == nil && req.Stdin {
 			stdinW, err = cmd.StdinPipe()
 		}
 		if err == nil {
 			err = cmd.Start()
+		}
+		// The command has its copies: the end of the pipe is when it and
+		// what it started have closed theirs.
+		closeAll(writes)
+		if err != nil {
+			closeAll(outs)
 		}
 	}
 	if err != nil {
@@ -297,29 +307,25 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 				}
 			case FrameResize:
 				if ptmx != nil && len(b) == 4 {
-					pty.Setsize(ptmx, &pty.Winsize{Rows: binary.BigEndian.Uint16(b), Cols: binary.BigEndian.Uint16(b[2:])})
+					setSize(ptmx, binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]))
 				}
 			}
 		}
 	}()
-	var copied chan struct{}
-	if ptmx != nil {
-		copied = make(chan struct{})
-		go func() {
-			io.Copy(stream{fw, FrameStdout}, ptmx)
-			close(copied)
-		}()
+	copies := []*outCopy{startCopy(outs[0], stream{fw, FrameStdout})}
+	if len(outs) > 1 {
+		copies = append(copies, startCopy(outs[1], stream{fw, FrameStderr}))
 	}
 	err = cmd.Wait()
 	close(ended)
-	if ptmx != nil {
-		select {
-		case <-copied:
-		case <-time.After(250 * time.Millisecond):
+	// The exit goes last: after all the command wrote.
+	truncated := false
+	for _, o := range copies {
+		if o.finish() {
+			truncated = true
 		}
-		ptmx.Close()
 	}
-	e := Exit{}
+	e := Exit{Truncated: truncated}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -330,9 +336,6 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 		} else {
 			e.Code = ee.ExitCode()
 		}
-	case errors.Is(err, exec.ErrWaitDelay):
-		// Exited; background output was cut off.
-		e.Code = cmd.ProcessState.ExitCode()
 	default:
 		e.Code, e.Error = 125, err.Error()
 	}
@@ -341,8 +344,12 @@ func (a *agent) exec(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Req
 	c.CloseWrite()
 	// The session's log (pinfold session logs): what ran, not its
 	// arguments, which may hold secrets.
-	fmt.Fprintf(os.Stderr, "%s exec %s (pid %d): status %d after %s\n", time.Now().UTC().Format(time.RFC3339), req.Args[0], pid, e.Code,
-		time.Since(began).Round(time.Millisecond))
+	note := ""
+	if truncated {
+		note = " (output cut off: a process it left running held it open)"
+	}
+	fmt.Fprintf(os.Stderr, "%s exec %s (pid %d): status %d after %s%s\n", time.Now().UTC().Format(time.RFC3339), req.Args[0], pid, e.Code,
+		time.Since(began).Round(time.Millisecond), note)
 }
 
 // lookPath finds name in env's PATH.

@@ -30,7 +30,7 @@ func Binary() (string, error) {
 	if p, err := exec.LookPath("pinfold"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("a session needs pinfold's binary for its agent: set PINFOLD_AGENT")
+	return "", errors.New("a session runs pinfold's binary inside as its agent, and none was found (this program is not pinfold, none is beside it or on PATH): install pinfold (scripts/setup.sh), or set PINFOLD_AGENT to its path")
 }
 
 func isFile(p string) bool {

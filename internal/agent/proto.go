@@ -89,6 +89,11 @@ type Exit struct {
 	// BadDir says the command did not start because its working
 	// directory (Request.Dir) is missing or not a directory.
 	BadDir bool `json:"bad_dir,omitempty"`
+	// Truncated says output was cut off: a process the command left
+	// running still held its stdout or stderr (or terminal) open once
+	// all the command wrote had been sent, and what it wrote after a
+	// short while was not waited for.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Frame types.

@@ -34,7 +34,10 @@ type Owner struct {
 
 // ApplyResult says what Apply did.
 type ApplyResult struct {
-	Applied   int        // entries written or removed
+	Applied int // entries written or removed (directories too)
+	// Counts are the changes applied as the changeset's summary counts
+	// them (a new directory with its file is one added file).
+	Counts    Counts
 	Skipped   int        // entries whose original already held the change, or directories left because they hold other files
 	Conflicts []Conflict // conflicts found (applied over when Force)
 	// Stripped are the entries written without the set-user-id and

@@ -59,6 +59,7 @@ func Apply(ctx context.Context, journalDir string, roots []Root, entries []Entry
 	if len(chosen) == 0 {
 		return res, nil
 	}
+	res.Counts = Count(chosen)
 	a, err := openApplier(ctx, roots)
 	if err != nil {
 		return res, err

@@ -203,13 +203,16 @@ func (x *exporter) children(n *xnode, at string) error {
 func (x *exporter) node(n *xnode, name string) error {
 	st := n.st
 	if st == nil {
-		// A parent the layer implies: a directory like the original's.
+		// A parent the layer implies: a directory with the original's
+		// mode, and the epoch for its time: the original's changes
+		// whenever something is made in it, and the same changeset must
+		// give the same bytes.
 		fi, err := os.Stat(n.src)
-		mode, mtime := fs.FileMode(0o755), epoch()
+		mode := fs.FileMode(0o755)
 		if err == nil && fi.IsDir() {
-			mode, mtime = fi.Mode(), fi.ModTime()
+			mode = fi.Mode()
 		}
-		st = &Stat{Mode: mode | fs.ModeDir, ModTime: mtime}
+		st = &Stat{Mode: mode | fs.ModeDir, ModTime: epoch()}
 	}
 	h := &tar.Header{
 		Name: name,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExportRoundTrip(t *testing.T) {
@@ -75,5 +76,29 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 	if e := byPath["link"]; e.Link != "edit" {
 		t.Errorf("link -> %q", e.Link)
+	}
+}
+
+// The directories a layer only implies (the workspace's parents) carry no
+// time of the host's: making a file beside the workspace must not change
+// the bytes of the next export.
+func TestExportStableAcrossHostChanges(t *testing.T) {
+	o := basicOverlay(t)
+	es := o.scan(t)
+	var a, b bytes.Buffer
+	if err := Export(&a, o.roots(), es); err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Dir(o.lower)
+	if err := os.WriteFile(filepath.Join(parent, "beside"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(parent, old, old)
+	if err := Export(&b, o.roots(), es); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("an export changed after a file was made beside the workspace")
 	}
 }

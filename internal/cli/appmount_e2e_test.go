@@ -15,7 +15,7 @@ import (
 )
 
 // needAppMount skips unless apps can be mounted here (CI installs
-// squashfuse and squashfs-tools with scripts/setup.sh).
+// squashfuse and squashfs-tools with scripts/test-setup.sh).
 func needAppMount(t *testing.T) {
 	t.Helper()
 	needRoot(t)

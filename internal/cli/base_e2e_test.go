@@ -21,7 +21,7 @@ func TestDebianBaseAndCapabilities(t *testing.T) {
 		t.Skip("building debian-12 needs root")
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skip("debootstrap is not installed (scripts/setup.sh installs it)")
+		t.Skip("debootstrap is not installed (scripts/test-setup.sh installs it)")
 	}
 	if testing.Short() {
 		t.Skip("builds Debian and installs packages (about 2 minutes)")
@@ -162,7 +162,8 @@ func TestOCIBase(t *testing.T) {
 		t.Errorf("base ls:\n%s", list)
 	}
 	_, errs, code = pf(t, ws, "run", "--access", "none", "--base", "oci:"+layout+":nope", "--", "/bin/hello")
-	if code == 0 || !strings.Contains(errs, "nope") {
+	// The Fix shows how to name one of the images the layout lists.
+	if code == 0 || !strings.Contains(errs, "nope") || !strings.Contains(errs, "Fix: name one of the images the file lists: --base oci:"+layout+":NAME, e.g. --base oci:"+layout+":latest") {
 		t.Errorf("a missing ref: exit %d %s", code, errs)
 	}
 }

@@ -418,7 +418,8 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 				if err != nil {
 					return fail(io, err)
 				}
-				fmt.Fprintf(io.Stderr, "pinfold: applied %d changes from changeset %s\n", res.Applied, cs.Meta.ID)
+				c := res.Counts
+				fmt.Fprintf(io.Stderr, "pinfold: applied changeset %s: %d added, %d modified, %d deleted\n", cs.Meta.ID, c.Added, c.Modified, c.Deleted)
 				printStripped(io, res.Stripped)
 				return 0
 			}

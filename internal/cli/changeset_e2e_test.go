@@ -123,6 +123,10 @@ func TestChangesetReviewAndApply(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("apply: %d %s", code, errs)
 	}
+	// Counted as the summary counts: files, not their directories.
+	if !strings.Contains(errs, "applied changeset "+id+": 3 added, 2 modified, 2 deleted") {
+		t.Errorf("apply said %q", errs)
+	}
 	if read(t, filepath.Join(ws, "keep.txt")) != "one\ntwo\nthree\nfour\n" || read(t, filepath.Join(ws, "added.txt")) != "new\n" ||
 		read(t, filepath.Join(ws, "dir", "new")) != "fresh\n" {
 		t.Error("apply did not write the changes")
@@ -180,7 +184,8 @@ func TestChangesetDiscardApplyAndRerun(t *testing.T) {
 	}
 	// ...and keeps the changeset when it fails.
 	_, errs, code = pf(t, ws, "run", "--apply", "--", "sh", "-c", "echo bad > bad.txt; exit 3")
-	if code != 3 || read(t, filepath.Join(ws, "bad.txt")) != "<open "+filepath.Join(ws, "bad.txt")+": no such file or directory>" {
+	if code != 3 || read(t, filepath.Join(ws, "bad.txt")) != "<open "+filepath.Join(ws, "bad.txt")+": no such file or directory>" ||
+		!strings.Contains(errs, "not applying: the command failed (exit status 3)") {
 		t.Errorf("--apply after failure: %d %q", code, errs)
 	}
 	id, _, _, _ = summary(t, errs)

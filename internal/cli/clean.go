@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
@@ -64,7 +65,11 @@ still running are not touched.`,
 					fmt.Fprintf(io.Stdout, "removed %s\n", r)
 				}
 				if err != nil {
-					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "run pinfold clean as the user (or root) that ran the sandboxes", err))
+					fix := "run pinfold clean as the user (or root) that ran the sandboxes"
+					if os.Geteuid() == 0 {
+						fix = "check what holds the path (findmnt, fuser -m PATH) and remove it by hand"
+					}
+					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", fix, err))
 				}
 				// Containers of killed runs, in the engines that are here.
 				for _, rt := range []*container.Runtime{container.Podman(), container.Docker()} {

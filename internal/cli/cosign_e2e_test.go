@@ -14,7 +14,7 @@ import (
 // no certificate authority): cosign verifies what `pack image --push
 // --sign-key` signed, and `run --base oci: --verify-key` accepts what
 // `cosign sign --key` signed, and refuses it under another key. cosign is
-// no Debian package: scripts/setup.sh builds it from the Go module proxy
+// no Debian package: scripts/test-setup.sh builds it from the Go module proxy
 // into /var/cache/pinfold-tools (PINFOLD_COSIGN names another).
 func TestCosignInterop(t *testing.T) {
 	needRoot(t)
@@ -27,7 +27,7 @@ func TestCosignInterop(t *testing.T) {
 		if p, err := exec.LookPath("cosign"); err == nil {
 			cosign = p
 		} else {
-			t.Skip("no cosign (scripts/setup.sh builds it)")
+			t.Skip("no cosign (scripts/test-setup.sh builds it)")
 		}
 	}
 	f := newPackFixture(t)

@@ -9,6 +9,7 @@ import (
 	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
+	"github.com/pinfold/pinfold/internal/oci"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -75,6 +76,14 @@ func classify(err error, p *plan.Plan) error {
 			if p.Sandbox.Base.Kind == sandbox.BaseOCI && strings.HasSuffix(p.Sandbox.Base.Path, ".pinfold") {
 				return fault.New(fault.BadBase, "cannot run the app "+p.Sandbox.Base.Path, se.Err.Error(),
 					"the file is damaged or was changed since it was packed: get it again, or pack it again (pinfold pack app)", err)
+			}
+			var re *oci.RefError
+			if errors.As(err, &re) && len(re.Names) > 0 {
+				// The names listed are the choice; the Fix shows the first.
+				first, _, _ := strings.Cut(re.Names[0], " (")
+				return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
+					se.Err.Error(), "name one of the images the file lists: --base oci:"+p.Sandbox.Base.Path+":NAME, e.g. --base oci:"+
+						p.Sandbox.Base.Path+":"+first, err)
 			}
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)

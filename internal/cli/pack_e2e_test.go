@@ -41,13 +41,13 @@ func needPackHelper(t *testing.T) {
 }
 
 // needTool skips when a tool is missing, except on CI, where
-// scripts/setup.sh installs it.
+// scripts/test-setup.sh installs it.
 func needTool(t *testing.T, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed (scripts/setup.sh installs it)", n)
+				t.Fatalf("%s is not installed (scripts/test-setup.sh installs it)", n)
 			}
 			t.Skipf("%s is not installed", n)
 		}

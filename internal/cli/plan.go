@@ -2,6 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
+
+	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/plan"
 )
 
 func planCommand() command {
@@ -28,6 +32,12 @@ func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		return fail(io, err)
 	}
 	p, err := resolve(ctx, engineFor(io), o, rest)
+	// plan shows what the policy would refuse; only run refuses it.
+	var refused *plan.Refused
+	if errors.As(err, &refused) {
+		p, err = refused.Plan, nil
+		p.Refused = refusalText(refused.Err)
+	}
 	if err != nil {
 		return fail(io, classify(err, nil))
 	}
@@ -42,4 +52,17 @@ func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	p.Text(io.Stdout)
 	return 0
+}
+
+// refusalText is a refusal as the plan prints it: code, what, and fix.
+func refusalText(err error) string {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		return err.Error()
+	}
+	t := string(fe.Code) + " " + fe.What
+	if fe.Fix != "" {
+		t += " (fix: " + fe.Fix + ")"
+	}
+	return t
 }

@@ -197,6 +197,10 @@ func TestHostBackendLimits(t *testing.T) {
 		if code != 125 || out != "" || !strings.Contains(errs, "PF143") || !strings.Contains(errs, c.want) {
 			t.Errorf("%s: run: %d %q %q", c.name, code, out, errs)
 		}
+		// Refused first: nothing else is said.
+		if strings.Contains(errs, "running on the host") {
+			t.Errorf("%s: a refused host run said it runs on the host: %q", c.name, errs)
+		}
 		if _, err := os.Stat(filepath.Join(ws, "hook-ran")); err == nil {
 			t.Errorf("%s: the pre_run hook ran for a refused plan", c.name)
 		}
@@ -218,5 +222,27 @@ func TestHostBackendLimits(t *testing.T) {
 	ws := project(t, cfg("limits: {timeout: 1s}\n", ""))
 	if _, errs, code := pf(t, ws, "run", "--", "sleep", "10"); code != 124 {
 		t.Errorf("timeout on the host: %d %q", code, errs)
+	}
+}
+
+// plan shows a plan the policy would refuse, and says so; only run refuses.
+func TestPlanShowsARefusedInstall(t *testing.T) {
+	ws := project(t, policy)
+	os.WriteFile(filepath.Join(ws, "secret.txt"), []byte("x"), 0o600)
+	text, errs, code := pf(t, ws, "plan", "--", "sh", "-c", "tool install")
+	if code != 0 || !strings.Contains(text, "profile:  install") || !strings.Contains(text, "run would refuse this plan: PF172") {
+		t.Errorf("plan: %d\n%s%s", code, text, errs)
+	}
+	// The Fix names no package manager the profile's lockfiles are not of.
+	if strings.Contains(text, "npm") {
+		t.Errorf("the Fix of a tool.lock profile names npm:\n%s", text)
+	}
+	out, _, code := pf(t, ws, "plan", "--json", "--", "sh", "-c", "tool install")
+	var p struct{ Refused string }
+	if err := json.Unmarshal([]byte(out), &p); err != nil || code != 0 || !strings.HasPrefix(p.Refused, "PF172 ") {
+		t.Errorf("plan --json: %d %v %q", code, err, out)
+	}
+	if _, errs, code := pf(t, ws, "run", "--", "sh", "-c", "tool install"); code != 125 || !strings.Contains(errs, "PF172") {
+		t.Errorf("run: %d %s", code, errs)
 	}
 }

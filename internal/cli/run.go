@@ -151,6 +151,9 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
 		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
 	}
+	if err := engine.CheckHostLimits(p); err != nil {
+		return failRun(io, o, err, p, nil)
+	}
 	if p.Mode == "host" {
 		why := p.Sources["backend"]
 		if p.BackendReason != "" {
@@ -297,6 +300,9 @@ func printChangeset(io *IO, out *engine.Outcome, p *plan.Plan) {
 		if p.Apply && out.Result.ExitCode == 0 {
 			fmt.Fprintf(io.Stderr, "pinfold: not applying: some writes failed at the disk cap\n")
 		}
+	}
+	if p.Apply && out.Result.ExitCode != 0 {
+		fmt.Fprintf(io.Stderr, "pinfold: not applying: the command failed (exit status %d)\n", out.Result.ExitCode)
 	}
 	if c.Applied {
 		fmt.Fprintf(io.Stderr, "pinfold: applied %s\n", counts)

@@ -720,6 +720,9 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 	if err != nil {
 		return fail(io, fault.New(fault.SessionEnded, "session "+r.ID+": "+err.Error(), "", "pinfold session status "+r.ID, err))
 	}
+	if e.Truncated {
+		fmt.Fprintln(io.Stderr, "pinfold: output cut off: a process the command left running held it open (redirect its output)")
+	}
 	return execExit(io, e, cmd[0], o.workdir)
 }
 

@@ -294,6 +294,13 @@ func TestServeAndRemoteSessions(t *testing.T) {
 	if _, errs, code := pf(t, ws, "serve", "--listen", "127.0.0.1:0"); code != 125 || !strings.Contains(errs, "needs --tokens") {
 		t.Errorf("serve on TCP without tokens: %d %q", code, errs)
 	}
+	// The operator's policy file is read only when nobody else may write it.
+	policy := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(policy, []byte(`{"networks":["none"]}`), 0o666)
+	os.Chmod(policy, 0o666)
+	if _, errs, code := pf(t, ws, "serve", "--socket", filepath.Join(t.TempDir(), "s.sock"), "--policy", policy); code != 125 || !strings.Contains(errs, "writable by others") {
+		t.Errorf("serve with a policy file others may write: %d %q", code, errs)
+	}
 	sock := filepath.Join(t.TempDir(), "api.sock")
 	srv := exec.Command(pinfold, "serve", "--socket", sock)
 	srv.Dir = ws

@@ -20,7 +20,7 @@ func TestSignedImages(t *testing.T) {
 		t.Skip("image bases are unpacked as root here")
 	}
 	if _, err := exec.LookPath("skopeo"); err != nil {
-		t.Skip("registry images need skopeo (scripts/setup.sh installs it)")
+		t.Skip("registry images need skopeo (scripts/test-setup.sh installs it)")
 	}
 	tools := t.TempDir()
 	client, err := nettest.BuildClient(tools)

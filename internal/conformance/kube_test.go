@@ -59,7 +59,7 @@ func kubeCluster(t *testing.T) (kubeconfig, kubectl string) {
 		t.Skipf("no k8s kit at %s (set PINFOLD_K8S_KIT, or K8S_KIT_KUBECONFIG for a running kit cluster): the kubernetes runtime needs a real cluster", kit)
 	}
 	if _, err := os.Stat(filepath.Join(bin, "kubectl")); err != nil {
-		skip("the k8s kit at %s is not built (scripts/setup.sh runs its build.sh): %v", kit, err)
+		skip("the k8s kit at %s is not built (scripts/test-setup.sh runs its build.sh): %v", kit, err)
 	}
 	var errb bytes.Buffer
 	up := exec.Command(filepath.Join(kit, "up.sh"))

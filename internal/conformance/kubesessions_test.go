@@ -424,6 +424,7 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	// The kit's node has the image and the sessions' busybox; it pulls
 	// nothing.
 	m := strings.ReplaceAll(string(manifest), "image: IMAGE", "image: "+ref+"\n        imagePullPolicy: Never")
+	m = strings.ReplaceAll(m, `"oci:BASE"`, `"oci:`+kubeImage+`"`) // the tenants' granted base
 	m = strings.Replace(m, "        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}",
 		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}", 1)
 	if !strings.Contains(m, "PINFOLD_KUBE_PULL_POLICY") {
@@ -500,6 +501,6 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 			t.Fatalf("warm pods 40 s after the server's end: %s", left)
 		}
 	}
-	kc("", "delete", "service,rolebinding,role,serviceaccount,secret", "-l", "app.kubernetes.io/name=pinfold-serve", "--ignore-not-found")
+	kc("", "delete", "service,rolebinding,role,serviceaccount,secret,configmap", "-l", "app.kubernetes.io/name=pinfold-serve", "--ignore-not-found")
 	kc("", "delete", "secret", "pinfold-serve-tokens", "--ignore-not-found")
 }

@@ -673,7 +673,7 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED):
 		r.Status, r.err = Warn, err
 		r.Detail = "no daemon listening at unix://" + sock
-		r.Fix = "start it (systemctl start docker), or set DOCKER_HOST to where it listens"
+		r.Fix = startDocker() + ", or set DOCKER_HOST to where it listens"
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 		r.Status, r.err = Warn, err
 		r.Detail = "no permission to connect to unix://" + sock
@@ -683,6 +683,16 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 		r.Detail = "the daemon at unix://" + sock + " did not answer: " + err.Error()
 		r.Fix = "check that the daemon runs: systemctl status docker"
 	}
+}
+
+// startDocker says how to start the docker daemon on this machine: through
+// systemd where it runs, else by hand (containers and CI machines often
+// boot without it).
+func startDocker() string {
+	if fi, err := os.Stat("/run/systemd/system"); err == nil && fi.IsDir() {
+		return "start it: systemctl start docker"
+	}
+	return "start it as root (no systemd here): dockerd >/var/log/dockerd.log 2>&1 &"
 }
 
 // signaturesCheck says whether registry images' signatures can be
@@ -728,7 +738,7 @@ func netHelperCheck() Check {
 // packHelperCheck says whether pinfold pack can write images.
 func packHelperCheck() Check {
 	c := Check{ID: "pack.helper", Title: "image writer (pinfold-pack)"}
-	fix := "install pinfold-pack beside pinfold (scripts/setup.sh does), or set PINFOLD_PACK_HELPER to its path"
+	fix := "install pinfold-pack beside pinfold (scripts/setup.sh --all does), or set PINFOLD_PACK_HELPER to its path"
 	path, err := pack.HelperPath()
 	if err != nil {
 		c.Status, c.Detail, c.Fix = Warn, "not found: pinfold pack cannot write images (running apps needs no helper)", fix

@@ -104,7 +104,7 @@ func TestHostPasses(t *testing.T) {
 			t.Errorf("%s: %s: %s (fix: %s)", id, c.Status, c.Detail, c.Fix)
 		}
 	}
-	// squashfuse and squashfs-tools are installed by scripts/setup.sh.
+	// squashfuse and squashfs-tools are installed by scripts/test-setup.sh.
 	if _, err := exec.LookPath("squashfuse_ll"); err == nil || os.Getenv("CI") != "" {
 		if c := byID(t, r, "app.mount"); c.Status != Pass || !strings.Contains(c.Detail, "apps are mounted") {
 			t.Errorf("app.mount: %s: %s (fix: %s)", c.Status, c.Detail, c.Fix)

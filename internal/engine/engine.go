@@ -419,6 +419,17 @@ func hostRefusal(p *plan.Plan, err error) error {
 		"drop the limits, or set them in the profiles that run in a sandbox rather than at the top level of pinfold.yaml; or run the command in a sandbox (backend: native)", err)
 }
 
+// CheckHostLimits refuses, before anything is said or run, a host plan
+// with limits the host cannot enforce (the host runtime would refuse it
+// when it starts).
+func CheckHostLimits(p *plan.Plan) error {
+	un := p.HostUnenforced()
+	if p.Mode != "host" || len(un) == 0 {
+		return nil
+	}
+	return hostRefusal(p, &sandbox.UnsupportedError{Runtime: "host", Feature: "limit", Asked: strings.Join(un, ", ")})
+}
+
 // start makes the sandbox and starts the command.
 func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, mark func(string)) error {
 	p, o := r.p, r.o

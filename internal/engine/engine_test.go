@@ -461,3 +461,18 @@ func TestConcurrentAppliesToOneWorkspace(t *testing.T) {
 		t.Fatalf("%d applies succeeded, the file holds %q (winner %d)", wins, b, winner)
 	}
 }
+
+// TestNoConfigReadsNone: with NoConfig no pinfold.yaml is read, neither
+// one found walking up from the directory nor one named.
+func TestNoConfigReadsNone(t *testing.T) {
+	e, ws := newEngine(t, "pre_run: \"true\"\nnetwork: sideways\n")
+	p, err := e.Resolve(context.Background(), &engine.Request{Args: []string{"true"}, Cwd: ws, NoConfig: true})
+	if err != nil || len(p.Hooks) != 0 || p.Audit.Config != "" {
+		t.Fatalf("NoConfig read the workspace's pinfold.yaml: %v %+v", err, p)
+	}
+	_, err = e.Resolve(context.Background(), &engine.Request{Args: []string{"true"}, Cwd: ws, NoConfig: true, Config: filepath.Join(ws, "pinfold.yaml")})
+	var fe *fault.Error
+	if !errors.As(err, &fe) || fe.Code != fault.ConfigError || !strings.Contains(fe.What, "none may be read") {
+		t.Fatalf("NoConfig with a config named: %v", err)
+	}
+}

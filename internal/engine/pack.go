@@ -165,7 +165,7 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		var pe *pack.Error
 		switch {
 		case errors.Is(err, pack.ErrNoHelper):
-			fix = "install pinfold-pack beside pinfold (scripts/build.sh builds it)"
+			fix = "install pinfold-pack beside pinfold (scripts/setup.sh --all does), or set PINFOLD_PACK_HELPER to its path"
 		case errors.As(err, &pe) && pe.Stage == pack.StageOut:
 			fix = "check the --out path: its directory must exist and be writable, a directory must be new or empty, and only an archive (FILE.tar) holds a signature"
 		case errors.As(err, &pe) && pe.Stage == pack.StagePush:

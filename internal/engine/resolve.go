@@ -18,6 +18,10 @@ type Request struct {
 	Flags plan.Flags
 	// Config is the pinfold.yaml to use; "" finds one walking up from Cwd.
 	Config string
+	// NoConfig reads no pinfold.yaml at all, neither Config nor one found
+	// walking up: the plan is the flags' alone. The server sets it for a
+	// tenant's session, whose workspace the tenant and its sandbox write.
+	NoConfig bool
 	// Cwd is the caller's directory; "" is the process's.
 	Cwd string
 	// Frozen refuses capabilities that inference finds but the config does
@@ -40,7 +44,11 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	}
 	path := r.Config
 	var err error
-	if path == "" {
+	if r.NoConfig {
+		if path != "" {
+			return nil, fault.New(fault.ConfigError, "a config file was given where none may be read ("+path+")", "", "", nil)
+		}
+	} else if path == "" {
 		if path, err = config.Find(cwd); err != nil {
 			return nil, configError(err)
 		}
@@ -54,6 +62,12 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 	home, _ := os.UserHomeDir()
 	p, err := plan.Resolve(&plan.Request{Args: r.Args, Flags: r.Flags, Config: cfg, Cwd: cwd, Home: home,
 		Store: e.Store, Getenv: os.LookupEnv, Environ: os.Environ(), Exists: exists, Term: os.Getenv("TERM")})
+	// A plan the policy refuses is still completed, for pinfold plan to
+	// show; it is returned only inside the refusal.
+	var refused *plan.Refused
+	if errors.As(err, &refused) {
+		p, err = refused.Plan, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +89,9 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 			}
 		}
 		p.System = sys
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	return p, nil
 }

@@ -266,6 +266,25 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 	return img, nil
 }
 
+// RefError is an index whose images the reference does not choose one
+// of: it names none, or several, or none was named and there are several.
+type RefError struct {
+	Ref   string   // the reference asked for ("" for none)
+	Found int      // how many entries it matched
+	Names []string // the names the index lists, as a user would give them
+}
+
+func (e *RefError) Error() string {
+	list := strings.Join(e.Names, ", ")
+	switch {
+	case e.Ref == "":
+		return fmt.Sprintf("the index lists %d images; choose one: %s", len(e.Names), list)
+	case e.Found == 0:
+		return fmt.Sprintf("no image named %s; the index lists: %s", tarentry.Quote(e.Ref), list)
+	}
+	return fmt.Sprintf("%d images are named %s; the index lists: %s", e.Found, tarentry.Quote(e.Ref), list)
+}
+
 // chooseRef picks the entry of index.json that ref names.
 func chooseRef(ds []descriptor, ref string) (descriptor, error) {
 	if len(ds) == 0 {
@@ -300,14 +319,7 @@ func chooseRef(ds []descriptor, ref string) (descriptor, error) {
 		}
 		names = append(names, n)
 	}
-	list := strings.Join(names, ", ")
-	switch {
-	case ref == "":
-		return descriptor{}, fmt.Errorf("the index lists %d images; choose one: %s", len(ds), list)
-	case len(found) == 0:
-		return descriptor{}, fmt.Errorf("no image named %s; the index lists: %s", tarentry.Quote(ref), list)
-	}
-	return descriptor{}, fmt.Errorf("%d images are named %s; the index lists: %s", len(found), tarentry.Quote(ref), list)
+	return descriptor{}, &RefError{Ref: ref, Found: len(found), Names: names}
 }
 
 // choosePlatform picks this machine's image from an image index.

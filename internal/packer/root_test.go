@@ -110,7 +110,7 @@ func TestMergeLayers(t *testing.T) {
 func TestRootImageIsDeterministic(t *testing.T) {
 	if _, err := exec.LookPath("sqfstar"); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("sqfstar is not installed (scripts/setup.sh installs squashfs-tools)")
+			t.Fatal("sqfstar is not installed (scripts/test-setup.sh installs squashfs-tools)")
 		}
 		t.Skip("no sqfstar")
 	}

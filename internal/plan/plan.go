@@ -6,6 +6,7 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -57,6 +58,9 @@ type Plan struct {
 	HostAllow   []string
 	HostBlocked []string
 	Audit       Audit
+	// Refused says why run would refuse the plan; only pinfold plan,
+	// which shows a refused plan, sets it.
+	Refused string
 	// Image is what the base image must satisfy before it is used.
 	Image ImagePolicy
 	// Dispatched says the config has dispatch rules: another command
@@ -277,8 +281,10 @@ func Resolve(r *Request) (*Plan, error) {
 	if p.Command.Env, err = resolveEnv(r, ls, p); err != nil {
 		return nil, err
 	}
-	if err := resolveInstall(r, ls, p); err != nil {
-		return nil, err
+	refusal := resolveInstall(r, ls, p)
+	var ref *Refused
+	if refusal != nil && !errors.As(refusal, &ref) {
+		return nil, refusal
 	}
 	if p.Mode == "host" {
 		if err := checkHostAllowed(p); err != nil {
@@ -287,8 +293,23 @@ func Resolve(r *Request) (*Plan, error) {
 	} else if err := checkStoreHidden(r.Store, p); err != nil {
 		return nil, err
 	}
+	if ref != nil {
+		return nil, ref
+	}
 	return p, nil
 }
+
+// Refused is a plan that resolved but that the policy refuses to run (an
+// install without a lockfile): Resolve returns no plan with it, so that a
+// caller that runs what it gets cannot run it; pinfold plan prints Plan,
+// with Err, as what run would refuse.
+type Refused struct {
+	Plan *Plan
+	Err  error
+}
+
+func (e *Refused) Error() string { return e.Err.Error() }
+func (e *Refused) Unwrap() error { return e.Err }
 
 // checkStoreHidden refuses a workspace, capture or mount that is pinfold's
 // store or lies inside it: a sandbox that could write the store could
@@ -842,13 +863,45 @@ func resolveInstall(r *Request, ls []layer, p *Plan) error {
 					"refusing to install without a lockfile in "+p.Sandbox.Workspace,
 					"the profile requires one of "+strings.Join(lockfiles, ", ")+" (require_lockfile: true), so that "+
 						"an install only fetches what was reviewed",
-					"commit a lockfile (for npm: npm install --package-lock-only, run outside this policy), "+
-						"or set require_lockfile: false for this profile", nil)
-				return e
+					"commit a lockfile"+lockfileHint(lockfiles)+", or set require_lockfile: false for this profile", nil)
+				return &Refused{Plan: p, Err: e}
 			}
 		}
 	}
 	return nil
+}
+
+// lockfileMakers says how each well-known lockfile is made.
+var lockfileMakers = map[string]string{
+	"package-lock.json":   "npm install --package-lock-only",
+	"npm-shrinkwrap.json": "npm shrinkwrap",
+	"yarn.lock":           "yarn install --mode update-lockfile",
+	"pnpm-lock.yaml":      "pnpm install --lockfile-only",
+	"bun.lock":            "bun install --lockfile-only",
+	"poetry.lock":         "poetry lock",
+	"uv.lock":             "uv lock",
+	"Pipfile.lock":        "pipenv lock",
+	"Cargo.lock":          "cargo generate-lockfile",
+	"go.sum":              "go mod tidy",
+	"Gemfile.lock":        "bundle lock",
+	"composer.lock":       "composer update --lock",
+	"requirements.txt":    "pip freeze > requirements.txt",
+	"pylock.toml":         "pip lock",
+}
+
+// lockfileHint names the commands that make the profile's lockfiles, for
+// those pinfold knows: a profile of pip's is not told to run npm.
+func lockfileHint(lockfiles []string) string {
+	var how []string
+	for _, lf := range lockfiles {
+		if m, ok := lockfileMakers[filepath.Base(lf)]; ok {
+			how = append(how, m)
+		}
+	}
+	if len(how) == 0 {
+		return " (made by your package manager, run outside this policy)"
+	}
+	return " (" + strings.Join(how, ", or ") + ", run outside this policy)"
 }
 
 // hostBlockedDefault are variables that make a program load or run code

@@ -171,6 +171,9 @@ func (p *Plan) Text(w io.Writer) {
 			fmt.Fprintf(w, "  image:    %s\n", strings.Join(what, "; "))
 		}
 	}
+	if p.Refused != "" {
+		fmt.Fprintf(w, "refused: run would refuse this plan: %s\n", p.Refused)
+	}
 }
 
 // userMounts are the mounts other than caches and secrets.
@@ -239,13 +242,14 @@ func (p *Plan) JSON(w io.Writer) error {
 		System    *System           `json:"system,omitempty"`
 		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
+		Refusal   string            `json:"refused,omitempty"` // what run would refuse the plan for
 		Image     *ImagePolicy      `json:"image_policy,omitempty"`
 		Sources   map[string]string `json:"sources"`
 	}{
 		Command: p.Command.Args, Mode: p.Mode, Backend: p.Backend, Reason: p.BackendReason,
 		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
 		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
-		Audit: p.Audit, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
+		Audit: p.Audit, Refusal: p.Refused, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
 		Mounts: []mount{}, Env: []env{}, System: p.System, Roots: p.ChangesetRoots(),
 	}
 	if p.Image.RequirePinned || p.Image.Verify {

@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -26,11 +27,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/session"
@@ -53,6 +56,11 @@ type Config struct {
 	// Tenants holds the tenants' workspaces (TENANT/ws-...); empty:
 	// TenantsDir(Store). Not inside the store, which no sandbox may see.
 	Tenants string
+	// Policy is what tenants may ask for (nil: DefaultPolicy()).
+	Policy *Policy
+	// Log receives a line for every tenant request the policy refused
+	// (nil: os.Stderr).
+	Log io.Writer
 }
 
 // TenantsDir is the default directory of the tenants' workspaces for the
@@ -73,6 +81,7 @@ type Server struct {
 	mux   *http.ServeMux
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
+	lim   Bounds                          // ServeLimited's
 }
 
 // The request and answer bodies are the client package's, so that the
@@ -126,6 +135,12 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = DefaultMaxUpload
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.Log == nil {
+		cfg.Log = os.Stderr
 	}
 	s := &Server{cfg: cfg, st: session.Open(cfg.Store), mux: http.NewServeMux(), ports: map[string]map[int]net.Listener{}}
 	s.st.CheckAll()
@@ -184,6 +199,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, ok = s.token(r.Header.Get("Authorization"))
 	}
 	if !ok {
+		// Nothing of a stranger's body is read, not even to keep the
+		// connection: it is closed after the answer.
+		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
 		return
 	}
@@ -197,14 +215,21 @@ func (s *Server) token(h string) (string, bool) {
 		return "", false
 	}
 	tenant, ok := "", false
+	// Hashes of one size are compared: ConstantTimeCompare returns at
+	// once when the lengths differ, which would tell a token's length.
+	sum := sha256.Sum256([]byte(tok))
 	for t, ten := range s.cfg.Tokens {
 		// Every token is compared, in constant time, whatever matches.
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+		ts := sha256.Sum256([]byte(t))
+		if tokenEqual(ts[:], sum[:]) == 1 {
 			tenant, ok = ten, true
 		}
 	}
 	return tenant, ok
 }
+
+// tokenEqual compares tokens' hashes (a variable for a test to watch).
+var tokenEqual = subtle.ConstantTimeCompare
 
 // Error is the body of every failed request.
 type Error struct {
@@ -236,6 +261,8 @@ func writeFault(w http.ResponseWriter, err error) {
 	switch fe.Code {
 	case fault.SessionNotFound, fault.NoChangeset:
 		status = http.StatusNotFound
+	case fault.NotGranted:
+		status = http.StatusForbidden
 	case fault.SessionEnded, fault.Busy, fault.Conflict:
 		status = http.StatusConflict
 	case fault.Internal, fault.Store, fault.API:
@@ -248,6 +275,20 @@ func writeFault(w http.ResponseWriter, err error) {
 	writeError(w, status, fe.Code, msg, fe.Fix)
 }
 
+// tooLargeDiscard is the least tooLarge reads of a body it refuses.
+const tooLargeDiscard = 64 << 20
+
+// tooLarge answers 413 to a request whose body is over its bound. A
+// client that sends its whole body before it reads the answer (Python's
+// http.client, curl without Expect) would see a broken pipe if the
+// connection closed under it: so a bounded amount of the body is read and
+// thrown away first, and the connection is closed after the answer.
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, msg string) {
+	io.CopyN(io.Discard, r.Body, max(2*s.cfg.MaxUpload, tooLargeDiscard))
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, msg, "")
+}
+
 // decode reads a bounded JSON body into v.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
@@ -256,12 +297,15 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody), "")
+			s.tooLarge(w, r, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, fault.BadValue, "invalid request body: "+err.Error(), "")
 		return false
 	}
+	// Read to the end (within the bound): only then does net/http watch
+	// for the client going away, which ends the request's context.
+	io.Copy(io.Discard, body)
 	return true
 }
 
@@ -327,6 +371,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 	if !s.decode(w, r, &c) {
 		return
 	}
+	var g *grant
+	if t != "" {
+		// A tenant picks only among what the operator grants.
+		gc, gr, err := s.cfg.Policy.grantRequest(c)
+		if err != nil {
+			s.refused(w, t, err)
+			return
+		}
+		c, g = gc, &gr
+	} else if c.Template != "" {
+		writeError(w, 400, fault.BadValue, "templates are for tenants", "give the settings themselves")
+		return
+	}
 	req := &session.StartRequest{Name: c.Name, Tenant: t, Cwd: c.Workspace}
 	f := &req.Flags
 	f.Workspace, f.Workdir, f.Base, f.Access, f.Backend, f.Network = c.Workspace, c.Workdir, c.Base, c.Access, c.Backend, c.Network
@@ -340,13 +397,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 		req.Idle = d
 	}
+	fresh := "" // a tenant's new workspace, removed if no session starts in it
 	if t != "" {
-		// A tenant reaches nothing of the host: no host paths, a
-		// workspace of its own under the store.
-		if c.Workspace != "" || len(c.Mounts) > 0 || c.Backend == "host" {
-			writeError(w, http.StatusForbidden, fault.SessionRefused, "a tenant cannot name host paths (workspace, mounts) or the host backend", "")
-			return
-		}
+		// A tenant reaches nothing of the host: a workspace of its own
+		// beside the store (grantRequest refused host paths).
 		ws, err := s.tenantWorkspace(t, c.Snapshot)
 		if err != nil {
 			var fe *fault.Error
@@ -357,14 +411,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 		req.Cwd, f.Workspace = ws, ws
+		if c.Snapshot == "" {
+			fresh = ws
+		}
 	} else if c.Workspace == "" || !filepath.IsAbs(c.Workspace) {
 		writeError(w, 400, fault.BadValue, "workspace must be an absolute path", "")
 		return
 	}
 	// Refused plans are refused here, with the run's messages.
 	p, err := session.Resolve(r.Context(), s.engine(), req, "")
+	if err == nil && g != nil {
+		err = g.checkPlan(p)
+	}
 	if err != nil {
-		writeFault(w, classify(err))
+		if fresh != "" {
+			os.Remove(fresh) // empty: nothing ran in it
+		}
+		s.refused(w, t, classify(err))
 		return
 	}
 	var from *session.Snapshot
@@ -391,6 +454,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		}
 	}
 	writeJSON(w, http.StatusCreated, rec)
+}
+
+// refused answers err; a refusal of the policy is logged with its tenant.
+func (s *Server) refused(w http.ResponseWriter, t string, err error) {
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Code == fault.NotGranted {
+		fmt.Fprintf(s.cfg.Log, "pinfold: tenant %s refused: %s %s\n", t, fe.Code, fe.What)
+	}
+	writeFault(w, err)
 }
 
 func classify(err error) error {
@@ -449,8 +521,53 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 			writeFault(w, fault.New(fault.Store, "cannot remove "+rec.ID, err.Error(), "", err))
 			return
 		}
+		if t != "" {
+			s.dropTenantWorkspace(rec, t)
+		}
 	}
 	writeJSON(w, 200, rec)
+}
+
+// dropTenantWorkspace removes what a removed tenant session leaves that
+// nothing can reach any more: its open changeset, and the workspace the
+// server made for it, unless another session or a snapshot of the
+// tenant's still uses that workspace.
+func (s *Server) dropTenantWorkspace(rec *session.Record, t string) {
+	if rec.Changeset != "" {
+		if cs, err := changeset.Open(s.cfg.Store, rec.Changeset); err == nil {
+			if unlock, err := engine.Lock(cs); err == nil {
+				s.engine().Drop(cs)
+				unlock()
+			}
+		}
+	}
+	root := s.cfg.Tenants
+	if root == "" {
+		root = TenantsDir(s.cfg.Store)
+	}
+	ws := filepath.Clean(rec.Workspace)
+	if filepath.Dir(ws) != filepath.Join(root, t) || !strings.HasPrefix(filepath.Base(ws), "ws-") {
+		return
+	}
+	list, err := s.st.List(t)
+	if err != nil {
+		return
+	}
+	for _, o := range list {
+		if filepath.Clean(o.Workspace) == ws {
+			return
+		}
+	}
+	snaps, err := session.Snapshots(s.st, t)
+	if err != nil {
+		return
+	}
+	for _, sn := range snaps {
+		if filepath.Clean(sn.Workspace) == ws {
+			return
+		}
+	}
+	os.RemoveAll(ws)
 }
 
 // capped keeps at most max bytes.
@@ -500,16 +617,18 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	defer conn.Close()
+	// A client gone mid-exec hangs its command up, as a streamed exec's.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	if x.Stdin != "" {
 		go func() {
 			io.WriteString(conn.Stdin(), x.Stdin)
 			conn.Stdin().Close()
 		}()
 	}
-	var timedOut bool
+	var timedOut atomic.Bool
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, func() {
-			timedOut = true
+			timedOut.Store(true)
 			conn.Signal(syscall.SIGKILL)
 		})
 		defer timer.Stop()
@@ -521,7 +640,7 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	res := ExecResult{ExitCode: e.Code, Signal: e.Signal, Stdout: string(stdout.b), Stderr: string(stderr.b),
-		Truncated: stdout.cut || stderr.cut, TimedOut: timedOut, Error: e.Error}
+		Truncated: stdout.cut || stderr.cut || e.Truncated, TimedOut: timedOut.Load(), Error: e.Error}
 	writeJSON(w, 200, res)
 }
 
@@ -576,7 +695,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxUpload {
-		writeError(w, http.StatusRequestEntityTooLarge, fault.BadValue, fmt.Sprintf("upload over %d bytes", s.cfg.MaxUpload), "")
+		s.tooLarge(w, r, fmt.Sprintf("upload over %d bytes", s.cfg.MaxUpload))
 		return
 	}
 	mode := uint64(0o644)
@@ -672,13 +791,35 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, 400, fault.BadValue, "invalid port", "")
 		return
 	}
+	// A tenant takes no host port the operator did not grant: a host
+	// service may expect it.
+	hostPorts := []int{pr.HostPort}
+	if t != "" {
+		if err := s.cfg.Policy.hostPort(pr.HostPort); err != nil {
+			s.refused(w, t, err)
+			return
+		}
+		if hr := s.cfg.Policy.HostPorts; hr != nil && pr.HostPort == 0 {
+			hostPorts = hostPorts[:0]
+			for p := hr.From; p <= hr.To; p++ {
+				hostPorts = append(hostPorts, p)
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.ports[rec.ID][pr.Port]; ok {
 		writeError(w, http.StatusConflict, fault.BadValue, fmt.Sprintf("port %d is published already", pr.Port), "")
 		return
 	}
-	l, err := agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(pr.HostPort)), pr.Port)
+	var l net.Listener
+	var err error
+	for _, hp := range hostPorts {
+		l, err = agent.Forward(s.st.Sock(rec.ID), net.JoinHostPort("127.0.0.1", strconv.Itoa(hp)), pr.Port)
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusConflict, fault.BadValue, err.Error(), "")
 		return

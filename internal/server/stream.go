@@ -71,7 +71,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, t string) {
 			c.Close(websocket.StatusInternalError, "the sandbox ended during the command")
 			return
 		}
-		if err := c.Write(ctx, websocket.MessageBinary, append([]byte{ft}, b...)); err != nil {
+		// A client that stops reading is dropped (and its command hung up).
+		wctx, cancel := contextWithTimeout(ctx, s.writeTimeout())
+		err = c.Write(wctx, websocket.MessageBinary, append([]byte{ft}, b...))
+		cancel()
+		if err != nil {
 			return
 		}
 		if ft == agent.FrameExit {

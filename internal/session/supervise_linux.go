@@ -57,7 +57,12 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		idle = req.Idle.String()
 	}
 	args := []string{agent.AgentPath, agent.AgentCommand, idle}
-	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen})
+	// A tenant's workspace is written by the tenant and its sandbox: no
+	// pinfold.yaml is read for its session, here or in the supervisor
+	// that resolves it again (its pre_run hooks would run on the host).
+	// What a tenant may have comes from the server's policy only.
+	p, err := eng.Resolve(ctx, &engine.Request{Args: args, Flags: req.Flags, Config: req.Config, Cwd: req.Cwd, Frozen: req.Frozen,
+		NoConfig: req.Tenant != ""})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +151,9 @@ func Spawn(ctx context.Context, st *Store, storeDir, exe string, req *StartReque
 		pr.Close()
 		return fail(err)
 	}
-	cmd.Process.Release()
+	// Reaped when it ends, which may be long after this returns: a
+	// server that spawns sessions for days must not collect zombies.
+	go cmd.Wait()
 	var msg struct {
 		OK    bool        `json:"ok"`
 		Error *startError `json:"error"`

@@ -134,7 +134,7 @@ func TestBuildDebian12(t *testing.T) {
 		t.Skip("debootstrap needs root")
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skip("debootstrap is not installed (scripts/setup.sh installs it)")
+		t.Skip("debootstrap is not installed (scripts/test-setup.sh installs it)")
 	}
 	if testing.Short() {
 		t.Skip("builds Debian twice (about 2 minutes)")
@@ -180,3 +180,81 @@ func TestBuildDebian12(t *testing.T) {
 }
 
 func fileUID(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+
+// mountsBelow lists the mount points at or below dir.
+func mountsBelow(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// A debootstrap that fails with its target's /proc mounted leaves no
+// mount and no work directory behind.
+func TestBuildFailureLeavesNoMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("building needs root")
+	}
+	bin := t.TempDir()
+	fake := "#!/bin/sh\n# debootstrap's arguments: options, suite, target, mirror\nfor a; do target=$mirror; mirror=$a; done\n" +
+		"case $target in /*) ;; *) exit 2;; esac\n" +
+		"mkdir -p \"$target/proc\" && mount -t proc proc \"$target/proc\" && echo 'E: mirror unreachable' && exit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "debootstrap"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	_, err := s.BuildCurated(context.Background(), Debian12, BuildOptions{Mirror: "http://127.0.0.1:9/debian"})
+	if !errors.Is(err, ErrBuild) {
+		t.Fatalf("build: %v", err)
+	}
+	if m := mountsBelow(t, dir); len(m) > 0 {
+		for _, p := range m {
+			syscall.Unmount(p, syscall.MNT_DETACH)
+		}
+		t.Fatalf("a failed build left mounts: %v", m)
+	}
+	if left := listDir(t, filepath.Join(dir, "tmp")); len(left) > 0 {
+		t.Errorf("a failed build left %v in tmp/", left)
+	}
+}
+
+// removeTree unmounts what is mounted below the tree, and removes nothing
+// a bind mount shows.
+func TestRemoveTreeUnmounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir, other := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(other, "keep"), []byte("x"), 0o644)
+	for _, d := range []string{"a/proc", "a/b d/bind"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o755)
+	}
+	if err := syscall.Mount("proc", filepath.Join(dir, "a/proc"), "proc", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(other, filepath.Join(dir, "a/b d/bind"), "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	if m := mountsBelow(t, dir); len(m) > 0 {
+		t.Errorf("mounts left: %v", m)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the tree is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "keep")); err != nil {
+		t.Errorf("removing the tree removed what a bind mount in it showed: %v", err)
+	}
+}

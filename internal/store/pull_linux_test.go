@@ -76,7 +76,7 @@ func serveRegistry(t *testing.T, dir string) string {
 
 func TestPullBase(t *testing.T) {
 	if _, err := exec.LookPath("skopeo"); err != nil {
-		t.Skip("pulling needs skopeo (scripts/setup.sh installs it)")
+		t.Skip("pulling needs skopeo (scripts/test-setup.sh installs it)")
 	}
 	layout := t.TempDir()
 	id := writeLayout(t, layout, makeTar(t, dir("etc", 0o755), file("etc/os-release", 0o644, "ID=pulled\n")))

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -123,8 +124,14 @@ func (s *Store) CleanTmp() ([]string, error) {
 }
 
 // removeTree removes path and everything below it, also directories an
-// archive made read-only, without following symlinks.
+// archive made read-only, without following symlinks. What is mounted
+// below it (a debootstrap that failed leaves its target's /proc, /sys and
+// /dev/pts mounted) is unmounted first: removing through a mount would
+// fail, or delete what the mount shows.
 func removeTree(path string) error {
+	if err := unmountBelow(path); err != nil {
+		return err
+	}
 	err := os.RemoveAll(path)
 	if err == nil {
 		return nil
@@ -138,4 +145,52 @@ func removeTree(path string) error {
 		return nil
 	})
 	return os.RemoveAll(path)
+}
+
+// unmountBelow detaches every mount at or below dir, deepest first, as
+// /proc/self/mountinfo lists them.
+func unmountBelow(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("reading the mount table: %w", err)
+	}
+	dir = filepath.Clean(dir)
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMount(f[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	// Deepest first: a mount's children go before it.
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errIs(err, unix.EINVAL) && !errIs(err, unix.ENOENT) {
+			return fmt.Errorf("unmounting %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

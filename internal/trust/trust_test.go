@@ -14,7 +14,7 @@ import (
 
 func TestVerify(t *testing.T) {
 	if _, err := exec.LookPath("skopeo"); err != nil {
-		t.Skip("verification needs skopeo (scripts/setup.sh installs it)")
+		t.Skip("verification needs skopeo (scripts/test-setup.sh installs it)")
 	}
 	reg := trusttest.NewRegistry(t)
 	dir := t.TempDir()

@@ -122,7 +122,7 @@ func (r *Runtime) probe(ctx context.Context) error {
 		// The daemon must answer; connecting to its socket tells without
 		// the client's round trip (tens of milliseconds on every run).
 		if err := dialDaemon(); err != nil {
-			return fail("the docker daemon does not answer: "+err.Error(), "start the docker daemon (systemctl start docker, or dockerd)", err)
+			return fail("the docker daemon does not answer: "+err.Error(), "start the docker daemon: systemctl start docker, or without systemd, as root: dockerd >/var/log/dockerd.log 2>&1 &", err)
 		}
 	}
 	// The engine's default limits may exceed what this process may set

@@ -157,7 +157,7 @@ func (r *Runtime) probe(ctx context.Context) error {
 	bin, err := r.helper()
 	if err != nil {
 		return &sandbox.CheckError{Runtime: Name, What: "the Kubernetes helper " + kube.HelperName + " is not installed",
-			Fix: "install pinfold-kube next to pinfold (make install does), or set PINFOLD_KUBE_HELPER", Err: err}
+			Fix: "install pinfold-kube next to pinfold (scripts/setup.sh --all does), or set PINFOLD_KUBE_HELPER", Err: err}
 	}
 	r.opt.Helper = bin
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -61,7 +61,7 @@ func NewSession(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sessio
 	}
 	exe, err := agentBinary(&o)
 	if err != nil {
-		return nil, &sandbox.SpecError{Field: "mount", Err: err}
+		return nil, fmt.Errorf("starting a session: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "pinfold-session-")
 	if err != nil {

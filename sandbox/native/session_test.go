@@ -3,6 +3,7 @@ package native_test
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 
@@ -45,4 +46,22 @@ func TestSession(t *testing.T) {
 			"for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8766))' 2>/dev/null && break; sleep 0.05; done"
 	}
 	conformance.Session(t, st)
+}
+
+// A program that is not pinfold, with no pinfold installed, is told what
+// a session lacks and how to give it, not a mount error.
+func TestSessionWithoutPinfold(t *testing.T) {
+	t.Setenv("PINFOLD_AGENT", "")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	if _, err := exec.LookPath("pinfold"); err == nil {
+		t.Skip("pinfold is on /usr/bin:/bin")
+	}
+	s, err := native.NewSession(t.Context(), sandbox.Spec{Workspace: t.TempDir()})
+	if err == nil {
+		s.Close()
+		t.Fatal("a session started without pinfold's binary")
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "mount:") || !strings.Contains(msg, "PINFOLD_AGENT") || !strings.Contains(msg, "install pinfold") {
+		t.Errorf("error: %v", err)
+	}
 }

@@ -24,7 +24,7 @@ func fuseImage(t *testing.T) (string, int64) {
 	for _, tool := range []string{"mksquashfs", "squashfuse_ll"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not installed (scripts/setup.sh installs it)", tool)
+				t.Fatalf("%s is not installed (scripts/test-setup.sh installs it)", tool)
 			}
 			t.Skipf("no %s", tool)
 		}
