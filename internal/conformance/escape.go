@@ -308,3 +308,36 @@ func capabilities(e *Env) {
 		}
 	}
 }
+
+// kernelSurfaces: nothing of the host's sysfs, the kernel's sensitive
+// /proc files empty or unreadable, its tunables and the hostname not
+// writable, and host processes neither seen nor signalled.
+func kernelSurfaces(e *Env) {
+	pid := strconv.Itoa(os.Getpid())
+	probe := `ls -A /sys | grep -vx fs | sed 's/^/sys shows /'
+ls -A /sys/fs 2>/dev/null | grep -vx cgroup | sed 's|^|sys shows fs/|'
+for f in /proc/kcore /proc/keys /proc/timer_list /proc/sched_debug; do
+  test -e "$f" && [ "$(head -c 64 "$f" 2>/dev/null | wc -c)" -gt 0 ] && echo "read $f"
+done
+for f in /proc/sysrq-trigger /proc/sys/kernel/hostname /proc/sys/vm/drop_caches; do
+  test -e "$f" && (echo 1 > "$f") 2>/dev/null && echo "wrote $f"
+done
+hostname pinfold-pwned 2>/dev/null && echo "set the hostname"
+kill -0 ` + pid + ` 2>/dev/null && echo "signals host pid ` + pid + `"
+n=$(ls /proc | grep -c '^[0-9]')
+[ "$n" -gt 8 ] && echo "sees $n processes"
+test -e /proc/self/status && echo "control: /proc is there"
+true`
+	r := e.Exec(e.rw(), "sh", "-c", probe)
+	if r == nil {
+		return
+	}
+	if !strings.Contains(r.Stdout, "control: /proc is there") {
+		e.T.Fatalf("the probe did not run: %q %q", r.Stdout, r.Stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		if l != "" && !strings.HasPrefix(l, "control:") {
+			e.T.Errorf("the sandbox %s", l)
+		}
+	}
+}

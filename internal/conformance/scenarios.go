@@ -51,6 +51,7 @@ func Scenarios() []Scenario {
 		{Name: "env-policy", Run: envPolicy},
 		{Name: "root-only-files", Run: rootOnlyFiles},
 		{Name: "host-files", Run: hostFiles},
+		{Name: "kernel-surfaces", Run: kernelSurfaces},
 		{Name: "capabilities", Needs: func(f *sandbox.Features) bool { return f.Capabilities }, Run: capabilities},
 		{Name: "workspace-owner", Needs: func(f *sandbox.Features) bool {
 			return hasAccess(sandbox.AccessReadWrite)(f) && hasAccess(sandbox.AccessChangeset)(f)

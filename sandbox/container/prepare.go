@@ -71,6 +71,10 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--cap-add", c)
 	}
 	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,size=%d,mode=1777", sp.Limits.TmpSize))
+	// The engines show the host's sysfs (read-only); a native sandbox's
+	// /sys is empty. The engines still put the container's own cgroups
+	// at /sys/fs/cgroup.
+	add("--tmpfs", "/sys:ro,nosuid,nodev,noexec,size=4k,mode=0555")
 	cfg, err := sp.NetConfig()
 	if err != nil {
 		return err
