@@ -19,10 +19,16 @@ import (
 // The escape scenarios: what a sandbox must not reach on the host, the
 // same on every runtime. The rule they test: a sandbox holds no host
 // privilege the caller did not grant. Its command runs as a host id that
-// is not root, with no capabilities, whatever it is inside (--user root
-// included), so the host's root-only files in the system directories it
-// is shown stay unreadable, as in a native sandbox. (sandbox/native's
-// escape suite tests the native runtime's protections one by one.)
+// is not root, with no capabilities but those granted, whatever it is
+// inside (--user root included), so the host's root-only files in the
+// system directories it is shown stay unreadable (root-only-files); it
+// sees no host file, socket, sysfs or process beyond what it was given
+// and writes nothing outside its workspace (host-files,
+// kernel-surfaces); what it writes in the workspace belongs to the
+// workspace's owner (workspace-owner); a granted capability works on its
+// own network only (capabilities). Each has a control that fails the
+// scenario when its probe could not tell. (sandbox/native's escape suite
+// tests the native runtime's protections one by one.)
 
 // rootOnlyProbe prints what the command can tell about its privileges on
 // the host: the root-only files of /etc it can read (with a
