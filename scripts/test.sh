@@ -38,3 +38,6 @@ fi
 
 echo "== go test"
 CGO_ENABLED=0 go test -count=1 -timeout 20m ./...
+
+echo "== fuzz: the network guard against net/http's parser (bounded)"
+CGO_ENABLED=0 go test -run '^$' -fuzz '^FuzzGuardVsNetHTTP$' -fuzztime 30s ./internal/netpolicy/

@@ -79,7 +79,7 @@ func runFlags(fs *flagSet, name string, o *runOptions) {
 	fs.String(&f.User, "user", 'u', "root", "run as root inside the user namespace (default: your ids)")
 	fs.String(&f.Hostname, "hostname", 0, "NAME", "hostname inside (default: sandbox)")
 	fs.String(&f.Network, "network", 0, "MODE", "network: none (default: loopback only), outbound, allow (only --allow entries) or host")
-	fs.List(&f.Allow, "allow", 0, "ENTRY", "with --network allow: a name, *.wildcard, address or CIDR the sandbox may reach (repeatable)")
+	fs.List(&f.Allow, "allow", 0, "ENTRY", "with --network allow: a name, *.wildcard, address or CIDR the sandbox may reach; tcp:NAME for protocols other than TLS and HTTP (repeatable)")
 	fs.List(&f.Deny, "deny", 0, "ENTRY", "a name, *.wildcard, address or CIDR never reached; wins over --allow (repeatable)")
 	fs.Bool(&f.HostLoopback, "host-loopback", 0, "make the host's 127.0.0.1 reachable at 10.0.2.2 inside")
 	fs.List(&f.Publish, "publish", 'p', "[ADDR:]HOSTPORT:PORT", "publish a sandbox TCP port on the host (default address 127.0.0.1; repeatable)")

@@ -292,10 +292,18 @@ func digitsAt(s string, i int) int {
 	return i
 }
 
-// checkNetRule accepts an allow or deny entry.
+// checkNetRule accepts an allow entry.
 func checkNetRule(s string) string {
 	if _, err := netpolicy.ParseRule(s); err != nil {
 		return err.Error()
+	}
+	return ""
+}
+
+// checkDenyRule accepts a deny entry: an allow entry without "tcp:".
+func checkDenyRule(s string) string {
+	if _, err := netpolicy.ParseRules(nil, []string{s}); err != nil {
+		return strings.TrimPrefix(err.Error(), "deny: ")
 	}
 	return ""
 }

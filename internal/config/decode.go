@@ -379,7 +379,11 @@ func (d *decoder) setting(s *Settings, k, v *node, w where) (ok bool, err error)
 		s.Network, err = d.enum(v, name, networkValues[:])
 	case "allow", "deny":
 		var list []string
-		if list, err = d.strings(v, name, checkNetRule); err == nil {
+		check := checkNetRule
+		if name == "deny" {
+			check = checkDenyRule
+		}
+		if list, err = d.strings(v, name, check); err == nil {
 			if name == "allow" {
 				s.Allow = list
 			} else {

@@ -253,6 +253,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"pids hex", v + "limits:\n  pids: 0x10\n", `3:9: limits.pids must be a whole number, not "0x10"`},
 		{"pids huge", v + "limits:\n  pids: 99999999999999999999\n", `3:9: limits.pids: 99999999999999999999 is too large`},
 		{"cpus zero", v + "limits:\n  cpus: 0\n", `3:9: limits.cpus must be at least 0.01`},
+		{"deny tcp:", v + "deny: [\"tcp:x.example.org\"]\n", `2:8: invalid deny item "tcp:x.example.org": rule "tcp:x.example.org": "tcp:" is for allow entries; a deny entry refuses every protocol`},
+		{"allow tcp: address", v + "allow: [\"tcp:10.0.0.0/8\"]\n", `2:9: invalid allow item "tcp:10.0.0.0/8": rule "tcp:10.0.0.0/8": "tcp:" applies to names only (an address or CIDR entry is not name-checked); give "10.0.0.0/8"`},
 		{"allow without a list", v + "profiles:\n  inst: {network: allow}\n", `3:10: network: allow lets out only what allow lists, and no allow list is given; add allow: [registry.example.org, ...], or use network: outbound`},
 		{"ports with host", v + "ports: [\"8080:80\"]\nprofiles:\n  web: {network: host}\n", `4:9: network: host has the host's ports already; ports forward into a sandbox's own network (none, outbound or allow)`},
 		{"cpus exp", v + "limits:\n  cpus: 1e3\n", `3:9: limits.cpus must be a number like 2 or 0.5, not "1e3"`},

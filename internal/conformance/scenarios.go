@@ -416,7 +416,8 @@ func publish(e *Env) {
 
 func networkAllow(e *Env) {
 	env := nettest.NewEnv(e.T)
-	f := plan.Flags{Access: e.rw().Access, Network: "allow", Allow: []string{"allowed.test"}, DNS: []string{env.DNS}}
+	// "ping\n" is neither TLS nor HTTP: the name is allowed raw.
+	f := plan.Flags{Access: e.rw().Access, Network: "allow", Allow: []string{"tcp:allowed.test"}, DNS: []string{env.DNS}}
 	a, r := netclient(e, f, "tcp", "allowed.test:7000")
 	if r == nil {
 		return

@@ -27,14 +27,18 @@ type Policy struct {
 
 	mu      sync.Mutex
 	learned map[netip.Addr]string // address -> the allowed name it answered
-	viol    []Violation
-	vindex  map[string]int
-	logMu   sync.Mutex // serializes writes to cfg.Log
+	// raw: addresses a "tcp:" allow entry's name resolved to, which may
+	// carry protocols the guard does not read. Kept once learned: another
+	// name resolving to the same address does not take it back.
+	raw    map[netip.Addr]bool
+	viol   []Violation
+	vindex map[string]int
+	logMu  sync.Mutex // serializes writes to cfg.Log
 }
 
 // NewPolicy returns the policy of cfg.
 func NewPolicy(cfg Config) *Policy {
-	return &Policy{cfg: cfg, learned: map[netip.Addr]string{}, vindex: map[string]int{}}
+	return &Policy{cfg: cfg, learned: map[netip.Addr]string{}, raw: map[netip.Addr]bool{}, vindex: map[string]int{}}
 }
 
 // Config returns what the policy enforces.
@@ -189,23 +193,32 @@ func (p *Policy) NameVerdict(name string) (ok bool, rule, reason string) {
 
 // Learn remembers the addresses an allowed name resolved to.
 func (p *Policy) Learn(name string, addrs []netip.Addr) {
+	raw := p.cfg.Rules.RawTCP(name)
 	p.mu.Lock()
 	for _, a := range addrs {
 		p.learned[a.Unmap()] = name
+		if raw {
+			p.raw[a.Unmap()] = true
+		}
 	}
 	p.mu.Unlock()
 }
 
 // Guard returns the checker of a connection d allowed towards dst: the
-// names it may ask for are the allowed ones, and address literals only
-// its own destination's or those an --allow CIDR covers. Refusals are
-// recorded as violations.
+// names it may ask for are the allowed ones, and an address literal
+// (Host: 192.0.2.7) only one an --allow address or CIDR covers: the
+// address an allowed name resolved to is not enough, since a request
+// without the name gets the server's default site, which may be another
+// tenant's. Protocols the guard does not read pass only to addresses a
+// "tcp:" entry's name resolved to. Refusals are recorded as violations.
 func (p *Policy) Guard(dst netip.AddrPort, d Decision) *Guard {
-	return &Guard{Allowed: func(host string) bool {
+	p.mu.Lock()
+	raw := p.raw[dst.Addr().Unmap()]
+	p.mu.Unlock()
+	return &Guard{Raw: raw, Allowed: func(host string) bool {
 		if a, err := netip.ParseAddr(host); err == nil {
-			a = a.Unmap()
-			ok, _ := p.cfg.Rules.Addr(a)
-			return a == dst.Addr().Unmap() || ok
+			ok, _ := p.cfg.Rules.Addr(a.Unmap())
+			return ok
 		}
 		ok, _, _ := p.NameVerdict(host)
 		return ok

@@ -16,7 +16,15 @@ type Rule struct {
 	name   string       // lowercased, no trailing dot; "" for address rules
 	wild   bool         // name matches strictly below itself
 	prefix netip.Prefix // valid for address rules; a bare IP is a full-length prefix
+	// raw ("tcp:NAME"): connections to the name's addresses may carry a
+	// protocol the name check does not read (SSH, a database), not only
+	// TLS and HTTP.
+	raw bool
 }
+
+// RawPrefix marks an allow entry whose addresses may carry any TCP
+// protocol: "tcp:git.example.org".
+const RawPrefix = "tcp:"
 
 // ruleHint is appended to errors that cannot point at a better form.
 const ruleHint = `want a host name (example.org), a wildcard (*.example.org), an IP (192.0.2.1, 2001:db8::1) or a CIDR (10.0.0.0/8, 2001:db8::/32)`
@@ -28,12 +36,29 @@ func ParseRule(s string) (Rule, error) {
 	if t == "" {
 		return Rule{}, errors.New("empty rule: " + ruleHint)
 	}
-	r, err := parseRule(t)
+	rest, raw := cutPrefixFold(t, RawPrefix)
+	if raw {
+		rest = strings.TrimSpace(rest)
+	}
+	r, err := parseRule(rest)
 	if err != nil {
 		return Rule{}, fmt.Errorf("rule %q: %w", t, err)
 	}
-	r.Text = t
+	if raw && !r.IsName() {
+		// Addresses an entry lists are reached without a name check
+		// already: the prefix would say nothing.
+		return Rule{}, fmt.Errorf("rule %q: %q applies to names only (an address or CIDR entry is not name-checked); give %q", t, RawPrefix, rest)
+	}
+	r.Text, r.raw = t, raw
 	return r, nil
+}
+
+// cutPrefixFold is strings.CutPrefix with ASCII case folded.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && lowerASCII(s[:len(prefix)]) == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
 }
 
 // parseRule classifies t by its most telling character first, so that each
@@ -283,6 +308,11 @@ func ParseRules(allow, deny []string) (Rules, error) {
 	if rs.Deny, err = parseList(deny); err != nil {
 		return Rules{}, fmt.Errorf("deny: %w", err)
 	}
+	for _, r := range rs.Deny {
+		if r.raw {
+			return Rules{}, fmt.Errorf("deny: rule %q: %q is for allow entries; a deny entry refuses every protocol", r.Text, RawPrefix)
+		}
+	}
 	return rs, nil
 }
 
@@ -313,6 +343,22 @@ func (r *Rules) Name(name string) (ok bool, rule string) {
 		return true, a
 	}
 	return false, ""
+}
+
+// RawTCP reports whether connections to the addresses name resolved to
+// may carry protocols the name check does not read: an allow entry
+// "tcp:NAME" (or "tcp:*.BASE") matches it and no deny entry does.
+func (r *Rules) RawTCP(name string) bool {
+	name = lowerASCII(strings.TrimSuffix(name, "."))
+	if _, denied := firstName(r.Deny, name); denied {
+		return false
+	}
+	for _, x := range r.Allow {
+		if x.raw && x.matchName(name) {
+			return true
+		}
+	}
+	return false
 }
 
 func firstName(rs []Rule, name string) (string, bool) {

@@ -90,7 +90,7 @@ func tlsHello(b []byte) (name string, ech, more bool) {
 			if len(d) < 5 || int(be.Uint16(d)) != len(d)-2 || d[2] != 0 || int(be.Uint16(d[3:])) != len(d)-5 {
 				return "", false, false
 			}
-			name = strings.ToLower(string(d[5:]))
+			name = string(d[5:]) // parseHost below refuses non-ASCII before folding
 		}
 		ext = ext[4+l:]
 	}
@@ -98,10 +98,10 @@ func tlsHello(b []byte) (name string, ech, more bool) {
 		return "", false, false
 	}
 	if name != "" {
-		if h, err := parseHost(name); err != nil || h != strings.TrimSuffix(name, ".") || strings.Contains(name, ":") {
+		if h, err := parseHost(name); err != nil || h != strings.TrimSuffix(lowerASCII(name), ".") || strings.Contains(name, ":") {
 			return "", false, false
 		}
-		name = strings.TrimSuffix(name, ".")
+		name = strings.TrimSuffix(lowerASCII(name), ".")
 	}
 	return name, ech, false
 }

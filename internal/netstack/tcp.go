@@ -23,8 +23,10 @@ const (
 	dialTimeout = 15 * time.Second
 	// silence is how long a guarded connection waits for the client's
 	// first bytes before it opens the upstream connection anyway: the
-	// server speaks first in some protocols (SMTP, FTP, MySQL). The
-	// client's bytes are still checked before any reaches the server.
+	// server speaks first in some protocols (SMTP, FTP, MySQL). Only on a
+	// name allowed raw (tcp:NAME): elsewhere only a client's TLS or HTTP
+	// may open it. The client's bytes are still checked before any
+	// reaches the server.
 	silence = 300 * time.Millisecond
 	// statusMax bounds the server's status line read after an upgrade.
 	statusMax = 8 << 10
@@ -222,9 +224,15 @@ func (p *guardedConn) fromSandbox() {
 	for {
 		n, err := p.c.Read(buf)
 		if first && n == 0 && isTimeout(err) {
-			// The server speaks first: connect, keep checking.
 			first = false
 			p.c.SetReadDeadline(time.Time{})
+			if !p.g.Raw {
+				// Only TLS and HTTP, whose clients speak first, may
+				// reach this server: wait for the client.
+				continue
+			}
+			// The server speaks first (SSH, SMTP): connect, keep
+			// checking.
 			if !p.connect() {
 				return
 			}

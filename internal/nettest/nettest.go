@@ -267,6 +267,10 @@ type Env struct {
 // NewEnv makes an Env, torn down when the test ends.
 func NewEnv(t *testing.T) *Env { return NewEnvWith(t, nil) }
 
+// TestHostAddr, as an address in NewEnvWith's extra, stands for the test
+// host's IPv4 address (known only once the host is made).
+const TestHostAddr = "test-host"
+
 // NewEnvWith is NewEnv whose DNS servers also answer the names of extra.
 func NewEnvWith(t *testing.T, extra map[string][]string) *Env {
 	h := NewHost(t)
@@ -280,6 +284,12 @@ func NewEnvWith(t *testing.T, extra map[string][]string) *Env {
 		"v6.test":         {h.Addr6},
 	}
 	for n, a := range extra {
+		a = append([]string(nil), a...)
+		for i := range a {
+			if a[i] == TestHostAddr {
+				a[i] = h.Addr
+			}
+		}
 		records[n] = a
 	}
 	h.Inside(t, func() {

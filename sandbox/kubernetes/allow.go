@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/kube"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -51,6 +52,11 @@ func egress(ctx context.Context, np *sandbox.NetPolicy) ([]kube.Block, []kube.Ho
 		var ps []netip.Prefix
 		for _, e := range list {
 			e = strings.TrimSuffix(strings.TrimSpace(e), ".")
+			// A NetworkPolicy holds addresses, not protocols: every
+			// protocol reaches them, so "tcp:NAME" is NAME here.
+			if len(e) >= len(netpolicy.RawPrefix) && strings.EqualFold(e[:len(netpolicy.RawPrefix)], netpolicy.RawPrefix) {
+				e = strings.TrimSpace(e[len(netpolicy.RawPrefix):])
+			}
 			if p, err := netip.ParsePrefix(e); err == nil {
 				ps = append(ps, p.Masked())
 				continue

@@ -89,4 +89,10 @@ func TestEgress(t *testing.T) {
 	if _, _, err := egress(context.Background(), &sandbox.NetPolicy{Allow: []string{"*.example.org"}}); err == nil {
 		t.Errorf("a wildcard was accepted")
 	}
+	// "tcp:NAME" (any protocol to NAME's addresses) is NAME to a
+	// NetworkPolicy, which holds addresses only.
+	_, hosts, err = egress(context.Background(), &sandbox.NetPolicy{Allow: []string{"tcp:localhost"}})
+	if err != nil || len(hosts) != 1 || hosts[0].Name != "localhost" {
+		t.Errorf("tcp:localhost: %+v %v", hosts, err)
+	}
 }

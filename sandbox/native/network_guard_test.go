@@ -235,8 +235,8 @@ func TestHostsOwnAddressesUnreachable(t *testing.T) {
 		t.Errorf("the host service accepted %d connections", n)
 	}
 	// --host-loopback lets the sandbox reach the host, its own
-	// addresses included.
-	spec := sandbox.Spec{Network: sandbox.NetworkAllow, Net: sandbox.NetPolicy{Allow: []string{"self.test"}, DNS: []string{e.DNS}, HostLoopback: true}}
+	// addresses included (raw: the service talks first, no HTTP).
+	spec := sandbox.Spec{Network: sandbox.NetworkAllow, Net: sandbox.NetPolicy{Allow: []string{"tcp:self.test"}, DNS: []string{e.DNS}, HostLoopback: true}}
 	a, _ := netRun(t, spec, "raw", net.JoinHostPort("self.test", strconv.Itoa(port)), strconv.Quote(""))
 	if !strings.Contains(a.Out, "host service") {
 		t.Errorf("with --host-loopback: %q %q", a.Out, a.Err)

@@ -65,7 +65,8 @@ func wantBlocked(t *testing.T, r nettest.Answer, res *sandbox.Result, kind, what
 
 func TestNetworkAllowedNameWorks(t *testing.T) {
 	e := nettest.NewEnv(t)
-	spec := allowSpec(e, "allowed.test")
+	// "ping\n" is neither TLS nor HTTP: it needs the name allowed raw.
+	spec := allowSpec(e, "tcp:allowed.test")
 	r, res := netRun(t, spec, "tcp", "allowed.test:7000")
 	wantOK(t, r, "echo ping", "tcp to an allowed name")
 	if len(res.Violations) != 0 {
@@ -102,7 +103,7 @@ func TestNetworkRawIPBlocked(t *testing.T) {
 
 func TestNetworkWildcardAndDenyWins(t *testing.T) {
 	e := nettest.NewEnv(t)
-	spec := allowSpec(e, "*.svc.test")
+	spec := allowSpec(e, "tcp:*.svc.test")
 	spec.Net.Deny = []string{"deny.svc.test"}
 	r, _ := netRun(t, spec, "tcp", "api.svc.test:7000")
 	wantOK(t, r, "echo ping", "a name under the wildcard")
@@ -214,7 +215,7 @@ func TestNetworkPolicyLog(t *testing.T) {
 
 func TestNetworkIPv6(t *testing.T) {
 	e := nettest.NewEnv(t)
-	spec := allowSpec(e, "v6.test")
+	spec := allowSpec(e, "tcp:v6.test")
 	r, res := netRun(t, spec, "tcp", "v6.test:7000")
 	wantOK(t, r, "echo ping", "tcp over IPv6 to an allowed name")
 	if len(res.Violations) != 0 {
