@@ -49,6 +49,13 @@ func Scenarios() []Scenario {
 		{Name: "limit-memory", Needs: func(f *sandbox.Features) bool { return f.Memory }, Run: limitMemory},
 		{Name: "limit-pids", Needs: func(f *sandbox.Features) bool { return f.Pids }, Run: limitPids},
 		{Name: "env-policy", Run: envPolicy},
+		{Name: "root-only-files", Run: rootOnlyFiles},
+		{Name: "host-files", Run: hostFiles},
+		{Name: "kernel-surfaces", Run: kernelSurfaces},
+		{Name: "capabilities", Needs: func(f *sandbox.Features) bool { return f.Capabilities }, Run: capabilities},
+		{Name: "workspace-owner", Needs: func(f *sandbox.Features) bool {
+			return hasAccess(sandbox.AccessReadWrite)(f) && hasAccess(sandbox.AccessChangeset)(f)
+		}, Run: workspaceOwner},
 		{Name: "mounts", Needs: writableMounts, Run: mounts},
 		{Name: "caches", Needs: writableMounts, Run: caches},
 		{Name: "secrets", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: secrets},
@@ -439,7 +446,7 @@ func changesetCaptureApply(e *Env) {
 	}
 	cs := r.Out.Changeset
 	if cs == nil || cs.Empty || cs.Counts.Added != 1 || cs.Counts.Modified != 1 || cs.Counts.Deleted != 1 {
-		e.T.Fatalf("changeset: got %+v", cs)
+		e.T.Fatalf("changeset: got %+v\n%s%s", cs, r.Stdout, r.Stderr)
 	}
 	if _, err := os.Stat(filepath.Join(e.Workspace, "added")); err == nil {
 		e.T.Errorf("the workspace changed before the apply")
