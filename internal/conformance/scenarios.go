@@ -440,7 +440,10 @@ func networkAllow(e *Env) {
 
 func changesetCaptureApply(e *Env) {
 	os.WriteFile(filepath.Join(e.Workspace, "kept"), []byte("old\n"), 0o644)
-	r := e.Exec(plan.Flags{}, "sh", "-c", "echo new > added; echo changed > kept; rm pinfold.yaml")
+	os.WriteFile(filepath.Join(e.Workspace, "gone"), []byte("bye\n"), 0o644)
+	// (Not pinfold.yaml: a changeset that changes the policy needs
+	// apply --policy, see TestChangesetPolicyChange.)
+	r := e.Exec(plan.Flags{}, "sh", "-c", "echo new > added; echo changed > kept; rm gone")
 	if r == nil {
 		return
 	}
@@ -466,9 +469,9 @@ func changesetCaptureApply(e *Env) {
 	}
 	b1, _ := os.ReadFile(filepath.Join(e.Workspace, "added"))
 	b2, _ := os.ReadFile(filepath.Join(e.Workspace, "kept"))
-	_, err = os.Stat(filepath.Join(e.Workspace, "pinfold.yaml"))
+	_, err = os.Stat(filepath.Join(e.Workspace, "gone"))
 	if string(b1) != "new\n" || string(b2) != "changed\n" || err == nil {
-		e.T.Errorf("after apply: added %q kept %q pinfold.yaml %v", b1, b2, err)
+		e.T.Errorf("after apply: added %q kept %q gone %v", b1, b2, err)
 	}
 }
 
