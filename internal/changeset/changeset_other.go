@@ -46,8 +46,12 @@ type dirCache struct{}
 
 func (c *dirCache) release() {}
 
-func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+func openFileIn(root, rel string) (*os.File, error) {
+	return os.OpenFile(join(root, rel), os.O_RDONLY|oNoFollow, 0)
+}
+
+func (c *dirCache) readFile(root, rel string, buf []byte, limit int, size int64) ([]byte, error) {
+	f, err := openFileIn(root, rel)
 	if err != nil {
 		return buf, err
 	}
@@ -67,8 +71,8 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 	return buf, nil
 }
 
-func (c *dirCache) countLines(path string, buf []byte) (int, bool, error) {
-	data, err := c.readFile(path, nil, maxTextSize+1, 0)
+func (c *dirCache) countLines(root, rel string, buf []byte) (int, bool, error) {
+	data, err := c.readFile(root, rel, nil, maxTextSize+1, 0)
 	if err != nil {
 		return 0, false, err
 	}

@@ -30,6 +30,7 @@ type xnode struct {
 	children  map[string]*xnode
 	st        *Stat  // nil for a parent the layer only implies
 	src       string // the file to read (upper version) or stat (implied parents)
+	root, rel string // src as an upper directory and a path below it
 	opaque    bool
 	whiteouts []string
 }
@@ -116,10 +117,10 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 				continue
 			}
 			n := parent.child(name)
-			n.st, n.src = e.New, join(r.Upper, e.Path)
+			n.st, n.src, n.root, n.rel = e.New, join(r.Upper, e.Path), r.Upper, e.Path
 			if e.Opaque {
 				n.opaque = true
-				if err := addUpperTree(n, n.src); err != nil {
+				if err := addUpperTree(n, r.Upper, e.Path); err != nil {
 					return err
 				}
 			}
@@ -132,8 +133,10 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 	return x.tw.Close()
 }
 
-// addUpperTree adds everything below the upper directory dir to n.
-func addUpperTree(n *xnode, dir string) error {
+// addUpperTree adds everything below the directory rel of the upper
+// directory root to n.
+func addUpperTree(n *xnode, root, rel string) error {
+	dir := join(root, rel)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("exporting %s: %w", dir, err)
@@ -149,10 +152,10 @@ func addUpperTree(n *xnode, dir string) error {
 		}
 		c := n.child(d.Name())
 		if c.st == nil {
-			c.st, c.src = st, p
+			c.st, c.src, c.root, c.rel = st, p, root, join(rel, d.Name())
 		}
 		if st.Mode.IsDir() {
-			if err := addUpperTree(c, p); err != nil {
+			if err := addUpperTree(c, root, join(rel, d.Name())); err != nil {
 				return err
 			}
 		}
@@ -203,8 +206,9 @@ func (x *exporter) children(n *xnode, at string) error {
 func (x *exporter) node(n *xnode, name string) error {
 	st := n.st
 	if st == nil {
-		// A parent the layer implies: a directory like the original's.
-		fi, err := os.Stat(n.src)
+		// A parent the layer implies: a directory like the original's
+		// (a link there is not followed: the default then).
+		fi, err := os.Lstat(n.src)
 		mode, mtime := fs.FileMode(0o755), epoch()
 		if err == nil && fi.IsDir() {
 			mode, mtime = fi.Mode(), fi.ModTime()
@@ -234,7 +238,7 @@ func (x *exporter) node(n *xnode, name string) error {
 			h.Typeflag, h.Linkname = tar.TypeLink, first
 			break
 		}
-		f, err := os.OpenFile(n.src, os.O_RDONLY|oNoFollow, 0)
+		f, err := openFileIn(n.root, n.rel)
 		if err != nil {
 			return fmt.Errorf("exporting %s: %w", n.src, err)
 		}

@@ -166,7 +166,7 @@ func holdsNew(r Root, e *Entry, now *Stat) bool {
 		if AppliedMode(n.Mode) != now.Mode || n.Size != now.Size {
 			return false
 		}
-		eq, err := sameContent(join(r.Upper, e.Path), join(r.Lower, e.Path), make([]byte, 32<<10), make([]byte, 32<<10))
+		eq, err := sameContent(r.Upper, e.Path, r.Lower, e.Path, make([]byte, 32<<10), make([]byte, 32<<10))
 		return err == nil && eq
 	}
 	return false

@@ -1,0 +1,56 @@
+package changeset
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// errNotRegular refuses a FIFO, device or socket where a file was found.
+var errNotRegular = errors.New("is not a regular file")
+
+// The trees a changeset reads are the sandbox's to write: an upper
+// directory (a live session writes it while the host reads) and a
+// workspace. Files in them are opened below their root without following
+// any link on the way (a directory swapped for a link after the scan
+// would lead outside) or at the end, O_NONBLOCK (a FIFO swapped in would
+// block the open), and must still be regular files.
+
+// openIn opens the regular file rel below the directory root for reading.
+func openIn(root, rel string) (int, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	fd, err := openBeneath(rfd, rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: join(root, rel), Err: err}
+	}
+	return regularOnly(fd, join(root, rel))
+}
+
+// regularOnly closes fd and refuses it unless it is a regular file.
+func regularOnly(fd int, path string) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
+	}
+	return fd, nil
+}
+
+// openFileIn is openIn as an *os.File.
+func openFileIn(root, rel string) (*os.File, error) {
+	fd, err := openIn(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), join(root, rel)), nil
+}
