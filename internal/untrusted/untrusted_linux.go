@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,4 +88,70 @@ func DialUnix(ctx context.Context, path string) (*net.UnixConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", path, err)
 	}
 	return c.(*net.UnixConn), nil
+}
+
+// OpenFileBeneath opens the regular file rel below the directory root for
+// reading: no symlink on the way or at the end (openat2 RESOLVE_BENEATH
+// and RESOLVE_NO_SYMLINKS, or one name at a time with O_NOFOLLOW where
+// openat2 is missing), no FIFO or device. root itself is the host's.
+func OpenFileBeneath(root, rel string) (*os.File, error) {
+	path := filepath.Join(root, rel)
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
+	how := unix.OpenHow{Flags: uint64(flags), Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	var fd int
+	for i := 0; ; i++ {
+		fd, err = unix.Openat2(rfd, rel, &how)
+		if (err == unix.EAGAIN || err == unix.EINTR) && i < 100 {
+			continue
+		}
+		break
+	}
+	if err == unix.ENOSYS {
+		fd, err = openWalk(rfd, rel, flags)
+	}
+	if err == unix.ELOOP {
+		err = ErrLink
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		if err == nil {
+			err = ErrNotFile
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return f, nil
+}
+
+// openWalk resolves rel one name at a time, refusing links and "..".
+func openWalk(dirfd int, rel string, flags int) (int, error) {
+	names := strings.Split(filepath.Clean(rel), "/")
+	cur := dirfd
+	for i, n := range names {
+		if n == ".." || n == "" {
+			return -1, unix.EXDEV
+		}
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(names)-1 {
+			f = flags | unix.O_NOFOLLOW
+		}
+		fd, err := unix.Openat(cur, n, f, 0)
+		if cur != dirfd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = fd
+	}
+	return cur, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 )
 
 // ReadSmall is the Linux one's fallback: an lstat, then a bounded read.
@@ -45,4 +46,17 @@ func DialUnix(ctx context.Context, path string) (*net.UnixConn, error) {
 		return nil, err
 	}
 	return c.(*net.UnixConn), nil
+}
+
+// OpenFileBeneath is the Linux one's fallback: an lstat, then an open.
+func OpenFileBeneath(root, rel string) (*os.File, error) {
+	path := filepath.Join(root, rel)
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotFile}
+	}
+	return os.Open(path)
 }
