@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -236,6 +239,177 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 				}
 				h.check(t, c.name+", "+op, outs...)
 			})
+		}
+	}
+}
+
+// holdsSecret tells whether the file at path, or any gzip-compressed
+// blob or tar entry in it, holds secret.
+func holdsSecret(t *testing.T, path, secret string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	return blobHolds(b, secret, 0)
+}
+
+func blobHolds(b []byte, secret string, depth int) bool {
+	if bytes.Contains(b, []byte(secret)) {
+		return true
+	}
+	if depth > 3 {
+		return false
+	}
+	if len(b) > 2 && b[0] == 0x1f && b[1] == 0x8b {
+		if z, err := gzip.NewReader(bytes.NewReader(b)); err == nil {
+			if u, err := io.ReadAll(io.LimitReader(z, 256<<20)); err == nil && blobHolds(u, secret, depth+1) {
+				return true
+			}
+		}
+	}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return false
+		}
+		if h.Typeflag == tar.TypeReg {
+			c, _ := io.ReadAll(io.LimitReader(tr, 256<<20))
+			if blobHolds(c, secret, depth+1) {
+				return true
+			}
+		}
+	}
+}
+
+// treeHolds tells whether a regular file below dir holds secret (links
+// are not followed: they are content).
+func treeHolds(dir, secret string) []string {
+	var found []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(secret)) {
+				found = append(found, p)
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// TestHostNeverFollowsChangesetLinks: links a command creates in its
+// workspace or a captured directory are the changeset's content. Every
+// host operation on that changeset (diff, export, a session's snapshot,
+// its restore into another session, apply, and pack of the workspace
+// they were applied to) handles them as links: none reads, writes,
+// chmods or deletes what they point to, and none shows the secret.
+func TestHostNeverFollowsChangesetLinks(t *testing.T) {
+	f := newPackFixture(t)
+	t.Setenv("PINFOLD_STORE", f.store)
+	t.Cleanup(func() { waitTrashCleaners(f.store) })
+	h := newHostile(t)
+	ws := f.ws
+	capture := filepath.Join(packableDir(t), "captured")
+	os.MkdirAll(capture, 0o755)
+	plantIn := func(dir string) string {
+		return fmt.Sprintf("cd %s && ln -s %s leak && ln -s %s dirleak && mkdir -p d/e && ln -s %s d/e/leak2 && "+
+			"ln -s %s/canary d/canary && ln -s %s/sub d/sub && ln -s ../../../../../../../../..%s d/dotdot && echo real > real.txt",
+			dir, h.file, h.dir, h.file, h.dir, h.dir, h.file)
+	}
+	var outs []string
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		out, errs, code := pfWithin(t, 120*time.Second, ws, args...)
+		if code != 0 {
+			t.Errorf("pinfold %s: %d %s", strings.Join(args, " "), code, errs)
+		}
+		outs = append(outs, out, errs)
+		h.check(t, strings.Join(args, " "), out, errs)
+		return out, errs
+	}
+	isLinkTo := func(p, target string) {
+		t.Helper()
+		if got, err := os.Readlink(p); err != nil || got != target {
+			t.Errorf("%s: a link to %q was wanted, found %q (%v)", p, target, got, err)
+		}
+	}
+
+	// The probe finds the secret in a compressed archive (a control: a
+	// probe that could not tell would pass anything).
+	ctl := filepath.Join(t.TempDir(), "ctl.tar.gz")
+	mustRun(t, "", "tar", "-czf", ctl, "-C", h.outside, "secret")
+	if !holdsSecret(t, ctl, h.secret) {
+		t.Fatal("holdsSecret misses the secret in a tar.gz")
+	}
+
+	// A live session: its upper directory is written while the host reads.
+	r := startBounded(t, ws)
+	if _, errs, code := pfWithin(t, 60*time.Second, ws, "exec", r.ID, "--", "sh", "-c", plantIn(".")); code != 0 {
+		t.Fatalf("planting: %d %s", code, errs)
+	}
+	run("diff", r.Changeset)
+	run("diff", r.Changeset, "--stat")
+	run("changes", "--all", "--json")
+	snap, _ := run("session", "snapshot", r.ID)
+	snap = strings.TrimSpace(snap)
+	layer := filepath.Join(t.TempDir(), "layer.tar")
+	run("export", r.Changeset, "-o", layer)
+	for _, p := range []string{layer, filepath.Join(f.store, "snapshots", snap, "layer.tar")} {
+		if holdsSecret(t, p, h.secret) {
+			t.Errorf("%s holds the secret", p)
+		}
+	}
+	run("session", "stop", "--time", "2", r.ID)
+
+	// The snapshot restored into another session.
+	r2 := startBounded(t, ws, "--snapshot", snap)
+	out, _ := run("exec", r2.ID, "--", "sh", "-c", "readlink leak d/e/leak2; cat leak d/e/leak2 dirleak/canary 2>/dev/null; true")
+	if !strings.Contains(out, h.file) {
+		t.Errorf("the restored session lacks the links: %q", out)
+	}
+	run("session", "stop", "--time", "2", r2.ID)
+	run("discard", r2.Changeset)
+
+	// Applied: the links land as links.
+	run("apply", r.Changeset)
+	isLinkTo(filepath.Join(ws, "leak"), h.file)
+	isLinkTo(filepath.Join(ws, "dirleak"), h.dir)
+	isLinkTo(filepath.Join(ws, "d", "sub"), filepath.Join(h.dir, "sub"))
+	if found := treeHolds(ws, h.secret); len(found) > 0 {
+		t.Errorf("the workspace holds the secret after apply: %v", found)
+	}
+
+	// A captured directory keeps its links the same way.
+	_, errs, code := pfWithin(t, 120*time.Second, ws, "run", "--capture", capture, "--", "sh", "-c", plantIn(capture))
+	if code != 0 {
+		t.Fatalf("run --capture: %d %s", code, errs)
+	}
+	id, _, _, _ := summary(t, errs)
+	run("diff", id)
+	clayer := filepath.Join(t.TempDir(), "captured.tar")
+	run("export", id, "-o", clayer)
+	if holdsSecret(t, clayer, h.secret) {
+		t.Errorf("the captured changeset's export holds the secret")
+	}
+	run("apply", id)
+	isLinkTo(filepath.Join(capture, "leak"), h.file)
+	isLinkTo(filepath.Join(capture, "d", "canary"), filepath.Join(h.dir, "canary"))
+	if found := treeHolds(capture, h.secret); len(found) > 0 {
+		t.Errorf("the captured directory holds the secret after apply: %v", found)
+	}
+
+	// Packed: the workspace's links are links in the image.
+	mustRun(t, ws, "git", "add", "-A")
+	mustRun(t, ws, "git", "-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-qm", "links")
+	img := filepath.Join(f.dir, "img.tar")
+	run("pack", "image", "--base", "tar:"+f.base, "--out", img)
+	if holdsSecret(t, img, h.secret) {
+		t.Errorf("the packed image holds the secret")
+	}
+	for _, o := range outs {
+		if strings.Contains(o, h.secret) {
+			t.Fatalf("the secret was shown")
 		}
 	}
 }
