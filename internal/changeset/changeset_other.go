@@ -46,6 +46,8 @@ type dirCache struct{}
 
 func (c *dirCache) release() {}
 
+func readDirIn(root, rel string) ([]string, []*Stat, error) { return nil, nil, ErrUnsupported }
+
 func openFileIn(root, rel string) (*os.File, error) {
 	return os.OpenFile(join(root, rel), os.O_RDONLY|oNoFollow, 0)
 }

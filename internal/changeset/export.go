@@ -136,26 +136,21 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 // addUpperTree adds everything below the directory rel of the upper
 // directory root to n.
 func addUpperTree(n *xnode, root, rel string) error {
-	dir := join(root, rel)
-	ents, err := os.ReadDir(dir)
+	names, sts, err := readDirIn(root, rel)
 	if err != nil {
-		return fmt.Errorf("exporting %s: %w", dir, err)
+		return fmt.Errorf("exporting %s: %w", join(root, rel), err)
 	}
-	for _, d := range ents {
-		p := dir + "/" + d.Name()
-		st, err := lstatPath(p)
-		if err != nil {
-			return fmt.Errorf("exporting %s: %w", p, err)
-		}
+	for i, name := range names {
+		p, st := join(join(root, rel), name), sts[i]
 		if st == nil || upperWhiteout(p, st) {
 			continue
 		}
-		c := n.child(d.Name())
+		c := n.child(name)
 		if c.st == nil {
-			c.st, c.src, c.root, c.rel = st, p, root, join(rel, d.Name())
+			c.st, c.src, c.root, c.rel = st, p, root, join(rel, name)
 		}
 		if st.Mode.IsDir() {
-			if err := addUpperTree(c, root, join(rel, d.Name())); err != nil {
+			if err := addUpperTree(c, root, join(rel, name)); err != nil {
 				return err
 			}
 		}

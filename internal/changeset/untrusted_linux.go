@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"sort"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,4 +54,32 @@ func openFileIn(root, rel string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), join(root, rel)), nil
+}
+
+// readDirIn lists the directory rel below root, opened as openIn opens
+// files (no link on the way), with each entry's own lstat.
+func readDirIn(root, rel string) ([]string, []*Stat, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	fd, err := openBeneath(rfd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	unix.Close(rfd)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "open", Path: join(root, rel), Err: err}
+	}
+	d := os.NewFile(uintptr(fd), join(root, rel))
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	sts := make([]*Stat, len(names))
+	for i, n := range names {
+		if sts[i], err = statAt(fd, n); err != nil {
+			return nil, nil, &fs.PathError{Op: "lstat", Path: join(join(root, rel), n), Err: err}
+		}
+	}
+	return names, sts, nil
 }

@@ -36,6 +36,10 @@ func swappedLinks(t *testing.T, upper, lower string) {
 	writeFile(t, filepath.Join(outside, "f.txt"), secret+"\n", 0o600)
 	writeFile(t, filepath.Join(outside, "g"), secret+"\n", 0o600)
 	writeFile(t, filepath.Join(outside, "h"), secret+"\n", 0o600)
+	// A name that would show if a listing went outside.
+	if err := os.Mkdir(filepath.Join(outside, secret+".dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	sh(t, o.lower, "mkdir a b; echo old > a/f.txt; echo gold > b/g; echo c > c.txt")
 	o.inside(t, "echo new > a/f.txt; echo gnew > b/g; echo c2 > c.txt; rm -rf d; mkdir d; echo h > d/h")
 	es := o.scan(t)
