@@ -174,8 +174,6 @@ var knownReason = regexp.MustCompile(`^(stopped|idle|timeout|its supervisor died
 // removal) follows no link, opens no FIFO, reads no more than a marker's
 // few bytes and takes no reason the agent could not have written.
 func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
 	ws := t.TempDir()
 	h := newHostile(t)
 	huge := "head -c 67108864 /dev/zero | tr '\\0' x > /.pinfold/run/exit"
@@ -195,6 +193,15 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 	} {
 		for _, op := range c.ops {
 			t.Run(c.name+"/"+op, func(t *testing.T) {
+				// A store of its own: a session left blocking one case's
+				// listing would block the next's.
+				store, err := os.MkdirTemp("", "pf-hostile-") // short: socket paths
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(store) })
+				t.Setenv("PINFOLD_STORE", store)
+				h.dials.Store(0)
 				r := startBounded(t, ws)
 				if c.inside != "" {
 					if _, errs, code := pfWithin(t, 30*time.Second, ws, "exec", r.ID, "--", "sh", "-c", c.inside); code != 0 {
