@@ -128,10 +128,17 @@ func clip(s string) string {
 // where it expects a file) fails the test instead of hanging it.
 func pfWithin(t *testing.T, d time.Duration, dir string, args ...string) (string, string, int) {
 	t.Helper()
+	return pfWithinEnv(t, d, dir, nil, args...)
+}
+
+// pfWithinEnv is pfWithin with variables added to the environment.
+func pfWithinEnv(t *testing.T, d time.Duration, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pinfold, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 2 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -228,10 +235,32 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 						time.Sleep(20 * time.Millisecond)
 					}
 				}
-				for _, args := range [][]string{{"session", "ls", "--all"}, {"session", "ls", "--all", "--json"}, {"session", "status", "--json", r.ID}} {
-					out, errs, _ := pfWithin(t, 60*time.Second, ws, args...)
-					outs = append(outs, out, errs)
+				// Through the CLI, then through the HTTP API (pinfold serve).
+				sock := filepath.Join(store, "api.sock")
+				srv := exec.Command(pinfold, "serve", "--socket", sock)
+				srv.Dir = ws
+				var srvLog bytes.Buffer
+				srv.Stdout, srv.Stderr = &srvLog, &srvLog
+				if err := srv.Start(); err != nil {
+					t.Fatal(err)
 				}
+				defer func() { srv.Process.Kill(); srv.Wait() }()
+				for i := 0; i < 500; i++ {
+					if _, err := os.Stat(sock); err == nil {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				for _, env := range [][]string{nil, {"PINFOLD_HOST=unix://" + sock}} {
+					for _, args := range [][]string{{"session", "ls", "--all"}, {"session", "ls", "--all", "--json"}, {"session", "status", "--json", r.ID}} {
+						out, errs, code := pfWithinEnv(t, 60*time.Second, ws, env, args...)
+						if code != 0 || !strings.Contains(out, r.ID) {
+							t.Errorf("%v pinfold %s: %d %q %q", env, strings.Join(args, " "), code, clip(out), clip(errs))
+						}
+						outs = append(outs, out, errs)
+					}
+				}
+				outs = append(outs, srvLog.String())
 				var st sessionRecord
 				out, _, _ := pfWithin(t, 60*time.Second, ws, "session", "status", "--json", r.ID)
 				json.Unmarshal([]byte(out), &st)
