@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // What the host reads from a sandbox (docs/security.md): everything a
@@ -193,6 +195,9 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 		{name: "exit marker links to a secret", inside: "ln -sf " + h.file + " /.pinfold/run/exit", ops: []string{"stop", "lost"}},
 		{name: "exit marker links to a host directory", inside: "ln -sf " + h.dir + " /.pinfold/run/exit", ops: []string{"stop", "lost"}},
 		{name: "exit marker is a FIFO", host: func(run string) error { return syscall.Mkfifo(filepath.Join(run, "exit"), 0o666) }, ops: []string{"stop", "lost"}},
+		{name: "exit marker is a device", host: func(run string) error {
+			return syscall.Mknod(filepath.Join(run, "exit"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 5))) // /dev/zero: endless
+		}, ops: []string{"lost"}},
 		{name: "exit marker is huge", inside: huge, ops: []string{"lost"}},
 		{name: "exit marker says something else", inside: `printf 'stopped\n\033[2J%s' "$(cat /etc/hostname)" > /.pinfold/run/exit`, ops: []string{"lost"}},
 		{name: "agent socket links to a host socket", inside: "ln -sf " + h.sock + " /.pinfold/run/agent.sock", ops: []string{"stop", "lost"}},
