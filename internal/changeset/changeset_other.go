@@ -46,6 +46,13 @@ type dirCache struct{}
 
 func (c *dirCache) release() {}
 
+func chmodDir(path string, mode uint32) error {
+	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+		return err
+	}
+	return os.Chmod(path, os.FileMode(mode))
+}
+
 func readDirIn(root, rel string) ([]string, []*Stat, error) { return nil, nil, ErrUnsupported }
 
 func openFileIn(root, rel string) (*os.File, error) {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -82,4 +83,17 @@ func readDirIn(root, rel string) ([]string, []*Stat, error) {
 		}
 	}
 	return names, sts, nil
+}
+
+// chmodDir changes the mode of the directory at path, never of what a
+// link there (one swapped in after the walk found a directory) points to:
+// the directory is opened O_PATH|O_NOFOLLOW and changed through
+// /proc/self/fd.
+func chmodDir(path string, mode uint32) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return os.Chmod("/proc/self/fd/"+strconv.Itoa(fd), fs.FileMode(mode))
 }
