@@ -57,7 +57,7 @@ func Fingerprint(roots []Root, entries []Entry, imply bool) (Fingerprints, error
 		key := FingerprintKey(e.Root, e.Path)
 		if st == nil && e.Kind != Added {
 			var err error
-			if st, err = lstatPath(join(roots[e.Root].Lower, e.Path)); err != nil {
+			if st, err = statIn(roots[e.Root].Lower, e.Path); err != nil {
 				return nil, fmt.Errorf("fingerprinting %s: %w", e.Path, err)
 			}
 		}
@@ -112,7 +112,7 @@ func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
 		var now *Stat
 		if !absentNow[FingerprintKey(e.Root, pathDir(e.Path))] {
 			var err error
-			if now, err = lstatPath(path); err != nil {
+			if now, err = statIn(roots[e.Root].Lower, e.Path); err != nil {
 				out = append(out, Conflict{e.Root, e.Path, WhyChanged})
 				continue
 			}

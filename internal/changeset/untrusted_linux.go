@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -96,4 +97,32 @@ func chmodDir(path string, mode uint32) error {
 	}
 	defer unix.Close(fd)
 	return os.Chmod("/proc/self/fd/"+strconv.Itoa(fd), fs.FileMode(mode))
+}
+
+// statIn is lstatPath(join(root, rel)) resolved below root: a parent
+// that became a link is an error (fstatat would follow it), a missing or
+// non-directory parent is the file's absence.
+func statIn(root, rel string) (*Stat, error) {
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i > 0 {
+		dir, name = rel[:i], rel[i+1:]
+	}
+	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: root, Err: err}
+	}
+	if dir != "" {
+		fd, err := openBeneath(dfd, dir, unix.O_PATH|unix.O_DIRECTORY)
+		unix.Close(dfd)
+		switch err {
+		case nil:
+		case unix.ENOENT, unix.ENOTDIR:
+			return nil, nil
+		default:
+			return nil, &fs.PathError{Op: "lstat", Path: join(root, rel), Err: err}
+		}
+		dfd = fd
+	}
+	defer unix.Close(dfd)
+	return statAt(dfd, name)
 }
