@@ -53,6 +53,8 @@ func chmodDir(path string, mode uint32) error {
 	return os.Chmod(path, os.FileMode(mode))
 }
 
+func statIn(root, rel string) (*Stat, error) { return nil, ErrUnsupported }
+
 func readDirIn(root, rel string) ([]string, []*Stat, error) { return nil, nil, ErrUnsupported }
 
 func openFileIn(root, rel string) (*os.File, error) {

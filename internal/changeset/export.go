@@ -108,7 +108,8 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 					at = join(at, c)
 					parent = parent.child(c)
 					if parent.st == nil && parent.src == "" {
-						parent.src = join(r.Lower, at) // a parent the layer implies
+						// A parent the layer implies.
+						parent.src, parent.root, parent.rel = join(r.Lower, at), r.Lower, at
 					}
 				}
 			}
@@ -201,11 +202,15 @@ func (x *exporter) children(n *xnode, at string) error {
 func (x *exporter) node(n *xnode, name string) error {
 	st := n.st
 	if st == nil {
-		// A parent the layer implies: a directory like the original's
-		// (a link there is not followed: the default then).
-		fi, err := os.Lstat(n.src)
+		// A parent the layer implies: a directory like the original's,
+		// found below the root without following a link (the default
+		// then), or one of the root's own parents.
 		mode, mtime := fs.FileMode(0o755), epoch()
-		if err == nil && fi.IsDir() {
+		if n.root != "" {
+			if o, err := statIn(n.root, n.rel); err == nil && o != nil && o.Mode.IsDir() {
+				mode, mtime = o.Mode, o.ModTime
+			}
+		} else if fi, err := os.Lstat(n.src); err == nil && fi.IsDir() {
 			mode, mtime = fi.Mode(), fi.ModTime()
 		}
 		st = &Stat{Mode: mode | fs.ModeDir, ModTime: mtime}
