@@ -139,6 +139,9 @@ func pfWithinEnv(t *testing.T, d time.Duration, dir string, env []string, args .
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pinfold, args...)
+	if len(args) > 1 && args[0] == "session" && (args[1] == "ls" || args[1] == "status" || args[1] == "stop") {
+		cmd = exec.CommandContext(ctx, boundedMemory(pinfold)[0], append(boundedMemory(pinfold)[1:], args...)...)
+	}
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.WaitDelay = 2 * time.Second
@@ -171,6 +174,17 @@ func startBounded(t *testing.T, ws string, args ...string) sessionRecord {
 		pfWithin(t, 60*time.Second, ws, "session", "stop", "--time", "1", r.ID)
 	})
 	return r
+}
+
+// boundedMemory is the command line running exe with at most 1 GiB of
+// address space, where prlimit is installed: a host that reads a device
+// planted as a file (/dev/zero) without a bound fails instead of taking
+// the machine's memory.
+func boundedMemory(exe string) []string {
+	if p, err := exec.LookPath("prlimit"); err == nil {
+		return []string{p, "--as=1073741824", "--", exe}
+	}
+	return []string{exe}
 }
 
 // reasons a session's end may be recorded with: a sandbox picks none of
@@ -242,7 +256,8 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 				}
 				// Through the CLI, then through the HTTP API (pinfold serve).
 				sock := filepath.Join(store, "api.sock")
-				srv := exec.Command(pinfold, "serve", "--socket", sock)
+				srvArgs := append(boundedMemory(pinfold), "serve", "--socket", sock)
+				srv := exec.Command(srvArgs[0], srvArgs[1:]...)
 				srv.Dir = ws
 				var srvLog bytes.Buffer
 				srv.Stdout, srv.Stderr = &srvLog, &srvLog
