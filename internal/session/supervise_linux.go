@@ -267,28 +267,27 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	}
 	opts := engine.Options{Stdout: os.Stdout, Stderr: os.Stderr}
 	handingOff := false
-	if engine.CanHandoff(p) {
-		// Once the agent runs, this process has nothing to do but wait:
-		// it becomes the native runtime's small waiter, which execs
-		// pinfold __finish to record the changeset when the agent ends
-		// (Store.Finished records the session then). A session then costs
-		// the host its sandbox and a few kilobytes, not a Go process.
-		opts.Handoff = &engine.Handoff{
-			TimeoutMsg: "pinfold: session " + id + ": killed: timeout",
-			TmpFullMsg: "pinfold: session " + id + ": /tmp is full",
-			// The network helper reports what it blocked in the session's log.
-			Report: os.Stderr,
-			Ready: func(proc sandbox.Process, changeset string) bool {
-				if !waitUp() {
-					return false // Start returns and the session goes on as below
-				}
-				r.Changeset = changeset
-				running(proc)
-				signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
-				handingOff = true
-				return true
-			},
-		}
+	// Once the agent runs, this process has nothing to do but wait: when
+	// the engine finds the plan can (engine.CanHandoff), it becomes the
+	// native runtime's small waiter, which execs pinfold __finish to record
+	// the changeset when the agent ends (Store.Finished records the
+	// session then). A session then costs the host its sandbox and a few
+	// kilobytes, not a Go process.
+	opts.Handoff = &engine.Handoff{
+		TimeoutMsg: "pinfold: session " + id + ": killed: timeout",
+		TmpFullMsg: "pinfold: session " + id + ": /tmp is full",
+		// The network helper reports what it blocked in the session's log.
+		Report: os.Stderr,
+		Ready: func(proc sandbox.Process, changeset string) bool {
+			if !waitUp() {
+				return false // Start returns and the session goes on as below
+			}
+			r.Changeset = changeset
+			running(proc)
+			signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
+			handingOff = true
+			return true
+		},
 	}
 	run, err := eng.Start(ctx, p, opts)
 	if handingOff {
