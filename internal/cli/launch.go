@@ -41,8 +41,8 @@ type launchRecorder struct {
 // the plan will be made from, before it is made. A dependency whose ctime
 // is later than the start is never recorded, so the runtime can read the
 // host's own paths once the run is known to be recordable. The config
-// files cannot wait: a symbolic link swapped to an
-// older file in between would not show in its times.
+// files cannot wait: a symbolic link swapped to an older file in between
+// would not show in its times.
 func newLaunchRecorder(args, rest []string, configFlag string) *launchRecorder {
 	if _, off := os.LookupEnv(noLaunchCache); off || runtime.GOARCH != "amd64" {
 		return nil
