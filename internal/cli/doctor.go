@@ -188,7 +188,7 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-// preflightFault turns a failed doctor.Preflight or doctor.SelectBackend
+// preflightFault turns a failed doctor.Preflight
 // into a coded error for the user: PF130 when only the requested limits
 // are the problem (as when the sandbox itself refuses them), PF175 when
 // the sandbox itself cannot be built here. Other errors pass through.

@@ -14,8 +14,7 @@
 // limits are asked, can the cgroups enforce them. A passing result is
 // cached in a small file keyed by the boot id and the effective uid, so a
 // later call costs two small file reads; failures are never cached, so a
-// fixed host is seen at once. [SelectBackend] implements "backend: auto"
-// on top of it.
+// fixed host is seen at once.
 //
 // The package does no work at initialisation: it is linked into the
 // pinfold binary that starts on every command.
@@ -109,15 +108,10 @@ type Needs struct {
 // failed, each with what was found and how to fix it.
 type PreflightError struct {
 	Checks []Check // at least one, Status Fail
-
-	auto bool // from SelectBackend
 }
 
 func (e *PreflightError) Error() string {
 	var b strings.Builder
-	if e.auto {
-		b.WriteString("backend auto: ")
-	}
 	b.WriteString("the native sandbox cannot run here: ")
 	for i, c := range e.Checks {
 		if i > 0 {
@@ -131,9 +125,6 @@ func (e *PreflightError) Error() string {
 			b.WriteString(c.Fix)
 			b.WriteByte(')')
 		}
-	}
-	if e.auto {
-		b.WriteString("; pinfold does not fall back to running on the host: fix this, or choose a backend (podman, docker or host) explicitly")
 	}
 	return b.String()
 }

@@ -31,8 +31,3 @@ func Preflight(ctx context.Context, need Needs) error {
 	}
 	return &PreflightError{Checks: []Check{unsupported()}}
 }
-
-// SelectBackend fails: only Linux has the native backend.
-func SelectBackend(ctx context.Context, need Needs) (string, string, error) {
-	return "", "", &PreflightError{Checks: []Check{unsupported()}, auto: true}
-}

@@ -48,30 +48,6 @@ func Preflight(ctx context.Context, need Needs) error {
 	return preflight(ctx, need, newHost())
 }
 
-// SelectBackend implements "backend: auto". It returns "native" and a
-// one-line reason when the native backend's preflight passes; otherwise a
-// *PreflightError listing why native is unusable. It never falls back to
-// running on the host.
-func SelectBackend(ctx context.Context, need Needs) (backend, reason string, err error) {
-	return selectBackend(ctx, need, newHost())
-}
-
-func selectBackend(ctx context.Context, need Needs, h *host) (backend, reason string, err error) {
-	need.Native = true
-	if err := preflight(ctx, need, h); err != nil {
-		var pe *PreflightError
-		if errors.As(err, &pe) {
-			pe.auto = true
-		}
-		return "", "", err
-	}
-	reason = "native: user namespaces available"
-	if need.Limits {
-		reason += ", cgroup limits enforceable"
-	}
-	return "native", reason, nil
-}
-
 // cacheRecord is the parsed cache line.
 type cacheRecord struct {
 	boot   string

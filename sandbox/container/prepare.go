@@ -18,6 +18,7 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // prepare finds or imports the base's image and turns the spec into run
@@ -70,7 +71,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--cap-add", c)
 	}
 	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,size=%d,mode=1777", sp.Limits.TmpSize))
-	cfg, err := sp.NetConfig()
+	cfg, err := netconf.Config(sp)
 	if err != nil {
 		return err
 	}
