@@ -55,7 +55,7 @@ func appInspect(io *IO, file string, keyPaths []string, asJSON bool) int {
 		if err != nil {
 			return fail(io, fault.New(fault.BadValue, err.Error(), "", "give PEM public keys", err))
 		}
-		if verified, err = a.Verify(keys); err != nil {
+		if verified, err = trust.VerifyArchive(a, keys); err != nil {
 			why = err.Error()
 		}
 	}
