@@ -106,7 +106,7 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		return no("network", string(spec.Network))
 	case len(spec.Net.Publish) > 0 && !f.Publish:
 		return no("published ports", strings.Join(spec.Net.Publish, ", "))
-	case spec.Net.HostLoopback && !f.HostLoopback:
+	case spec.Net.HostLoopback && spec.Network != NetworkHost && !f.HostLoopback: // the host's network has its loopback already
 		return no("host loopback", "10.0.2.2, the host's loopback")
 	case len(spec.Captures) > 0 && !f.Captures:
 		return no("captures", spec.Captures[0].Path)
