@@ -290,11 +290,6 @@ func (s *Sandbox) overlay(dir string, c *sandbox.Capture) []string {
 		dir + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}
 }
 
-// sandboxIDBase is where a native sandbox run as root maps its ids on the
-// host, and so the owners of what the store unpacks for it: the
-// container runtimes share those roots.
-const sandboxIDBase = 1879048192
-
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root.
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
@@ -302,10 +297,8 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	var opt store.ImportOptions
-	if os.Geteuid() == 0 {
-		opt.UIDShift = sandboxIDBase
-	}
+	// The roots a native sandbox's store unpacks (store.Shift), shared.
+	opt := store.ImportOptions{UIDShift: store.Shift()}
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:

@@ -335,7 +335,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	shift := storeShift()
+	shift := store.Shift()
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:
@@ -379,15 +379,6 @@ func (s *Sandbox) placeAppBase(ctx context.Context, app *appRoot, plan *rootPlan
 	}
 	plan.app = m
 	return nil
-}
-
-// storeShift is how the store shifts the owners of the bases it unpacks
-// for this process: into the sandbox's id range as root.
-func storeShift() uint32 {
-	if os.Geteuid() == 0 {
-		return hostIDBase
-	}
-	return 0
 }
 
 func (s *Sandbox) openStore() (*store.Store, error) {
