@@ -79,7 +79,7 @@ func (h *host) usernsChecks(ctx context.Context) []Check {
 	c := Check{ID: "userns.unprivileged", Title: "user namespaces for ordinary users"}
 	if h.EUID != 0 {
 		// This process is the ordinary user: "userns" tried it.
-		c.Status, c.Fix, c.Fixable, c.err = own.Status, own.Fix, own.Fixable, own.err
+		c.Status, c.Fix, c.Fixable = own.Status, own.Fix, own.Fixable
 		c.Detail = "pinfold runs as " + h.AsWho() + ", so the user namespaces check tried this"
 		return []Check{own, c}
 	}
@@ -217,9 +217,9 @@ func (h *host) cgroupChecks() []Check {
 	del := Check{ID: "cgroup.delegation", Title: "cgroup delegation"}
 	sys, err := h.Cgroups()
 	if err != nil {
-		ver.Status, ver.Detail, ver.err = Warn, err.Error(), err
+		ver.Status, ver.Detail = Warn, err.Error()
 		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
-		ctl.Status, ctl.Detail, ctl.err = Fail, "no cgroup hierarchy found: --memory, --pids and --cpus cannot be used", err
+		ctl.Status, ctl.Detail = Fail, "no cgroup hierarchy found: --memory, --pids and --cpus cannot be used"
 		ctl.Fix = ver.Fix
 		del.Status, del.Detail = Warn, "not checked: no cgroups"
 		return []Check{ver, ctl, del}
@@ -266,10 +266,10 @@ func (h *host) cgroupChecks() []Check {
 			ctl.Status = Pass
 			ctl.Detail = "memory, pids and cpu usable (" + v + ")"
 		case len(ok) == 0:
-			ctl.Status, ctl.err = Fail, joined
+			ctl.Status = Fail
 			ctl.Detail = "no controller usable: --memory, --pids and --cpus cannot be used: " + preflight.OneLine(joined)
 		default:
-			ctl.Status, ctl.err = Warn, joined
+			ctl.Status = Warn
 			ctl.Detail = "usable: " + strings.Join(ok, ", ") + "; not usable: " + strings.Join(bad, ", ") + ": " + preflight.OneLine(joined)
 		}
 		if ctl.Status != Pass {
@@ -303,7 +303,7 @@ func (h *host) cgroupChecks() []Check {
 		del.Status = Warn
 		del.Detail = "not checked: no controllers"
 	default:
-		del.Status, del.err = Warn, joined
+		del.Status = Warn
 		del.Detail = "limits cannot be enforced as " + h.AsWho() + ": " + preflight.OneLine(joined)
 		if v == "v1" {
 			del.Fix = "run pinfold as root: cgroup v1 hierarchies are not delegated to ordinary users"
@@ -368,7 +368,7 @@ func (h *host) storeChecks(dir string) []Check {
 	sp := Check{ID: "store.space", Title: "store free space"}
 	dir, err := storeDir(dir)
 	if err != nil {
-		w.Status, w.Detail, w.err = Fail, err.Error(), err
+		w.Status, w.Detail = Fail, err.Error()
 		w.Fix = "set PINFOLD_STORE to a directory of your own"
 		sp.Status, sp.Detail = Warn, "not checked: no store directory"
 		return []Check{w, sp}
@@ -391,7 +391,7 @@ func (h *host) storeChecks(dir string) []Check {
 			w.Fix = "create it for this user (mkdir -p " + dir + " && chown " + strconv.Itoa(h.EUID) + " " + dir + "), or set PINFOLD_STORE to a directory of your own"
 		}
 	case err != nil:
-		w.Status, w.err = Fail, err
+		w.Status = Fail
 		w.Detail = "cannot use " + dir + ": " + err.Error()
 		w.Fix = "set PINFOLD_STORE to a directory of your own"
 		existing = nearestDir(dir)
@@ -412,7 +412,7 @@ func (h *host) storeChecks(dir string) []Check {
 	default:
 		f, err := os.CreateTemp(dir, ".doctor-*")
 		if err != nil {
-			w.Status, w.err = Fail, err
+			w.Status = Fail
 			w.Detail = "cannot write in " + dir + ": " + err.Error()
 			w.Fix = "make it writable by this user, or set PINFOLD_STORE to a directory of your own"
 			break
@@ -513,11 +513,11 @@ func (h *host) idmapCheck(ctx context.Context, ws string) Check {
 		c.Status = Pass
 		c.Detail = "the file system of " + ws + " supports idmapped mounts"
 	case errors.Is(err, unix.EINVAL):
-		c.Status, c.err = Fail, err
+		c.Status = Fail
 		c.Detail = "the file system of " + ws + " does not support idmapped mounts: pinfold run there as root fails (PF141)"
 		c.Fix = "run pinfold as the owner of " + ws + " instead of root, or keep the workspace on a file system with idmapped mounts (ext4, xfs, btrfs, tmpfs)"
 	default:
-		c.Status, c.err = Warn, err
+		c.Status = Warn
 		c.Detail = "could not try: " + err.Error()
 		c.Fix = "check that " + ws + " exists and is a directory"
 	}
@@ -557,7 +557,7 @@ func toolChecks(ctx context.Context, name string) []Check {
 		arch, err := preflight.RunOut(probeCmdEnv(ictx, path, "info", "--format", "{{.Host.Arch}}"))
 		cancel()
 		if err != nil {
-			r.Status, r.err = Warn, err
+			r.Status = Warn
 			r.Detail = "podman info failed: " + err.Error()
 			r.Fix = "run podman info to see why (rootless podman needs entries in /etc/subuid and /etc/subgid)"
 		} else {
@@ -591,7 +591,7 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 			v, err := preflight.RunOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Server.Version}}"))
 			cancel()
 			if err != nil {
-				r.Status, r.err = Warn, err
+				r.Status = Warn
 				r.Detail = "no daemon answers at " + dh + ": " + err.Error()
 				r.Fix = "start the daemon DOCKER_HOST names, or unset DOCKER_HOST"
 				return
@@ -608,15 +608,15 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 		r.Status = Pass
 		r.Detail = "daemon answers at unix://" + sock + " (" + line + ")"
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED):
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "no daemon listening at unix://" + sock
 		r.Fix = startDocker() + ", or set DOCKER_HOST to where it listens"
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "no permission to connect to unix://" + sock
 		r.Fix = "use rootless docker and set DOCKER_HOST, or run as a member of the docker group (which is as powerful as root)"
 	default:
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "the daemon at unix://" + sock + " did not answer: " + err.Error()
 		r.Fix = "check that the daemon runs: systemctl status docker"
 	}

@@ -47,7 +47,6 @@ type Check struct {
 	// Fixable is set when Apply can apply Fix.
 	Fixable bool `json:"fixable"`
 
-	err  error  // the underlying error
 	host *host  // where the check looked, for Apply
 	path string // the file the check is about (the store directory)
 }
@@ -88,5 +87,5 @@ type Options struct {
 // fromPreflight is a check the preflight package made, as doctor reports
 // it.
 func fromPreflight(c preflight.Check) Check {
-	return Check{ID: c.ID, Title: c.Title, Status: Status(c.Status), Detail: c.Detail, Fix: c.Fix, Fixable: c.Fixable, err: c.Err}
+	return Check{ID: c.ID, Title: c.Title, Status: Status(c.Status), Detail: c.Detail, Fix: c.Fix, Fixable: c.Fixable}
 }
