@@ -200,7 +200,7 @@ func (e constError) Error() string { return string(e) }
 // ErrNoTool: a probe could not run because a host tool is missing.
 const ErrNoTool = constError("tool not found")
 
-// sandboxNS are the namespaces the native backend creates.
+// sandboxNS are the namespaces the native runtime creates.
 const sandboxNS = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
 	unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWNET
 
