@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/preflight"
 )
 
 const doctorUsage = `Usage: pinfold doctor [flags]
@@ -188,12 +189,12 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-// preflightFault turns a failed doctor.Preflight or doctor.SelectBackend
+// preflightFault turns a failed native preflight (*preflight.Error)
 // into a coded error for the user: PF130 when only the requested limits
 // are the problem (as when the sandbox itself refuses them), PF175 when
 // the sandbox itself cannot be built here. Other errors pass through.
 func preflightFault(err error) error {
-	var pe *doctor.PreflightError
+	var pe *preflight.Error
 	if !errors.As(err, &pe) {
 		return err
 	}

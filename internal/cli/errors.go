@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
-	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/oci"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/preflight"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
@@ -23,7 +23,7 @@ func classify(err error, p *plan.Plan) error {
 	if errors.As(err, &fe) {
 		return err
 	}
-	var pe *doctor.PreflightError
+	var pe *preflight.Error
 	if errors.As(err, &pe) {
 		return preflightFault(err)
 	}

@@ -69,7 +69,7 @@ func Scenarios() []Scenario {
 }
 
 // writableMounts: the scenario mounts a host directory read-write.
-func writableMounts(f *sandbox.Features) bool { return f.Mounts && !f.ReadOnlyMounts }
+func writableMounts(f *sandbox.Features) bool { return f.WritableMounts }
 
 func exitStatus(e *Env) {
 	r := e.Exec(e.rw(), "sh", "-c", "exit 7")

@@ -3,6 +3,7 @@ package container
 import (
 	"errors"
 	"fmt"
+	"github.com/pinfold/pinfold/internal/store"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,13 +16,13 @@ import (
 )
 
 // A container pinfold runs as root never runs as host root: its ids lie
-// in the same unprivileged range a native sandbox's do (sandboxIDBase +
+// in the same unprivileged range a native sandbox's do (store.RootIDBase +
 // id, 65,536 ids), so the host's root-only files in the system
 // directories it is shown are as unreadable as natively. Podman puts
 // the container in a user namespace mapping that range (root inside is
-// host id sandboxIDBase); docker has no user namespace per container
+// host id store.RootIDBase); docker has no user namespace per container
 // (--userns-remap is the whole daemon's), so its command runs as host id
-// sandboxIDBase itself.
+// store.RootIDBase itself.
 //
 // The host directories the caller gave (the workspace, a changeset's
 // lower directory, mounts) are shown through idmapped mounts that pinfold
@@ -45,8 +46,8 @@ type idMounts struct {
 }
 
 // newIDMounts prepares idmapped mounts that show disk id owner as
-// sandboxIDBase (the sandbox's root), disk id 0 as sandboxIDBase+owner,
-// and every other id i below sandboxIDs as sandboxIDBase+i.
+// store.RootIDBase (the sandbox's root), disk id 0 as store.RootIDBase+owner,
+// and every other id i below sandboxIDs as store.RootIDBase+i.
 func newIDMounts(uid, gid uint32) *idMounts {
 	return &idMounts{uid: uid, gid: gid, ns: -1}
 }
@@ -86,20 +87,20 @@ func swapMap(owner uint32) []syscall.SysProcIDMap {
 		}
 	}
 	if owner == 0 {
-		add(0, sandboxIDBase, sandboxIDs)
+		add(0, store.RootIDBase, sandboxIDs)
 		return m
 	}
 	// disk 0 (the sandbox's root by default) is the owner's place now.
 	if owner < sandboxIDs {
-		add(0, sandboxIDBase+owner, 1)
-		add(1, sandboxIDBase+1, owner-1)
-		add(owner, sandboxIDBase, 1)
-		add(owner+1, sandboxIDBase+owner+1, sandboxIDs-owner-1)
+		add(0, store.RootIDBase+owner, 1)
+		add(1, store.RootIDBase+1, owner-1)
+		add(owner, store.RootIDBase, 1)
+		add(owner+1, store.RootIDBase+owner+1, sandboxIDs-owner-1)
 		return m
 	}
-	add(1, sandboxIDBase+1, sandboxIDs-1) // disk 0 shows as nobody
+	add(1, store.RootIDBase+1, sandboxIDs-1) // disk 0 shows as nobody
 
-	add(owner, sandboxIDBase, 1)
+	add(owner, store.RootIDBase, 1)
 	return m
 }
 

@@ -2,6 +2,7 @@ package container
 
 import (
 	"fmt"
+	"github.com/pinfold/pinfold/internal/store"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestSwapMap(t *testing.T) {
 }
 
 // TestIDMounts: the workspace's owner shows as the sandbox's root (host
-// id sandboxIDBase) through the idmapped view, root's files as an id of
+// id store.RootIDBase) through the idmapped view, root's files as an id of
 // the sandbox's range, and what the sandbox's root writes belongs to the
 // owner on disk. Release and CleanMounts leave no mount behind.
 func TestIDMounts(t *testing.T) {
@@ -70,15 +71,15 @@ func TestIDMounts(t *testing.T) {
 		}
 		return st.Uid
 	}
-	if got := uid(filepath.Join(view, "mine")); got != sandboxIDBase {
-		t.Errorf("the owner's file shows as %d, want the sandbox's root %d", got, sandboxIDBase)
+	if got := uid(filepath.Join(view, "mine")); got != store.RootIDBase {
+		t.Errorf("the owner's file shows as %d, want the sandbox's root %d", got, store.RootIDBase)
 	}
-	if got := uid(filepath.Join(view, "roots")); got != sandboxIDBase+owner {
-		t.Errorf("root's file shows as %d, want %d", got, sandboxIDBase+owner)
+	if got := uid(filepath.Join(view, "roots")); got != store.RootIDBase+owner {
+		t.Errorf("root's file shows as %d, want %d", got, store.RootIDBase+owner)
 	}
 	// The sandbox's root writes through the view.
 	touch := exec.Command("touch", filepath.Join(view, "made"))
-	touch.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: sandboxIDBase, Gid: sandboxIDBase}}
+	touch.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: store.RootIDBase, Gid: store.RootIDBase}}
 	if out, err := touch.CombinedOutput(); err != nil {
 		t.Fatalf("writing as the sandbox's root: %v %s", err, out)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // prepare finds or imports the base's image and turns the spec into run
@@ -75,7 +76,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 	// /sys is empty. The engines still put the container's own cgroups
 	// at /sys/fs/cgroup.
 	add("--tmpfs", "/sys:ro,nosuid,nodev,noexec,size=4k,mode=0555")
-	cfg, err := sp.NetConfig()
+	cfg, err := netconf.Config(sp)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		// container's root, which must own them (as natively).
 		for _, c := range captures(sp) {
 			for _, d := range []string{filepath.Dir(c.Upper), c.Upper, c.Work} {
-				if err := os.Lchown(d, sandboxIDBase, sandboxIDBase); err != nil {
+				if err := os.Lchown(d, store.RootIDBase, store.RootIDBase); err != nil {
 					return &sandbox.SpecError{Field: "capture", Err: err}
 				}
 			}
@@ -337,11 +338,6 @@ func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error)
 		src + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}, nil
 }
 
-// sandboxIDBase is where a native sandbox run as root maps its ids on the
-// host, and so the owners of what the store unpacks for it: the
-// container runtimes share those roots.
-const sandboxIDBase = 1879048192
-
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root.
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
@@ -349,10 +345,8 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	var opt store.ImportOptions
-	if os.Geteuid() == 0 {
-		opt.UIDShift = sandboxIDBase
-	}
+	// The roots a native sandbox's store unpacks (store.Shift), shared.
+	opt := store.ImportOptions{UIDShift: store.Shift()}
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:
@@ -412,7 +406,7 @@ func (s *Sandbox) users(a *[]string) (*idMounts, error) {
 // host root: podman's user namespace over the sandbox range, or docker's
 // user, the range's first id.
 func rootIDArgs(engine string) []string {
-	id := strconv.Itoa(sandboxIDBase)
+	id := strconv.Itoa(store.RootIDBase)
 	if engine == PodmanName {
 		m := "0:" + id + ":" + strconv.Itoa(sandboxIDs)
 		return []string{"--uidmap", m, "--gidmap", m}

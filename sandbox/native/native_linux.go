@@ -20,6 +20,7 @@ import (
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,7 +103,7 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
-	nc, err := spec.NetConfig()
+	nc, err := netconf.Config(&spec)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	shift := storeShift()
+	shift := store.Shift()
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:
@@ -378,15 +379,6 @@ func (s *Sandbox) placeAppBase(ctx context.Context, app *appRoot, plan *rootPlan
 	}
 	plan.app = m
 	return nil
-}
-
-// storeShift is how the store shifts the owners of the bases it unpacks
-// for this process: into the sandbox's id range as root.
-func storeShift() uint32 {
-	if os.Geteuid() == 0 {
-		return hostIDBase
-	}
-	return 0
 }
 
 func (s *Sandbox) openStore() (*store.Store, error) {
@@ -888,7 +880,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	if p.inst.net != nil {
 		// Close first: the helper's last reports may still be in flight.
 		p.inst.net.Close()
-		violations = p.inst.net.Violations()
+		violations = netconf.Violations(p.inst.net.Violations())
 		if err := p.inst.net.Err(); err != nil {
 			violations = append(violations, sandbox.Violation{Kind: "network", Reason: "the sandbox had no network: " + err.Error()})
 		}
