@@ -36,6 +36,7 @@ import (
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/serveconf"
 	"github.com/pinfold/pinfold/internal/session"
 )
 
@@ -69,8 +70,8 @@ func TenantsDir(store string) string { return filepath.Clean(store) + "-tenants"
 
 // Defaults for Config's bounds.
 const (
-	DefaultMaxBody   = 1 << 20
-	DefaultMaxUpload = 64 << 20
+	DefaultMaxBody   = serveconf.DefaultMaxBody
+	DefaultMaxUpload = serveconf.DefaultMaxUpload
 	maxExecOutput    = 8 << 20
 )
 
