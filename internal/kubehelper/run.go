@@ -89,7 +89,7 @@ func run() int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	rd := bufio.NewReader(ctl)
-	line, err := rd.ReadBytes('\n')
+	line, err := kube.ReadLine(rd)
 	if err != nil {
 		return 1
 	}
@@ -106,7 +106,7 @@ func run() int {
 	go func() {
 		defer close(gone)
 		for {
-			line, err := rd.ReadBytes('\n')
+			line, err := kube.ReadLine(rd)
 			if err != nil {
 				return
 			}
