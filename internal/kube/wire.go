@@ -1,7 +1,7 @@
 // Package kube holds what pinfold and its Kubernetes helper (pinfold-kube,
-// internal/kubehelper) share without linking client-go: the messages they exchange and the copying
-// of host directories into a pod and of a pod's writes back into a
-// changeset's upper directory. The runtime is sandbox/kubernetes.
+// internal/kubehelper) share without linking client-go: the messages they
+// exchange and the copying of host directories into a pod and of a pod's
+// writes back into a changeset's upper directory. The runtime is sandbox/kubernetes.
 //
 // pinfold starts the helper once per command with the command's standard
 // streams as the helper's, and a unix socket as fd 3 on which JSON lines go
