@@ -20,6 +20,16 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 echo "== go vet"
 go vet ./...
 
+echo "== the CLI builds for other systems (as a client of a remote server)"
+for p in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+	for c in ./cmd/pinfold ./cmd/pinfold-api; do
+		GOOS=${p%/*} GOARCH=${p#*/} CGO_ENABLED=0 go build -o /dev/null "$c" || exit 1
+	done
+done
+for p in darwin/arm64 windows/amd64; do
+	GOOS=${p%/*} GOARCH=${p#*/} CGO_ENABLED=0 go vet ./cmd/pinfold ./cmd/pinfold-api ./internal/apihelper ./internal/remote || exit 1
+done
+
 echo "== the embedded init and launcher match their source"
 if command -v gcc >/dev/null 2>&1; then
 	tmp=$(mktemp -d)

@@ -1,7 +1,7 @@
 // Command pinfold-api is pinfold's HTTP API helper: pinfold serve runs it
-// as the server, and pinfold's session commands run it as the client when
-// PINFOLD_HOST is set. It holds net/http, which pinfold itself does not
-// link. See internal/apihelper.
+// as the server (on Linux), and pinfold's session commands run it as the
+// client when PINFOLD_HOST is set. It holds net/http, which pinfold itself
+// does not link. See internal/apihelper.
 package main
 
 import (

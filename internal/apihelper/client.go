@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"runtime"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/pinfold/pinfold/client"
 )
@@ -120,8 +119,13 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 			CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
 			Env: append(flags["--env"], flags["-e"]...), Allow: flags["--allow"], Deny: flags["--deny"],
 			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u"), Snapshot: one("--snapshot")}
+		// A tenant over TCP gets a workspace of its own. A server's socket
+		// reached from macOS or Windows is forwarded from a Linux host,
+		// where this directory is not: only --workspace names one there.
 		if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
-			r.Workspace = ws // a tenant over TCP gets a workspace of its own
+			if runtime.GOOS == "linux" || one("--workspace") != "" {
+				r.Workspace = ws
+			}
 		}
 		sb, err := c.Create(ctx, r)
 		if err != nil {
@@ -236,7 +240,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}
 	if shell {
 		interactive = true
-		tty = term(os.Stdin) && term(os.Stdout)
+		tty = isTerminal(os.Stdin) && isTerminal(os.Stdout)
 		cmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"}
 	}
 	if ref == "" || len(cmd) == 0 {
@@ -244,9 +248,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}
 	r := client.StreamRequest{Args: cmd, Env: env, Dir: dir, TTY: tty}
 	if tty {
-		if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-			r.Rows, r.Cols = ws.Row, ws.Col
-		}
+		r.Rows, r.Cols, _ = size()
 		t := os.Getenv("TERM")
 		if t == "" {
 			t = "xterm"
@@ -257,6 +259,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if interactive {
 		stdin = os.Stdin
 	}
+	if tty {
+		defer enableVT()()
+	}
 	if tty && interactive {
 		if restore := raw(os.Stdin); restore != nil {
 			defer restore()
@@ -266,20 +271,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if err != nil {
 		return apiFail(err)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-	go func() {
-		for s := range sigs {
-			if s == syscall.SIGWINCH {
-				if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-					p.Resize(ws.Row, ws.Col)
-				}
-				continue
-			}
-			p.Signal(s.(syscall.Signal))
-		}
-	}()
+	stop := relay(p, tty)
 	e, err := p.Wait()
+	stop()
 	if err != nil {
 		return failf("PF192 %v", err)
 	}
@@ -301,26 +295,24 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	return e.Code
 }
 
-func term(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// size is the terminal's size on stdout.
+func size() (rows, cols uint16, ok bool) {
+	w, h, err := term.GetSize(int(os.Stdout.Fd()))
+	if err != nil || w <= 0 || h <= 0 || w > 0xffff || h > 0xffff {
+		return 0, 0, false
+	}
+	return uint16(h), uint16(w), true
 }
 
+// raw puts the terminal f in raw mode (as cfmakeraw does) and returns
+// what restores it, or nil when f is not a terminal.
 func raw(f *os.File) func() {
 	fd := int(f.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	old, err := term.MakeRaw(fd)
 	if err != nil {
 		return nil
 	}
-	t := *old
-	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	t.Oflag &^= unix.OPOST
-	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	t.Cflag &^= unix.CSIZE | unix.PARENB
-	t.Cflag |= unix.CS8
-	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if unix.IoctlSetTermios(fd, unix.TCSETS, &t) != nil {
-		return nil
-	}
-	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
+	return func() { term.Restore(fd, old) }
 }

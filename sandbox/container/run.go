@@ -61,6 +61,15 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		}
 		args = append(args, nw.args()...)
 	}
+	switch {
+	case nw != nil && len(s.userns) > 0:
+		// The holder's user namespace (the same map) owns the network
+		// namespace: in it, capabilities the command was given apply to
+		// its network as natively.
+		args = append(args, "--userns", "container:"+nw.holder)
+	default:
+		args = append(args, s.userns...)
+	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = s.spec.Workspace
