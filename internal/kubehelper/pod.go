@@ -106,10 +106,93 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		}
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Data: map[string][]byte{}}
+	vols, mainMounts, copyMounts, err := s.volumes(name, secret)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The environment's values are the secret's, not the pod's: whoever
+	// may read pods does not read them.
+	var env []corev1.EnvVar
+	for i, kv := range r.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		key := "e" + strconv.Itoa(i)
+		secret.Data[key] = []byte(v)
+		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}})
+	}
+	dir := r.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if r.WorkspaceParent && r.Session != nil {
+		// The agent gives each command its directory; the pod's own is
+		// the same for all the parent's workspaces.
+		dir = path.Dir(r.Workspace)
+	}
+	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
+		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}
+	if r.Memory > 0 || r.CPUs > 0 {
+		main.Resources.Limits = corev1.ResourceList{}
+		if r.Memory > 0 {
+			main.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(r.Memory, resource.BinarySI)
+		}
+		if r.CPUs > 0 {
+			main.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(r.CPUs*1000+0.5), resource.DecimalSI)
+		}
+	}
+	containers := []corev1.Container{main}
+	if len(copyMounts) > 0 {
+		containers = append(containers, corev1.Container{Name: copyName, Image: r.Image, ImagePullPolicy: pull, Command: holder,
+			WorkingDir: "/", VolumeMounts: copyMounts, SecurityContext: restricted(),
+			// tar needs little, but the page cache of what it writes is
+			// charged to it too: room, without asking the scheduler for it.
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}})
+	}
+	nw := s.network(name, labels, pull)
+	if nw.container != nil {
+		containers = append(containers, *nw.container)
+	}
+	term := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod()},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &f,
+			EnableServiceLinks:            &f,
+			TerminationGracePeriodSeconds: &term,
+			Hostname:                      r.Hostname,
+			HostAliases:                   nw.aliases,
+			DNSPolicy:                     nw.dnsPolicy,
+			DNSConfig:                     nw.dnsConfig,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &gid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: containers,
+			Volumes:    vols,
+		},
+	}
+	if r.TimeoutMS > 0 {
+		// The cluster's own end for the pod, should the helper be killed.
+		d := (r.TimeoutMS+999)/1000 + 300
+		pod.Spec.ActiveDeadlineSeconds = &d
+	}
+	if len(secret.Data) == 0 {
+		secret = nil
+	}
+	return pod, secret, nw.policy, nil
+}
+
+// volumes are the pod's volumes and the mounts of its main and copy
+// containers: /tmp, the workspace, the copied mounts (a file's content
+// goes into secret), a session's directories.
+func (s *session) volumes(name string, secret *corev1.Secret) (vols []corev1.Volume, mainMounts, copyMounts []corev1.VolumeMount, err error) {
+	r := &s.req
 	tmp := resource.NewQuantity(r.TmpSize, resource.BinarySI)
-	vols := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmp}}}}
-	mainMounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
-	var copyMounts []corev1.VolumeMount
+	vols = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmp}}}}
+	mainMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
 	if r.Workspace != "" && r.Access != "none" {
 		vols = append(vols, corev1.Volume{Name: "ws", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		at := r.Workspace
@@ -157,49 +240,23 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		vols = append(vols, corev1.Volume{Name: "files", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: name, Items: secretItems, DefaultMode: &mode}}})
 	}
-	// The environment's values are the secret's, not the pod's: whoever
-	// may read pods does not read them.
-	var env []corev1.EnvVar
-	for i, kv := range r.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			continue
-		}
-		key := "e" + strconv.Itoa(i)
-		secret.Data[key] = []byte(v)
-		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}})
-	}
-	dir := r.Dir
-	if dir == "" {
-		dir = "/"
-	}
-	if r.WorkspaceParent && r.Session != nil {
-		// The agent gives each command its directory; the pod's own is
-		// the same for all the parent's workspaces.
-		dir = path.Dir(r.Workspace)
-	}
-	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
-		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}
-	if r.Memory > 0 || r.CPUs > 0 {
-		main.Resources.Limits = corev1.ResourceList{}
-		if r.Memory > 0 {
-			main.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(r.Memory, resource.BinarySI)
-		}
-		if r.CPUs > 0 {
-			main.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(r.CPUs*1000+0.5), resource.DecimalSI)
-		}
-	}
-	containers := []corev1.Container{main}
-	if len(copyMounts) > 0 {
-		containers = append(containers, corev1.Container{Name: copyName, Image: r.Image, ImagePullPolicy: pull, Command: holder,
-			WorkingDir: "/", VolumeMounts: copyMounts, SecurityContext: restricted(),
-			// tar needs little, but the page cache of what it writes is
-			// charged to it too: room, without asking the scheduler for it.
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
-				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}})
-	}
-	var pol *networkingv1.NetworkPolicy
+	return vols, mainMounts, copyMounts, nil
+}
+
+// podNetwork is what the run's network mode adds to its pod.
+type podNetwork struct {
+	container *corev1.Container // one more, after main and copy
+	policy    *networkingv1.NetworkPolicy
+	aliases   []corev1.HostAlias
+	dnsPolicy corev1.DNSPolicy
+	dnsConfig *corev1.PodDNSConfig
+}
+
+// network is what the run's network mode (none or allow) adds to its pod.
+func (s *session) network(name string, labels map[string]string, pull corev1.PullPolicy) podNetwork {
+	r := &s.req
+	f, t := false, true
+	var nw podNetwork
 	if r.NetworkNone {
 		// Network none does not depend on the cluster's network plugin
 		// enforcing policies: a container with CAP_NET_ADMIN alone takes
@@ -210,19 +267,16 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		// only at its next relist, up to a second later.) The deny-all
 		// policy is kept too, for the plugins that enforce it.
 		root, nonRoot := int64(0), false
-		containers = append(containers, corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
+		nw.container = &corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
 			Command: []string{"sh", "-c", `set -e; for l in $(ls /sys/class/net); do [ "$l" = lo ] || ip link set "$l" down; done; ! ip -o link show up | grep -v ': lo:'`},
 			SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsNonRoot: &nonRoot, AllowPrivilegeEscalation: &f,
 				ReadOnlyRootFilesystem: &t, Privileged: &f,
 				Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}})
-		pol = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}}
+		nw.policy = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelID: r.ID}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}}}
 	}
-	var aliases []corev1.HostAlias
-	var dnsPolicy corev1.DNSPolicy
-	var dnsConfig *corev1.PodDNSConfig
 	if r.NetworkAllow {
 		// Network allow: the policy lets the pod reach the allowed
 		// addresses alone; their names are in its /etc/hosts, and its
@@ -236,42 +290,16 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		if len(to) > 0 {
 			spec.Egress = []networkingv1.NetworkPolicyEgressRule{{To: to}}
 		}
-		pol = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
+		nw.policy = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: spec}
 		for _, h := range r.Hosts {
 			for _, a := range h.Addrs {
-				aliases = append(aliases, corev1.HostAlias{IP: a, Hostnames: []string{h.Name}})
+				nw.aliases = append(nw.aliases, corev1.HostAlias{IP: a, Hostnames: []string{h.Name}})
 			}
 		}
-		dnsPolicy = corev1.DNSNone
-		dnsConfig = &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}
+		nw.dnsPolicy = corev1.DNSNone
+		nw.dnsConfig = &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}
 	}
-	term := int64(1)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod()},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			AutomountServiceAccountToken:  &f,
-			EnableServiceLinks:            &f,
-			TerminationGracePeriodSeconds: &term,
-			Hostname:                      r.Hostname,
-			HostAliases:                   aliases,
-			DNSPolicy:                     dnsPolicy,
-			DNSConfig:                     dnsConfig,
-			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &t, RunAsUser: &uid, RunAsGroup: &gid,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Containers: containers,
-			Volumes:    vols,
-		},
-	}
-	if r.TimeoutMS > 0 {
-		// The cluster's own end for the pod, should the helper be killed.
-		d := (r.TimeoutMS+999)/1000 + 300
-		pod.Spec.ActiveDeadlineSeconds = &d
-	}
-	if len(secret.Data) == 0 {
-		secret = nil
-	}
-	return pod, secret, pol, nil
+	return nw
 }
 
 // serverPod is the owner reference of pinfold's own pod, when pinfold
