@@ -1,8 +1,7 @@
-package main
+package apihelper
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -12,36 +11,28 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/pinfold/pinfold/internal/serveconf"
 	"github.com/pinfold/pinfold/internal/server"
 	"github.com/pinfold/pinfold/internal/store"
 )
 
 // serve runs the API server until SIGINT or SIGTERM.
 func serve(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	sock := fs.String("socket", "", "unix socket (default STORE/api.sock)")
-	listen := fs.String("listen", "", "also listen on this TCP address (needs --tokens)")
-	tokens := fs.String("tokens", "", "file of TENANT TOKEN lines for TCP clients (mode 600)")
-	policy := fs.String("policy", "", "the operator's policy file: what tenants may ask for (JSON; default: the safe defaults of docs/api.md)")
-	maxUpload := fs.Int64("max-upload", server.DefaultMaxUpload, "largest file upload, in bytes")
-	maxBody := fs.Int64("max-body", server.DefaultMaxBody, "largest JSON request body, in bytes")
-	version := fs.String("version", "dev", "version to report")
-	kubePool := fs.Int("kube-pool", 0, "keep this many warm pods of every kubernetes session template")
-	var lim server.Bounds
-	fs.IntVar(&lim.MaxConns, "max-conns", server.DefaultMaxConns, "connections served at once on each listener; more wait")
-	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", server.DefaultHeaderTimeout, "longest wait for a request's head")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", server.DefaultBodyTimeout, "longest wait for a JSON body (uploads: more, by size)")
-	fs.DurationVar(&lim.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "longest wait for a client to take each write of an answer")
-	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "longest wait for the next request on a kept-alive connection")
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	c := serveconf.Default()
+	c.Flags(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return 125
 	}
+	lim := server.Bounds{MaxConns: c.MaxConns, HeaderTimeout: c.HeaderTimeout, BodyTimeout: c.BodyTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
 		return 125
 	}
-	if lim.MaxConns <= 0 || lim.HeaderTimeout <= 0 || lim.BodyTimeout <= 0 || lim.WriteTimeout <= 0 || lim.IdleTimeout <= 0 {
-		return fail("--max-conns and the timeouts must be above zero: nothing is unbounded")
+	if err := c.Check(); err != nil {
+		return fail("%v", err)
 	}
 	dir, err := store.DefaultDir()
 	if err != nil {
@@ -50,35 +41,35 @@ func serve(args []string) int {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail("%v", err)
 	}
-	cfg := server.Config{Store: dir, Version: *version, MaxUpload: *maxUpload, MaxBody: *maxBody}
+	cfg := server.Config{Store: dir, Version: c.Version, MaxUpload: c.MaxUpload, MaxBody: c.MaxBody}
 	if cfg.Pinfold, err = pinfoldBinary(); err != nil {
 		return fail("%v", err)
 	}
-	if *listen != "" {
-		if *tokens == "" {
+	if c.Listen != "" {
+		if c.Tokens == "" {
 			return fail("--listen needs --tokens: no request is served on TCP without a token")
 		}
-		if cfg.Tokens, err = server.ReadTokens(*tokens); err != nil {
+		if cfg.Tokens, err = server.ReadTokens(c.Tokens); err != nil {
 			return fail("%v", err)
 		}
 	}
-	if *policy != "" {
-		if cfg.Policy, err = server.ReadPolicy(*policy); err != nil {
+	if c.Policy != "" {
+		if cfg.Policy, err = server.ReadPolicy(c.Policy); err != nil {
 			return fail("the policy file: %v", err)
 		}
 	}
-	if *sock == "" {
-		*sock = server.DefaultSocket(dir)
+	if c.Socket == "" {
+		c.Socket = server.DefaultSocket(dir)
 	}
-	ul, err := server.ListenUnix(*sock)
+	ul, err := server.ListenUnix(c.Socket)
 	if err != nil {
 		return fail("%v", err)
 	}
-	defer os.Remove(*sock)
+	defer os.Remove(c.Socket)
 	ls := []net.Listener{ul}
-	fmt.Fprintf(os.Stderr, "pinfold: serving on unix:%s", *sock)
-	if *listen != "" {
-		tl, err := net.Listen("tcp", *listen)
+	fmt.Fprintf(os.Stderr, "pinfold: serving on unix:%s", c.Socket)
+	if c.Listen != "" {
+		tl, err := net.Listen("tcp", c.Listen)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -90,8 +81,8 @@ func serve(args []string) int {
 	// kubernetes runtime mounts T's directory in their pods, so that one
 	// warm pod serves any of T's sessions.
 	os.Setenv("PINFOLD_KUBE_TENANTS", server.TenantsDir(dir))
-	if *kubePool > 0 {
-		stopPool, err := startPool(dir, *kubePool)
+	if c.KubePool > 0 {
+		stopPool, err := startPool(dir, c.KubePool)
 		if err != nil {
 			return fail("%v", err)
 		}
