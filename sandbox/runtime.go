@@ -82,6 +82,10 @@ type Features struct {
 	Hostname       bool
 	TTY            bool
 	Timeout        bool
+	// Fixes say, by feature (UnsupportedError.Feature), how to get what
+	// the runtime lacks where that is a matter of its configuration or
+	// of another value: the refusal's fix (UnsupportedError.Fix).
+	Fixes map[string]string
 }
 
 // Supports returns nil when the runtime can run cmd (nil: any command)
@@ -89,7 +93,7 @@ type Features struct {
 // cannot honour.
 func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 	no := func(feature, asked string) error {
-		return &UnsupportedError{Runtime: runtime, Feature: feature, Asked: asked}
+		return &UnsupportedError{Runtime: runtime, Feature: feature, Asked: asked, Fix: f.Fixes[feature]}
 	}
 	kind := spec.Base.Kind
 	if kind == "" {
@@ -158,6 +162,8 @@ type UnsupportedError struct {
 	Runtime string
 	Feature string // "network", "memory limit", "terminal"...
 	Asked   string // what was asked for
+	// Fix, when set, is how to get it from this runtime (Features.Fixes).
+	Fix string
 }
 
 func (e *UnsupportedError) Error() string {

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/sandbox/kubernetes"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -100,6 +101,9 @@ func Main(ctx context.Context, io *IO, args []string) int {
 	if code, ok := hidden(ctx, io, args); ok {
 		return code
 	}
+	// Before anything starts a process that runs elsewhere (a session's
+	// supervisor, in /).
+	kubernetes.AbsEnv()
 	code := 0
 	io.args = args
 	root := &cobra.Command{

@@ -49,9 +49,12 @@ func classify(err error, p *plan.Plan) error {
 	}
 	var ue *sandbox.UnsupportedError
 	if errors.As(err, &ue) {
+		fix := "drop that setting, or choose a backend that has it (pinfold doctor lists them; --backend native has every feature)"
+		if ue.Fix != "" {
+			fix = ue.Fix
+		}
 		return fault.New(fault.RuntimeLacks, "backend "+ue.Runtime+" cannot run this plan: it cannot enforce the "+ue.Feature+" asked for ("+ue.Asked+")",
-			"pinfold never runs a plan with less isolation than it asks for",
-			"drop that setting, or choose a backend that has it (pinfold doctor lists them; --backend native has every feature)", err)
+			"pinfold never runs a plan with less isolation than it asks for", fix, err)
 	}
 	var ce *sandbox.CheckError
 	if errors.As(err, &ce) {

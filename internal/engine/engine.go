@@ -284,6 +284,15 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 			return nil, hostRefusal(p, err)
 		}
 	}
+	if p.Mode != "host" {
+		// Refused before the hooks run and the base is built (a
+		// debian-12 base is minutes of debootstrap); start checks again
+		// with what the engine adds to the spec.
+		f := rt.Features()
+		if err := f.Supports(rt.Name(), &p.Sandbox, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.runHooks(ctx, p, o); err != nil {
 		return nil, err
 	}

@@ -69,8 +69,17 @@ type Request struct {
 	CPUs           float64 `json:"cpus,omitempty"`
 	TmpSize        int64   `json:"tmp_size"`
 
-	// NetworkNone takes the pod off the network (Spec.Network none).
+	// NetworkNone takes the pod off the network (Spec.Network none): by
+	// a deny-all NetworkPolicy, which the cluster's plugin enforces, and,
+	// with NetOff, by the netoff container too.
 	NetworkNone bool `json:"network_none,omitempty"`
+	// NetOff adds the container that takes the pod's links down (root
+	// with CAP_NET_ADMIN: only a namespace at Pod Security "privileged"
+	// admits it), for clusters whose plugin enforces no NetworkPolicy.
+	NetOff bool `json:"net_off,omitempty"`
+	// DeadlineS is the pod's activeDeadlineSeconds: the cluster ends a
+	// pod its helper left behind (0: none).
+	DeadlineS int64 `json:"deadline_s,omitempty"`
 	// NetworkAllow limits the pod to Egress (Spec.Network allow).
 	NetworkAllow bool `json:"network_allow,omitempty"`
 	// Egress, for Spec.Network allow, is what the pod's NetworkPolicy lets

@@ -18,19 +18,17 @@ package kubehelper
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 )
 
 // Main runs the helper with os.Args and returns its exit code.
 func Main() int {
-	// client-go logs through klog to stderr, which is the command's.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	quiet()
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: pinfold-kube run|check|leftovers|clean (pinfold starts it; see sandbox/kubernetes)")
 		return 2
@@ -53,4 +51,14 @@ func Main() int {
 	}
 	fmt.Fprintln(os.Stderr, "pinfold-kube: unknown command "+os.Args[1])
 	return 2
+}
+
+// quiet silences client-go: it logs through klog, whose errors ("Copying
+// stdout failed ... broken pipe" when a command's reader goes away) would
+// go to stderr, which is the command's, or a session's log. A logger
+// set takes all of klog's output, whatever its thresholds; what matters
+// reaches pinfold as the helper's events.
+func quiet() {
+	klog.LogToStderr(false)
+	klog.SetLogger(logr.Discard())
 }

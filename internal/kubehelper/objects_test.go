@@ -16,8 +16,61 @@ func baseRequest() kube.Request {
 		Env: []string{"PATH=/bin", "TOKEN=s3cr3t"}, Dir: "/ws", TmpSize: 1 << 30, NetworkNone: true, Workspace: "/ws", Access: "changeset"}
 }
 
-// TestObjectsConfine checks the pod's confinement, where the
-// environment's values go, and network none's two layers.
+// restrictedViolations lists what in pod Pod Security "restricted"
+// forbids (the rules of the standard that a pod of pinfold's could break;
+// the kit's cluster enforces the whole of it in the conformance test).
+func restrictedViolations(pod *corev1.Pod) []string {
+	var bad []string
+	sp := &pod.Spec
+	if sp.HostNetwork || sp.HostPID || sp.HostIPC {
+		bad = append(bad, "host namespaces")
+	}
+	for _, v := range sp.Volumes {
+		if v.EmptyDir == nil && v.Secret == nil && v.ConfigMap == nil && v.Projected == nil && v.DownwardAPI == nil {
+			bad = append(bad, "volume "+v.Name+" of a kind restricted forbids")
+		}
+	}
+	podNonRoot := sp.SecurityContext != nil && sp.SecurityContext.RunAsNonRoot != nil && *sp.SecurityContext.RunAsNonRoot
+	podSeccomp := sp.SecurityContext != nil && sp.SecurityContext.SeccompProfile != nil
+	for _, c := range append(append([]corev1.Container(nil), sp.InitContainers...), sp.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			bad = append(bad, c.Name+": no security context")
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			bad = append(bad, c.Name+": privileged")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			bad = append(bad, c.Name+": allowPrivilegeEscalation not false")
+		}
+		if sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+			bad = append(bad, c.Name+": capabilities not dropped")
+		}
+		if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 && (len(sc.Capabilities.Add) > 1 || sc.Capabilities.Add[0] != "NET_BIND_SERVICE") {
+			bad = append(bad, c.Name+": adds capabilities")
+		}
+		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot || sc.RunAsNonRoot == nil && !podNonRoot {
+			bad = append(bad, c.Name+": not runAsNonRoot")
+		}
+		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			bad = append(bad, c.Name+": runs as uid 0")
+		}
+		if sc.SeccompProfile == nil && !podSeccomp {
+			bad = append(bad, c.Name+": no seccomp profile")
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				bad = append(bad, c.Name+": host port")
+			}
+		}
+	}
+	return bad
+}
+
+// TestObjectsConfine checks the pod's confinement (Pod Security
+// "restricted" for runs, sessions and network allow alike), where the
+// environment's values go, and network none's policy.
 func TestObjectsConfine(t *testing.T) {
 	s := &session{req: baseRequest()}
 	pod, secret, pol, err := s.objects()
@@ -28,11 +81,12 @@ func TestObjectsConfine(t *testing.T) {
 	if sp.AutomountServiceAccountToken == nil || *sp.AutomountServiceAccountToken || sp.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pod spec: %+v", sp)
 	}
-	var netoff *corev1.Container
-	for i, c := range sp.Containers {
+	if bad := restrictedViolations(pod); len(bad) > 0 {
+		t.Errorf("the run's pod breaks Pod Security restricted: %v", bad)
+	}
+	for _, c := range sp.Containers {
 		if c.Name == netName {
-			netoff = &sp.Containers[i]
-			continue
+			t.Errorf("network none without NetOff has the netoff container")
 		}
 		sc := c.SecurityContext
 		if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || sc.Capabilities.Drop[0] != "ALL" ||
@@ -48,10 +102,6 @@ func TestObjectsConfine(t *testing.T) {
 	if string(secret.Data["e1"]) != "s3cr3t" {
 		t.Errorf("secret: %v", secret.Data)
 	}
-	if netoff == nil || len(netoff.SecurityContext.Capabilities.Add) != 1 || netoff.SecurityContext.Capabilities.Add[0] != "NET_ADMIN" ||
-		*netoff.SecurityContext.AllowPrivilegeEscalation || !*netoff.SecurityContext.ReadOnlyRootFilesystem {
-		t.Errorf("network none has no confined link-down container: %+v", netoff)
-	}
 	if pol == nil || len(pol.Spec.Egress) != 0 || len(pol.Spec.Ingress) != 0 || len(pol.Spec.PolicyTypes) != 2 {
 		t.Errorf("network none's policy: %+v", pol)
 	}
@@ -62,8 +112,52 @@ func TestObjectsConfine(t *testing.T) {
 			ws = true
 		}
 	}
-	if !ws || len(sp.Containers) != 3 {
+	if !ws || len(sp.Containers) != 2 {
 		t.Errorf("workspace mounts: %+v", sp.Containers)
+	}
+	// A session's pod (the one a warm pool keeps too) is restricted.
+	r := baseRequest()
+	r.Env, r.Session = nil, &kube.Session{Agent: "/bin/true", Sock: "/tmp/s.sock", Pool: "p"}
+	if pod, _, _, err := (&session{req: r}).objects(); err != nil {
+		t.Fatal(err)
+	} else if bad := restrictedViolations(pod); len(bad) > 0 {
+		t.Errorf("a session's pod breaks Pod Security restricted: %v", bad)
+	}
+	// NetOff: the confined link-down container, which restricted refuses.
+	r = baseRequest()
+	r.NetOff = true
+	pod, _, pol, err = (&session{req: r}).objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var netoff *corev1.Container
+	for i, c := range pod.Spec.Containers {
+		if c.Name == netName {
+			netoff = &pod.Spec.Containers[i]
+		}
+	}
+	if netoff == nil || len(netoff.SecurityContext.Capabilities.Add) != 1 || netoff.SecurityContext.Capabilities.Add[0] != "NET_ADMIN" ||
+		*netoff.SecurityContext.AllowPrivilegeEscalation || !*netoff.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("NetOff has no confined link-down container: %+v", netoff)
+	}
+	if len(restrictedViolations(pod)) == 0 || pol == nil {
+		t.Errorf("the netoff pod passes restricted (the check is broken), or has no policy")
+	}
+}
+
+// TestObjectsDeadline: every pod has a deadline, should its helper be
+// killed: the timeout's and 5 minutes, else the request's default.
+func TestObjectsDeadline(t *testing.T) {
+	r := baseRequest()
+	r.DeadlineS = 86400
+	pod, _, _, err := (&session{req: r}).objects()
+	if err != nil || pod.Spec.ActiveDeadlineSeconds == nil || *pod.Spec.ActiveDeadlineSeconds != 86400 {
+		t.Errorf("no timeout: deadline %v, %v", pod.Spec.ActiveDeadlineSeconds, err)
+	}
+	r.TimeoutMS = 1500
+	pod, _, _, err = (&session{req: r}).objects()
+	if err != nil || pod.Spec.ActiveDeadlineSeconds == nil || *pod.Spec.ActiveDeadlineSeconds != 302 {
+		t.Errorf("timeout 1.5 s: deadline %v, %v", pod.Spec.ActiveDeadlineSeconds, err)
 	}
 }
 

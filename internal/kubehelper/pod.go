@@ -174,9 +174,12 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			Volumes:    vols,
 		},
 	}
-	if r.TimeoutMS > 0 {
-		// The cluster's own end for the pod, should the helper be killed.
-		d := (r.TimeoutMS+999)/1000 + 300
+	// The cluster's own end for the pod, should the helper be killed:
+	// the timeout's and 5 minutes, else the default deadline.
+	if d := r.DeadlineS; r.TimeoutMS > 0 {
+		d = (r.TimeoutMS+999)/1000 + 300
+		pod.Spec.ActiveDeadlineSeconds = &d
+	} else if d > 0 {
 		pod.Spec.ActiveDeadlineSeconds = &d
 	}
 	if len(secret.Data) == 0 {
@@ -258,21 +261,24 @@ func (s *session) network(name string, labels map[string]string, pull corev1.Pul
 	f, t := false, true
 	var nw podNetwork
 	if r.NetworkNone {
-		// Network none does not depend on the cluster's network plugin
-		// enforcing policies: a container with CAP_NET_ADMIN alone takes
-		// every link but loopback down and exits, and the command is
-		// started only once main sees them down (linksDown); no container
-		// that stays holds a capability to bring one up. (An init
-		// container would do the same, but the kubelet notices its end
-		// only at its next relist, up to a second later.) The deny-all
-		// policy is kept too, for the plugins that enforce it.
-		root, nonRoot := int64(0), false
-		nw.container = &corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
-			Command: []string{"sh", "-c", `set -e; for l in $(ls /sys/class/net); do [ "$l" = lo ] || ip link set "$l" down; done; ! ip -o link show up | grep -v ': lo:'`},
-			SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsNonRoot: &nonRoot, AllowPrivilegeEscalation: &f,
-				ReadOnlyRootFilesystem: &t, Privileged: &f,
-				Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}}
+		// Network none is a deny-all policy, which the cluster's plugin
+		// enforces (PINFOLD_KUBE_NETWORK_POLICY=enforced); every container
+		// passes Pod Security "restricted". Where the plugin enforces no
+		// policy, NetOff adds a container with CAP_NET_ADMIN alone (and
+		// otherwise confined) that takes every link but loopback down and
+		// exits; the command is started only once main sees them down
+		// (linksDown), and no container that stays holds a capability to
+		// bring one up. It runs as root with a capability: only a namespace
+		// at Pod Security "privileged" admits it.
+		if r.NetOff {
+			root, nonRoot := int64(0), false
+			nw.container = &corev1.Container{Name: netName, Image: r.Image, ImagePullPolicy: pull,
+				Command: []string{"sh", "-c", `set -e; for l in $(ls /sys/class/net); do [ "$l" = lo ] || ip link set "$l" down; done; ! ip -o link show up | grep -v ': lo:'`},
+				SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsNonRoot: &nonRoot, AllowPrivilegeEscalation: &f,
+					ReadOnlyRootFilesystem: &t, Privileged: &f,
+					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}}
+		}
 		nw.policy = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{kube.LabelID: r.ID}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}}}

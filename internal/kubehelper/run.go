@@ -215,7 +215,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// A failed copy ends the links' wait (which retries for a minute).
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
-	if r.NetworkNone && claimed == "" {
+	if r.NetOff && claimed == "" {
 		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
 	if dirs := s.copyDirs(); len(dirs) > 0 {

@@ -150,9 +150,12 @@ func (s *session) claim(ctx context.Context, want *corev1.Pod) string {
 			"labels": map[string]any{kube.LabelOwner: r.Owner, kube.LabelHost: labelValue(host),
 				kube.LabelPool: nil, kube.LabelReady: nil, "pinfold.session": r.ID}}}
 		if r.TimeoutMS > 0 && p.Status.StartTime != nil {
-			// The cluster's own end for it, as a cold pod's.
+			// The cluster's own end for it, as a cold pod's (a deadline
+			// may only come closer).
 			d := int64(time.Since(p.Status.StartTime.Time).Seconds()) + (r.TimeoutMS+999)/1000 + 300
-			patch["spec"] = map[string]any{"activeDeadlineSeconds": d}
+			if p.Spec.ActiveDeadlineSeconds == nil || d < *p.Spec.ActiveDeadlineSeconds {
+				patch["spec"] = map[string]any{"activeDeadlineSeconds": d}
+			}
 		}
 		b, _ := json.Marshal(patch)
 		if _, err := c.cs.CoreV1().Pods(c.ns).Patch(ctx, p.Name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
@@ -417,7 +420,7 @@ func (k *keeper) make(ctx context.Context, key string, t kube.Request) error {
 	if err := s.waitRunning(ctx, created); err != nil {
 		return err
 	}
-	if t.NetworkNone {
+	if t.NetOff {
 		if err := s.linksDown(ctx); err != nil {
 			return err
 		}

@@ -68,10 +68,25 @@ type Options struct {
 	StartTimeout time.Duration
 	// PolicyEnforced says the cluster's network plugin enforces
 	// NetworkPolicies (PINFOLD_KUBE_NETWORK_POLICY=enforced): only then
-	// is network allow offered, since its policy is all that limits the
-	// pod (network none does not depend on it).
+	// are network none (a deny-all policy) and allow offered, since the
+	// policy is all that limits a pod that passes Pod Security
+	// "restricted".
 	PolicyEnforced bool
+	// NetOff gives network none on a cluster whose plugin enforces no
+	// policy (PINFOLD_KUBE_NETWORK_NONE=netoff): a container of the pod,
+	// root with CAP_NET_ADMIN, takes its links down. Only a namespace at
+	// Pod Security "privileged" admits it.
+	NetOff bool
+	// Deadline is the activeDeadlineSeconds of a pod without a timeout,
+	// the cluster's own end for it should its helper be killed
+	// (PINFOLD_KUBE_DEADLINE, a Go duration; default DefaultDeadline;
+	// negative: none).
+	Deadline time.Duration
 }
+
+// DefaultDeadline is how long a pod without a timeout may run, sessions'
+// and warm pools' included.
+const DefaultDeadline = 24 * time.Hour
 
 // Runtime runs commands in pods.
 type Runtime struct {
@@ -97,7 +112,48 @@ func New(opt Options) *Runtime {
 	if os.Getenv("PINFOLD_KUBE_NETWORK_POLICY") == "enforced" {
 		opt.PolicyEnforced = true
 	}
+	if os.Getenv("PINFOLD_KUBE_NETWORK_NONE") == "netoff" {
+		opt.NetOff = true
+	}
+	if opt.Deadline == 0 {
+		opt.Deadline = DefaultDeadline
+		if d, err := time.ParseDuration(os.Getenv("PINFOLD_KUBE_DEADLINE")); err == nil {
+			opt.Deadline = d
+			if d == 0 {
+				opt.Deadline = -1
+			}
+		}
+	}
+	if opt.Kubeconfig != "" {
+		// The helper of a session runs in another directory.
+		if abs, err := filepath.Abs(opt.Kubeconfig); err == nil {
+			opt.Kubeconfig = abs
+		}
+	}
 	return &Runtime{opt: opt}
+}
+
+// AbsEnv makes a relative PINFOLD_KUBECONFIG, and the relative files of
+// KUBECONFIG, absolute in this process's environment, which the
+// processes it starts inherit: a session's supervisor runs in another
+// directory than the command that started it. Front ends call it first.
+func AbsEnv() {
+	if kc := os.Getenv("PINFOLD_KUBECONFIG"); kc != "" && !filepath.IsAbs(kc) {
+		if abs, err := filepath.Abs(kc); err == nil {
+			os.Setenv("PINFOLD_KUBECONFIG", abs)
+		}
+	}
+	if kc := os.Getenv("KUBECONFIG"); kc != "" {
+		parts := filepath.SplitList(kc)
+		for i, p := range parts {
+			if p != "" && !filepath.IsAbs(p) {
+				if abs, err := filepath.Abs(p); err == nil {
+					parts[i] = abs
+				}
+			}
+		}
+		os.Setenv("KUBECONFIG", strings.Join(parts, string(filepath.ListSeparator)))
+	}
 }
 
 // Default is the runtime configured by the environment alone.
@@ -113,11 +169,24 @@ func (r *Runtime) Name() string { return Name }
 // network modes of pinfold's stack, a pids limit (a node setting in
 // Kubernetes), root and capabilities.
 func (r *Runtime) Features() sandbox.Features {
-	nets := []sandbox.Network{sandbox.NetworkNone}
+	var nets []sandbox.Network
+	if r.opt.PolicyEnforced || r.opt.NetOff {
+		nets = append(nets, sandbox.NetworkNone)
+	}
 	if r.opt.PolicyEnforced {
 		nets = append(nets, sandbox.NetworkAllow)
 	}
+	netFix := "network allow needs a network plugin that enforces NetworkPolicies (Calico, Cilium...): say it does with PINFOLD_KUBE_NETWORK_POLICY=enforced; network outbound, host and published ports are not offered on kubernetes"
+	if !r.opt.PolicyEnforced && !r.opt.NetOff {
+		netFix = "network none on kubernetes is a deny-all NetworkPolicy: on a cluster whose network plugin enforces NetworkPolicies (Calico, Cilium...), set PINFOLD_KUBE_NETWORK_POLICY=enforced; " +
+			"where none enforces them, PINFOLD_KUBE_NETWORK_NONE=netoff takes the pod's links down with a container that has CAP_NET_ADMIN, which only a namespace at Pod Security \"privileged\" admits (docs/kubernetes.md)"
+	}
 	return sandbox.Features{
+		Fixes: map[string]string{
+			"base": "give a registry image the cluster can pull: --base oci:REF (this machine's own bases, host, debian-12, dir:, tar: and image files, are not on the cluster's nodes; " +
+				"pinfold pack writes an image to push)",
+			"network": netFix,
+		},
 		Isolated: true,
 		Bases:    []sandbox.BaseKind{sandbox.BaseOCI},
 		Access:   []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadOnly, sandbox.AccessNone},
@@ -266,6 +335,10 @@ func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request,
 		TimeoutMS: cmd.Timeout.Milliseconds(), StartTimeoutMS: s.rt.opt.StartTimeout.Milliseconds(),
 		Memory: sp.Limits.Memory, CPUs: sp.Limits.CPUs, TmpSize: sp.Limits.TmpSize,
 		NetworkNone: sp.Network == sandbox.NetworkNone, Workspace: sp.Workspace, Access: string(sp.Access)}
+	r.NetOff = r.NetworkNone && s.rt.opt.NetOff && !s.rt.opt.PolicyEnforced
+	if d := s.rt.opt.Deadline; d > 0 {
+		r.DeadlineS = int64((d + time.Second - 1) / time.Second)
+	}
 	if sp.Access == sandbox.AccessNone {
 		r.Workspace = ""
 	}

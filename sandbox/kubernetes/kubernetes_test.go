@@ -3,7 +3,10 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pinfold/pinfold/internal/kube"
@@ -15,6 +18,7 @@ import (
 func TestRefusals(t *testing.T) {
 	t.Setenv("PINFOLD_KUBE_HELPER", "/nonexistent/pinfold-kube")
 	t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", "")
+	t.Setenv("PINFOLD_KUBE_NETWORK_NONE", "netoff")
 	rt := Default()
 	ws := t.TempDir()
 	img := sandbox.Base{Kind: sandbox.BaseOCI, Ref: "img:1"}
@@ -57,8 +61,62 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", "enforced")
-	if f := Default().Features(); !slices.Contains(f.Networks, sandbox.NetworkAllow) {
-		t.Errorf("a cluster that enforces policies offers no network allow: %v", f.Networks)
+	t.Setenv("PINFOLD_KUBE_NETWORK_NONE", "")
+	if f := Default().Features(); !slices.Contains(f.Networks, sandbox.NetworkAllow) || !slices.Contains(f.Networks, sandbox.NetworkNone) {
+		t.Errorf("a cluster that enforces policies offers no network none or allow: %v", f.Networks)
+	}
+}
+
+// TestRefusalsSayWhy: a refusal names what would be accepted: an oci:REF
+// base for the default (host) base, and for network none and allow what
+// the cluster needs. Network none is not offered by default: a pod that
+// passes Pod Security "restricted" is off the network only by a policy
+// the cluster's plugin enforces.
+func TestRefusalsSayWhy(t *testing.T) {
+	t.Setenv("PINFOLD_KUBE_HELPER", "/nonexistent/pinfold-kube")
+	t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", "")
+	t.Setenv("PINFOLD_KUBE_NETWORK_NONE", "")
+	img := sandbox.Base{Kind: sandbox.BaseOCI, Ref: "img:1"}
+	for name, c := range map[string]struct {
+		spec sandbox.Spec
+		want []string
+	}{
+		"no base":      {sandbox.Spec{}, []string{"--base oci:REF"}},
+		"debian-12":    {sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseDebian12}}, []string{"--base oci:REF"}},
+		"network none": {sandbox.Spec{Base: img, Network: sandbox.NetworkNone}, []string{"PINFOLD_KUBE_NETWORK_POLICY=enforced", "PINFOLD_KUBE_NETWORK_NONE=netoff", "privileged"}},
+		"allow":        {sandbox.Spec{Base: img, Network: sandbox.NetworkAllow, Net: sandbox.NetPolicy{Allow: []string{"192.0.2.1"}}}, []string{"PINFOLD_KUBE_NETWORK_POLICY=enforced"}},
+	} {
+		_, err := Default().New(context.Background(), c.spec)
+		var ue *sandbox.UnsupportedError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: want an UnsupportedError, got %v", name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(ue.Fix, w) {
+				t.Errorf("%s: the fix %q does not say %q", name, ue.Fix, w)
+			}
+		}
+	}
+}
+
+// TestAbsKubeconfig: a relative PINFOLD_KUBECONFIG names the file in the
+// directory pinfold started in, also for what it starts elsewhere (a
+// session's supervisor runs in /).
+func TestAbsKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("PINFOLD_KUBECONFIG", "kc")
+	t.Setenv("KUBECONFIG", "a:/b")
+	AbsEnv()
+	if got := os.Getenv("PINFOLD_KUBECONFIG"); got != filepath.Join(dir, "kc") {
+		t.Errorf("PINFOLD_KUBECONFIG=%s", got)
+	}
+	if got := os.Getenv("KUBECONFIG"); got != filepath.Join(dir, "a")+":/b" {
+		t.Errorf("KUBECONFIG=%s", got)
+	}
+	if rt := New(Options{Kubeconfig: "x"}); rt.opt.Kubeconfig != filepath.Join(dir, "x") {
+		t.Errorf("Options.Kubeconfig: %s", rt.opt.Kubeconfig)
 	}
 }
 
