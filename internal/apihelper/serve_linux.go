@@ -74,7 +74,7 @@ func serve(args []string) int {
 			return fail("%v", err)
 		}
 		ls = append(ls, tl)
-		fmt.Fprintf(os.Stderr, " and http://%s", tl.Addr())
+		fmt.Fprintf(os.Stderr, " and %s", listenURL(c.Listen, tl.Addr()))
 	}
 	fmt.Fprintln(os.Stderr)
 	// Tenants' workspaces are fresh directories of TENANTS/T: the
