@@ -112,8 +112,11 @@ func tail(s string, n int) string {
 // kubeNamespace makes a namespace of the test's own and waits for its
 // default service account (pods are refused before it exists); it is
 // deleted at the end.
-func kubeNamespace(t *testing.T, kubectl, kubeconfig string) string {
-	ns := fmt.Sprintf("pinfold-conformance-%d", os.Getpid())
+//
+// level is the Pod Security level its admission enforces; it warns at
+// restricted whatever it enforces.
+func kubeNamespace(t *testing.T, kubectl, kubeconfig, level string) string {
+	ns := fmt.Sprintf("pinfold-conformance-%s-%d", level, os.Getpid())
 	run := func(args ...string) ([]byte, error) {
 		return exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
 	}
@@ -121,6 +124,9 @@ func kubeNamespace(t *testing.T, kubectl, kubeconfig string) string {
 		t.Fatalf("creating namespace %s: %v %s", ns, err, b)
 	}
 	t.Cleanup(func() { run("delete", "namespace", ns, "--wait=false") })
+	if b, err := run("label", "namespace", ns, "pod-security.kubernetes.io/enforce="+level, "pod-security.kubernetes.io/warn=restricted"); err != nil {
+		t.Fatalf("labelling namespace %s: %v %s", ns, err, b)
+	}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if _, err := run("get", "serviceaccount", "default", "-n", ns); err == nil {
 			return ns
@@ -135,7 +141,11 @@ func kubeNamespace(t *testing.T, kubectl, kubeconfig string) string {
 // kit's single node on this machine), then the runtime's own checks.
 func TestKubernetes(t *testing.T) {
 	kubeconfig, kubectl := kubeCluster(t)
-	ns := kubeNamespace(t, kubectl, kubeconfig)
+	// The kit's network plugin (a bridge) enforces no NetworkPolicy:
+	// network none is the netoff container's, which only a namespace at
+	// Pod Security "privileged" admits. Pods that pass "restricted" are
+	// checked in a namespace that enforces it (restricted, below).
+	ns := kubeNamespace(t, kubectl, kubeconfig, "privileged")
 	helper := filepath.Join(tools, "pinfold-kube")
 	build := exec.Command("go", "build", "-o", helper, "github.com/pinfold/pinfold/cmd/pinfold-kube")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -147,6 +157,8 @@ func TestKubernetes(t *testing.T) {
 	t.Setenv("PINFOLD_KUBE_NAMESPACE", ns)
 	t.Setenv("PINFOLD_KUBE_PULL_POLICY", "Never")
 	t.Setenv("PINFOLD_KUBE_HELPER", helper)
+	t.Setenv("PINFOLD_KUBE_NETWORK_NONE", "netoff")
+	t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", "")
 	rt := kubernetes.Default()
 	if err := rt.Check(context.Background(), nil); err != nil {
 		t.Fatal(err)
@@ -162,6 +174,7 @@ func TestKubernetes(t *testing.T) {
 	conformance.Run(t, tg)
 	t.Run("kube", func(t *testing.T) { kubeChecks(t, tg, kubectl, kubeconfig, ns) })
 	t.Run("sessions", func(t *testing.T) { kubeSessions(t, tg, rt, kubectl, kubeconfig, ns) })
+	t.Run("restricted", func(t *testing.T) { kubeRestricted(t, tg, kubectl, kubeconfig) })
 	// Nothing of the runs is left in the namespace.
 	var left string
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,9 +24,11 @@ import (
 )
 
 // kubeServeHTTP serves /tmp/www on the pod's 127.0.0.1:8766 with busybox's
-// httpd (which puts itself in the background) and waits until it answers.
-const kubeServeHTTP = `mkdir -p /tmp/www && echo a > /tmp/www/a && httpd -p 127.0.0.1:8766 -h /tmp/www &&
-for i in $(seq 100); do nc -z 127.0.0.1 8766 && break; sleep 0.05; done`
+// httpd (which puts itself in the background) and waits until it answers
+// a request (the kit's busybox nc has no -z), failing if it never does.
+const kubeServeHTTP = `mkdir -p /tmp/www && echo a > /tmp/www/a && httpd -p 127.0.0.1:8766 -h /tmp/www || exit 1
+for i in $(seq 100); do printf 'GET /a HTTP/1.0\r\n\r\n' | nc -w 1 127.0.0.1 8766 2>/dev/null | grep -q ' 200 ' && exit 0; sleep 0.05; done
+echo httpd does not answer on 127.0.0.1:8766 >&2; exit 1`
 
 // kubeSessions runs the session scenarios on pods: the library's sessions
 // (kubernetes.Runtime as a sandbox.Sessioner), then sessions through
@@ -176,6 +179,16 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 		sb, err := c.Delete(ctx, id)
 		if err != nil || sb.Added != 1 {
 			t.Errorf("stop: %+v %v", sb, err)
+		}
+		// The stopped session's supervisor is reaped: no zombie a session.
+		var zombies []string
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if zombies = zombiesOf(serve.Process.Pid); len(zombies) == 0 {
+				break
+			}
+		}
+		if len(zombies) > 0 {
+			t.Errorf("the server's zombie children after a session stopped: %v", zombies)
 		}
 
 		// The server killed: the keeper's stdin ends, it deletes its pods.
@@ -425,8 +438,10 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	// nothing.
 	m := strings.ReplaceAll(string(manifest), "image: IMAGE", "image: "+ref+"\n        imagePullPolicy: Never")
 	m = strings.ReplaceAll(m, `"oci:BASE"`, `"oci:`+kubeImage+`"`) // the tenants' granted base
+	// The kit's plugin enforces no NetworkPolicy: network none is the
+	// netoff container's (the namespace is privileged).
 	m = strings.Replace(m, "        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}",
-		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}", 1)
+		"        - {name: PINFOLD_STORE, value: /var/lib/pinfold/store}\n        - {name: PINFOLD_KUBE_PULL_POLICY, value: Never}\n        - {name: PINFOLD_KUBE_NETWORK_NONE, value: netoff}", 1)
 	if !strings.Contains(m, "PINFOLD_KUBE_PULL_POLICY") {
 		t.Fatal("the manifest's PINFOLD_STORE line moved: the test cannot set the pull policy")
 	}
@@ -503,4 +518,26 @@ func kubeInCluster(t *testing.T, tg conformance.Target, kubectl, kubeconfig, ns 
 	}
 	kc("", "delete", "service,rolebinding,role,serviceaccount,secret,configmap", "-l", "app.kubernetes.io/name=pinfold-serve", "--ignore-not-found")
 	kc("", "delete", "secret", "pinfold-serve-tokens", "--ignore-not-found")
+}
+
+// zombiesOf lists the children of pid that ended and were not waited for.
+func zombiesOf(pid int) []string {
+	var found []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(pid) {
+			found = append(found, string(b[:i+1]))
+		}
+	}
+	return found
 }

@@ -1,0 +1,195 @@
+package conformance_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/conformance"
+)
+
+// kubeRestricted runs pinfold's pods in a namespace whose Pod Security
+// admission enforces "restricted", as managed clusters do: a run, a
+// session (its pod ready, every container running), a warm pool's pod,
+// and the serve Deployment's pod template. Network none is the deny-all
+// policy there (PINFOLD_KUBE_NETWORK_POLICY=enforced): the kit's plugin
+// does not enforce policies, so this checks admission and readiness, not
+// the policy's effect. Then the refusals that come before any pod.
+func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig string) {
+	ns := kubeNamespace(t, kubectl, kubeconfig, "restricted")
+	kc := func(stdin string, args ...string) (string, error) {
+		c := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...)...)
+		c.Stdin = strings.NewReader(stdin)
+		b, err := c.CombinedOutput()
+		return strings.TrimSpace(string(b)), err
+	}
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+	store := t.TempDir()
+	// The whole environment, whatever the suite's: policy mode, no netoff.
+	env := func(extra ...string) []string {
+		var e []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "PINFOLD_KUBE_NETWORK_") && !strings.HasPrefix(kv, "PINFOLD_KUBE_NAMESPACE=") {
+				e = append(e, kv)
+			}
+		}
+		return append(append(e, "PINFOLD_STORE="+store, "PINFOLD_KUBE_NAMESPACE="+ns), extra...)
+	}
+	enforced := env("PINFOLD_KUBE_NETWORK_POLICY=enforced")
+	pinfold := func(env []string, args ...string) (string, error) {
+		c := exec.Command(tg.Pinfold, args...)
+		c.Dir, c.Env = ws, env
+		b, err := c.CombinedOutput()
+		return string(b), err
+	}
+
+	t.Run("run", func(t *testing.T) {
+		out, err := pinfold(enforced, "run", "--backend", "kubernetes", "--base", tg.Base, "--", "sh", "-c", "echo hi > made.txt; id -u")
+		if err != nil || !strings.Contains(out, "65534") || !strings.Contains(out, "1 added") {
+			t.Fatalf("a run in a restricted namespace: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("session", func(t *testing.T) {
+		out, err := pinfold(enforced, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+			t.Fatalf("session start in a restricted namespace: %v\n%s", err, out)
+		}
+		defer pinfold(enforced, "session", "stop", rec.ID)
+		if out, err := pinfold(enforced, "exec", rec.ID, "--", "sh", "-c", "echo s > s.txt; echo ok"); err != nil || out != "ok\n" {
+			t.Errorf("exec: %v %q", err, out)
+		}
+		// Every container of the session's pod ready (no container that
+		// exits and leaves it NotReady), and a deadline of its own.
+		ready, _ := kc("", "get", "pods", "-l", "pinfold.run", "-o",
+			`jsonpath={range .items[*]}{.status.containerStatuses[*].ready} {.spec.activeDeadlineSeconds}{"\n"}{end}`)
+		if ready == "" || strings.Contains(ready, "false") || !strings.Contains(ready, " 86400") {
+			t.Errorf("the session's pod: ready and deadline %q", ready)
+		}
+		// A running pod's changeset comes back when the session stops.
+		if out, err := pinfold(enforced, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {
+			t.Errorf("session stop: %v %s", err, out)
+		}
+	})
+
+	t.Run("warm-pool", func(t *testing.T) {
+		serve := exec.Command(tg.Pinfold, "serve", "--kube-pool", "1")
+		serve.Dir, serve.Env = ws, enforced
+		var log syncBuf
+		serve.Stdout, serve.Stderr = &log, &log
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer serve.Wait()
+		defer serve.Process.Signal(os.Interrupt)
+		sock := filepath.Join(store, "api.sock")
+		for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("no server socket: %s", log.String())
+			}
+		}
+		host := "unix://" + sock
+		out, err := pinfold(append(enforced, "PINFOLD_HOST="+host), "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+			t.Fatalf("session start through the server: %v\n%s\n%s", err, out, log.String())
+		}
+		defer pinfold(append(enforced, "PINFOLD_HOST="+host), "session", "stop", rec.ID)
+		var got string
+		for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if got, _ = kc("", "get", "pods", "-l", "pinfold.pool,pinfold.ready=1", "-o", "name"); got != "" {
+				break
+			}
+		}
+		if got == "" {
+			events, _ := kc("", "get", "events")
+			t.Fatalf("no warm pod admitted and ready in a restricted namespace:\n%s\n%s", log.String(), events)
+		}
+		ready, _ := kc("", "get", "pods", "-l", "pinfold.pool", "-o", `jsonpath={.items[*].status.containerStatuses[*].ready}`)
+		if strings.Contains(ready, "false") {
+			t.Errorf("a warm pod is not ready: %q", ready)
+		}
+	})
+
+	t.Run("serve-manifest", func(t *testing.T) {
+		// The API server's own check: a dry run of the manifest warns of
+		// what its pods would break (the namespace warns at restricted).
+		wd, _ := os.Getwd()
+		m, err := os.ReadFile(filepath.Join(wd, "..", "..", "deploy", "kubernetes", "serve.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest := strings.ReplaceAll(string(m), "image: IMAGE", "image: "+kubeImage)
+		out, err := kc(manifest, "apply", "--dry-run=server", "-f", "-")
+		if err != nil || strings.Contains(out, "PodSecurity") || !strings.Contains(out, "deployment.apps/pinfold-serve") {
+			t.Errorf("serve.yaml in a restricted namespace: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		// No policy mode, no netoff: network none refused, saying what
+		// the cluster needs; the default base, and debian-12 before it is
+		// built (minutes of debootstrap), saying --base oci:REF.
+		plain := env()
+		for name, c := range map[string]struct {
+			args []string
+			env  []string
+			want []string
+		}{
+			"network none": {[]string{"--base", tg.Base}, plain, []string{"PF143", "PINFOLD_KUBE_NETWORK_POLICY=enforced", "PINFOLD_KUBE_NETWORK_NONE=netoff"}},
+			"allow":        {[]string{"--base", tg.Base, "--network", "allow", "--allow", "192.0.2.1"}, env("PINFOLD_KUBE_NETWORK_NONE=netoff"), []string{"PF143", "PINFOLD_KUBE_NETWORK_POLICY=enforced"}},
+			"no base":      {nil, enforced, []string{"PF143", "--base oci:REF"}},
+			"debian-12":    {[]string{"--base", "debian-12"}, enforced, []string{"PF143", "--base oci:REF"}},
+		} {
+			start := time.Now()
+			out, err := pinfold(c.env, append(append([]string{"run", "--backend", "kubernetes"}, c.args...), "--", "true")...)
+			if err == nil {
+				t.Errorf("%s: ran", name)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s: no %q in %s", name, w, out)
+				}
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("%s: refused after %v", name, d)
+			}
+		}
+		if bases, _ := filepath.Glob(filepath.Join(store, "bases", "*")); len(bases) > 0 {
+			t.Errorf("a base was built for a plan the runtime refuses: %v", bases)
+		}
+		// A session refused leaves no session behind.
+		out, err := pinfold(plain, "session", "start", "--backend", "kubernetes", "--base", tg.Base)
+		if err == nil || !strings.Contains(out, "PF143") {
+			t.Errorf("session start without network none: %v %s", err, out)
+		}
+	})
+
+	t.Run("relative-kubeconfig", func(t *testing.T) {
+		// A relative PINFOLD_KUBECONFIG works for a session, whose
+		// supervisor runs in /, as for a run.
+		rel, err := filepath.Rel(ws, kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := append(enforced, "PINFOLD_KUBECONFIG="+rel)
+		out, err := pinfold(e, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+			t.Fatalf("session start with PINFOLD_KUBECONFIG=%s: %v\n%s", rel, err, out)
+		}
+		if out, err := pinfold(e, "session", "stop", rec.ID); err != nil {
+			t.Errorf("session stop: %v %s", err, out)
+		}
+	})
+}
