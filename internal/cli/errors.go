@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/oci"
@@ -49,12 +50,7 @@ func classify(err error, p *plan.Plan) error {
 	}
 	var ue *sandbox.UnsupportedError
 	if errors.As(err, &ue) {
-		fix := "drop that setting, or choose a backend that has it (pinfold doctor lists them; --backend native has every feature)"
-		if ue.Fix != "" {
-			fix = ue.Fix
-		}
-		return fault.New(fault.RuntimeLacks, "backend "+ue.Runtime+" cannot run this plan: it cannot enforce the "+ue.Feature+" asked for ("+ue.Asked+")",
-			"pinfold never runs a plan with less isolation than it asks for", fix, err)
+		return engine.Lacks(ue)
 	}
 	var ce *sandbox.CheckError
 	if errors.As(err, &ce) {

@@ -170,8 +170,11 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		}
 		// A session refused leaves no session behind.
 		out, err := pinfold(plain, "session", "start", "--backend", "kubernetes", "--base", tg.Base)
-		if err == nil || !strings.Contains(out, "PF143") {
+		if err == nil || !strings.Contains(out, "PF143") || !strings.Contains(out, "PINFOLD_KUBE_NETWORK_POLICY=enforced") {
 			t.Errorf("session start without network none: %v %s", err, out)
+		}
+		if out, _ := pinfold(plain, "session", "ls", "--all"); strings.Contains(out, "failed") {
+			t.Errorf("a refused session left a record:\n%s", out)
 		}
 	})
 

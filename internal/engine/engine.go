@@ -265,6 +265,37 @@ func (e *Engine) Run(ctx context.Context, p *plan.Plan, o Options) (*Outcome, er
 	return r.Wait()
 }
 
+// Supports refuses (sandbox.UnsupportedError) a sandbox plan its runtime's
+// Features do not cover, before anything is built or started: front ends
+// that start later (sessions) call it with the plan they resolved.
+func (e *Engine) Supports(p *plan.Plan) error {
+	if p.Mode == "host" {
+		return nil
+	}
+	rt, err := e.runtime(p.Backend)
+	if err != nil {
+		return err
+	}
+	f := rt.Features()
+	if err := f.Supports(rt.Name(), &p.Sandbox, nil); err != nil {
+		var ue *sandbox.UnsupportedError
+		errors.As(err, &ue)
+		return Lacks(ue)
+	}
+	return nil
+}
+
+// Lacks is the refusal (PF143) of a plan that asks for what its runtime
+// cannot enforce; it wraps ue.
+func Lacks(ue *sandbox.UnsupportedError) error {
+	fix := "drop that setting, or choose a backend that has it (pinfold doctor lists them; --backend native has every feature)"
+	if ue.Fix != "" {
+		fix = ue.Fix
+	}
+	return fault.New(fault.RuntimeLacks, "backend "+ue.Runtime+" cannot run this plan: it cannot enforce the "+ue.Feature+" asked for ("+ue.Asked+")",
+		"pinfold never runs a plan with less isolation than it asks for", fix, ue)
+}
+
 // Start runs everything p needs before its command, then starts it.
 func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, error) {
 	mark := func(step string) {
@@ -288,8 +319,7 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 		// Refused before the hooks run and the base is built (a
 		// debian-12 base is minutes of debootstrap); start checks again
 		// with what the engine adds to the spec.
-		f := rt.Features()
-		if err := f.Supports(rt.Name(), &p.Sandbox, nil); err != nil {
+		if err := e.Supports(p); err != nil {
 			return nil, err
 		}
 	}

@@ -69,6 +69,11 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		return nil, fault.New(fault.SessionRefused, "a session needs a sandbox", "the plan runs on the host (backend host)",
 			"use --backend native, podman or docker", nil)
 	}
+	// What the runtime cannot give is refused before a session record
+	// is made.
+	if err := eng.Supports(p); err != nil {
+		return nil, err
+	}
 	if p.Sandbox.Limits.Pids > 0 && p.Sandbox.Limits.Pids < 8 {
 		return nil, fault.New(fault.SessionRefused, "a session needs --pids of 8 or more", "its agent runs threads of its own", "raise --pids", nil)
 	}
