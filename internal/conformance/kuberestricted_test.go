@@ -57,9 +57,11 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 	})
 
 	t.Run("session", func(t *testing.T) {
-		out, err := pinfold(enforced, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
-		var rec struct{ ID string }
-		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+		c := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		c.Dir, c.Env = ws, enforced
+		out, err := c.Output()
+		var rec struct{ ID, Changeset string }
+		if err != nil || json.Unmarshal(out, &rec) != nil || rec.Changeset == "" {
 			t.Fatalf("session start in a restricted namespace: %v\n%s", err, out)
 		}
 		defer pinfold(enforced, "session", "stop", rec.ID)
@@ -72,6 +74,15 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 			`jsonpath={range .items[*]}{.status.containerStatuses[*].ready} {.spec.activeDeadlineSeconds}{"\n"}{end}`)
 		if ready == "" || strings.Contains(ready, "false") || !strings.Contains(ready, " 86400") {
 			t.Errorf("the session's pod: ready and deadline %q", ready)
+		}
+		// A running session's changeset is read by its id (a pod's
+		// writes come back when the session stops); pinfold diff without
+		// one names it.
+		if out, err := pinfold(enforced, "diff", rec.Changeset); err != nil {
+			t.Errorf("pinfold diff %s of a running session: %v %s", rec.Changeset, err, out)
+		}
+		if out, _ := pinfold(enforced, "diff"); !strings.Contains(out, "pinfold diff "+rec.Changeset) {
+			t.Errorf("pinfold diff in a running session's workspace does not name its changeset: %s", out)
 		}
 		// A running pod's changeset comes back when the session stops.
 		if out, err := pinfold(enforced, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {

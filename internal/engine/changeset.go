@@ -99,6 +99,14 @@ func (e *Engine) whyNoneOpen(workspace string) error {
 		if cs.Meta.Workspace != workspace || cs.Meta.Status != changeset.StatusRunning {
 			continue
 		}
+		if c := cs.Meta.Command; !Interrupted(cs) && len(c) > 1 && c[1] == agent.AgentCommand {
+			// pinfold diff without an id reads the open changeset; a
+			// running session's is named instead.
+			return fault.New(fault.Busy, "changeset "+cs.Meta.ID+" of "+workspace+" is a running session's",
+				"a session's changeset is reviewed by its id while the session runs, and applied or discarded once it stops "+
+					"(a kubernetes session's writes come back into it when it stops)",
+				"pinfold diff "+cs.Meta.ID+" shows it as it is now; pinfold session stop, then pinfold diff, apply or discard", changeset.ErrBusy)
+		}
 		if !Interrupted(cs) {
 			return fault.New(fault.Busy, "changeset "+cs.Meta.ID+" of "+workspace+" is in use: its run is still going",
 				"a changeset is recorded, and can be reviewed, applied or discarded, when the command that writes to it ends",
