@@ -57,6 +57,7 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 	})
 
 	t.Run("session", func(t *testing.T) {
+		pinfold(enforced, "discard") // the run's changeset, open in the workspace
 		c := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
 		c.Dir, c.Env = ws, enforced
 		out, err := c.Output()
