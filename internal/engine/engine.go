@@ -274,7 +274,7 @@ func (e *Engine) Supports(p *plan.Plan) error {
 	}
 	rt, err := e.runtime(p.Backend)
 	if err != nil {
-		return err
+		return nil // not chosen yet, or unknown: Start says so
 	}
 	f := rt.Features()
 	if err := f.Supports(rt.Name(), &p.Sandbox, nil); err != nil {
