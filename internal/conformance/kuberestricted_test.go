@@ -71,10 +71,17 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		}
 		// Every container of the session's pod ready (no container that
 		// exits and leaves it NotReady), and a deadline of its own.
-		ready, _ := kc("", "get", "pods", "-l", "pinfold.run", "-o",
-			`jsonpath={range .items[*]}{.status.containerStatuses[*].ready} {.spec.activeDeadlineSeconds}{"\n"}{end}`)
-		if ready == "" || strings.Contains(ready, "false") || !strings.Contains(ready, " 86400") {
-			t.Errorf("the session's pod: ready and deadline %q", ready)
+		// (The run's pod may still be going, its containers not ready.)
+		list, _ := kc("", "get", "pods", "-l", "pinfold.run", "-o",
+			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.status.containerStatuses[*].ready}|{.spec.activeDeadlineSeconds}{"\n"}{end}`)
+		var ready string
+		for _, l := range strings.Split(list, "\n") {
+			if strings.HasPrefix(l, "|") {
+				ready += l + "\n"
+			}
+		}
+		if ready != "|true true|86400\n" {
+			t.Errorf("the session's pod: ready and deadline %q (of %q)", ready, list)
 		}
 		// A running session's changeset is read by its id (a pod's
 		// writes come back when the session stops); pinfold diff without
@@ -127,7 +134,7 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 			events, _ := kc("", "get", "events")
 			t.Fatalf("no warm pod admitted and ready in a restricted namespace:\n%s\n%s", log.String(), events)
 		}
-		ready, _ := kc("", "get", "pods", "-l", "pinfold.pool", "-o", `jsonpath={.items[*].status.containerStatuses[*].ready}`)
+		ready, _ := kc("", "get", "pods", "-l", "pinfold.pool,pinfold.ready=1", "-o", `jsonpath={.items[*].status.containerStatuses[*].ready}`)
 		if strings.Contains(ready, "false") {
 			t.Errorf("a warm pod is not ready: %q", ready)
 		}
