@@ -10,7 +10,11 @@
 // memory-backed emptyDir of the tmp size, the command runs as a non-root
 // user with no capabilities, no privilege escalation, seccomp
 // RuntimeDefault and no service account token; limits are the container's
-// resources; network none takes the pod off the network. The cluster does
+// resources; every pod passes Pod Security "restricted". Network none is
+// a deny-all NetworkPolicy, offered where the cluster's plugin enforces
+// policies (Options.PolicyEnforced), else only with Options.NetOff, a
+// container that takes the pod's links down (and that only a
+// "privileged" namespace admits). The cluster does
 // not see this machine's files: the workspace and read-only mounts are
 // copied in (tar over exec), read-only files are carried in a Secret with
 // the environment's values, and with the changeset access the pod's
