@@ -142,7 +142,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
-		return failRun(io, o, classify(err, nil), nil, nil)
+		return failRun(io, o, engine.Classify(err, nil), nil, nil)
 	}
 	if err := appMounts(o.app, p); err != nil {
 		return failRun(io, o, err, p, nil)
@@ -224,7 +224,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	run, err := eng.Start(ctx, p, opts)
 	if err != nil {
-		return failRun(io, o, classify(err, p), p, nil)
+		return failRun(io, o, engine.Classify(err, p), p, nil)
 	}
 	unpackAppLater(o, p)
 	if handoff {
@@ -262,7 +262,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		if out != nil && out.Changeset != nil {
 			printChangeset(io, out, p)
 		}
-		return failRun(io, o, classify(err, p), p, out)
+		return failRun(io, o, engine.Classify(err, p), p, out)
 	}
 	res := out.Result
 	report(io, res, p.Disk, o.json)
@@ -539,7 +539,7 @@ func finishCommand() command {
 					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
 				}
 				if err != nil {
-					fail(io, classify(err, nil))
+					fail(io, engine.Classify(err, nil))
 				}
 				return status
 			}

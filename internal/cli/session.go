@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
@@ -45,7 +46,7 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 			return fault.ExitUsage, true
 		}
 		eng := engineFor(io)
-		return session.Supervise(ctx, eng, args[1], classify), true
+		return session.Supervise(ctx, eng, args[1]), true
 	}
 	return 0, false
 }
@@ -91,31 +92,10 @@ changeset, as a run's are.`,
 					req.Idle = d
 				}
 				req.Cwd, _ = os.Getwd()
-				eng := engineFor(io)
-				// Refuse a bad plan here, with the run's messages.
-				p, err := session.Resolve(ctx, eng, req, "")
+				st, _ := sessionStore()
+				r, err := session.Start(ctx, engineFor(io), st, req, session.StartOptions{Snapshot: snap})
 				if err != nil {
-					return fail(io, classify(err, nil))
-				}
-				st, dir := sessionStore()
-				var from *session.Snapshot
-				if snap != "" {
-					if from, err = session.OpenSnapshot(st, snap, ""); err == nil {
-						err = from.Fits(p.Sandbox.Workspace)
-					}
-					if err != nil {
-						return fail(io, err)
-					}
-				}
-				r, err := session.Spawn(ctx, st, dir, "", req)
-				if err != nil {
-					return fail(io, classify(err, nil))
-				}
-				if from != nil {
-					if err := session.Restore(ctx, st, r, from); err != nil {
-						session.Abort(ctx, st, r, req.Flags.Changeset == "")
-						return fail(io, classify(err, nil))
-					}
+					return fail(io, err)
 				}
 				if o.json {
 					b, _ := json.MarshalIndent(r, "", "  ")
@@ -414,7 +394,7 @@ its idle time does not count.`,
 					_, err = session.Resume(st, r)
 				}
 				if err != nil {
-					return fail(io, classify(err, nil))
+					return fail(io, engine.Classify(err, nil))
 				}
 				return 0
 			}
@@ -737,7 +717,7 @@ func termOr(def string) string {
 func execExit(io *IO, e *agent.Exit, name, dir string) int {
 	switch {
 	case e.BadDir:
-		return fail(io, workdirFault(dir, "session", e.Error, nil))
+		return fail(io, engine.WorkdirFault(dir, "session", e.Error, nil))
 	case e.NotFound:
 		fe := fault.New(fault.NotFound, "command not found in the session: "+name, e.Error, "give the full path, or install it in the session", nil)
 		fe.Exit = fault.ExitNotFound
