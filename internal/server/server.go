@@ -33,7 +33,6 @@ import (
 
 	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/agent"
-	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/session"
@@ -494,7 +493,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 		if t != "" {
-			s.dropTenantWorkspace(rec, t)
+			s.dropTenantWorkspace(r.Context(), rec, t)
 		}
 	}
 	writeJSON(w, 200, rec)
@@ -504,14 +503,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 // nothing can reach any more: its open changeset, and the workspace the
 // server made for it, unless another session or a snapshot of the
 // tenant's still uses that workspace.
-func (s *Server) dropTenantWorkspace(rec *session.Record, t string) {
+func (s *Server) dropTenantWorkspace(ctx context.Context, rec *session.Record, t string) {
 	if rec.Changeset != "" {
-		if cs, err := changeset.Open(s.cfg.Store, rec.Changeset); err == nil {
-			if unlock, err := engine.Lock(cs); err == nil {
-				s.engine().Drop(cs)
-				unlock()
-			}
-		}
+		s.engine().DiscardChangeset(ctx, rec.Changeset)
 	}
 	root := s.cfg.Tenants
 	if root == "" {
