@@ -27,7 +27,7 @@ func clientMain(args []string) int {
 	}
 	c, err := client.New(host, opts...)
 	if err != nil {
-		return failf("PF102 PINFOLD_HOST: %v", err)
+		return failf("%s PINFOLD_HOST: %v", client.CodeBadValue, err)
 	}
 	ctx := context.Background()
 	if len(args) == 0 {
@@ -46,7 +46,7 @@ func clientMain(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "pinfold: PF101 with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop|pause|resume|snapshot, exec, shell")
+	fmt.Fprintln(os.Stderr, "pinfold: "+client.CodeUsage+" with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop|pause|resume|snapshot, exec, shell")
 	fmt.Fprintln(os.Stderr, "  Fix: unset PINFOLD_HOST for the others (session rm, snapshots, port), which work on the local store")
 	return 125
 }
@@ -64,7 +64,7 @@ func apiFail(err error) int {
 		}
 		return 125
 	}
-	return failf("PF194 %v", err)
+	return failf("%s %v", client.CodeAPI, err)
 }
 
 func printJSON(v any) {
@@ -215,7 +215,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 			i = len(rest)
 		case a == "-e" || a == "--env" || a == "-w" || a == "--workdir":
 			if i+1 >= len(rest) {
-				return failf("PF101 %s needs a value", a)
+				return failf("%s %s needs a value", client.CodeUsage, a)
 			}
 			if a == "-e" || a == "--env" {
 				env = append(env, rest[i+1])
@@ -240,7 +240,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 		cmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"}
 	}
 	if ref == "" || len(cmd) == 0 {
-		return failf("PF101 pinfold exec needs a session and a command")
+		return failf("%s pinfold exec needs a session and a command", client.CodeUsage)
 	}
 	r := client.StreamRequest{Args: cmd, Env: env, Dir: dir, TTY: tty}
 	if tty {
@@ -281,22 +281,22 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}()
 	e, err := p.Wait()
 	if err != nil {
-		return failf("PF192 %v", err)
+		return failf("%s %v", client.CodeEnded, err)
 	}
 	if e.Truncated {
 		fmt.Fprintln(os.Stderr, "pinfold: output cut off: a process the command left running held it open (redirect its output)")
 	}
 	switch {
 	case e.NotFound:
-		fmt.Fprintf(os.Stderr, "pinfold: PF150 command not found in the session: %s\n", cmd[0])
+		fmt.Fprintf(os.Stderr, "pinfold: %s command not found in the session: %s\n", client.CodeNotFound, cmd[0])
 		return 127
 	case e.NotExecutable:
-		fmt.Fprintf(os.Stderr, "pinfold: PF151 cannot execute %s in the session\n", cmd[0])
+		fmt.Fprintf(os.Stderr, "pinfold: %s cannot execute %s in the session\n", client.CodeCannotExec, cmd[0])
 		return 126
 	case e.BadDir:
-		return failf("PF102 the working directory %s does not exist in the session: %s", dir, e.Error)
+		return failf("%s the working directory %s does not exist in the session: %s", client.CodeBadValue, dir, e.Error)
 	case e.Error != "":
-		return failf("PF191 %s", e.Error)
+		return failf("%s %s", client.CodeRefused, e.Error)
 	}
 	return e.Code
 }

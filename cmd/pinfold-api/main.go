@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/server"
 	"github.com/pinfold/pinfold/internal/store"
 )
@@ -55,7 +56,7 @@ func serve(args []string) int {
 		return 125
 	}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
+		fmt.Fprintf(os.Stderr, "pinfold: "+client.CodeAPI+" "+format+"\n", a...)
 		return 125
 	}
 	if lim.MaxConns <= 0 || lim.HeaderTimeout <= 0 || lim.BodyTimeout <= 0 || lim.WriteTimeout <= 0 || lim.IdleTimeout <= 0 {
