@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
 // clientMain runs pinfold's session commands against the server named by
@@ -236,7 +234,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}
 	if shell {
 		interactive = true
-		tty = term(os.Stdin) && term(os.Stdout)
+		tty = terminal.Is(os.Stdin) && terminal.Is(os.Stdout)
 		cmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"}
 	}
 	if ref == "" || len(cmd) == 0 {
@@ -244,21 +242,15 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}
 	r := client.StreamRequest{Args: cmd, Env: env, Dir: dir, TTY: tty}
 	if tty {
-		if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-			r.Rows, r.Cols = ws.Row, ws.Col
-		}
-		t := os.Getenv("TERM")
-		if t == "" {
-			t = "xterm"
-		}
-		r.Env = append([]string{"TERM=" + t}, r.Env...)
+		r.Rows, r.Cols, _ = terminal.Size(os.Stdout)
+		r.Env = append([]string{"TERM=" + terminal.Term()}, r.Env...)
 	}
 	var stdin io.Reader
 	if interactive {
 		stdin = os.Stdin
 	}
 	if tty && interactive {
-		if restore := raw(os.Stdin); restore != nil {
+		if restore := terminal.Raw(os.Stdin); restore != nil {
 			defer restore()
 		}
 	}
@@ -266,19 +258,10 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if err != nil {
 		return apiFail(err)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-	go func() {
-		for s := range sigs {
-			if s == syscall.SIGWINCH {
-				if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-					p.Resize(ws.Row, ws.Col)
-				}
-				continue
-			}
-			p.Signal(s.(syscall.Signal))
-		}
-	}()
+	// The same signals as a local exec's, USR1 and USR2 among them.
+	fw := terminal.Catch(tty, os.Stdout)
+	defer fw.Stop()
+	go fw.Relay(nil, func(s syscall.Signal) { p.Signal(s) }, func(rows, cols uint16) { p.Resize(rows, cols) })
 	e, err := p.Wait()
 	if err != nil {
 		return failf("%s %v", client.CodeEnded, err)
@@ -299,28 +282,4 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 		return failf("%s %s", client.CodeRefused, e.Error)
 	}
 	return e.Code
-}
-
-func term(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-func raw(f *os.File) func() {
-	fd := int(f.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return nil
-	}
-	t := *old
-	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	t.Oflag &^= unix.OPOST
-	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	t.Cflag &^= unix.CSIZE | unix.PARENB
-	t.Cflag |= unix.CS8
-	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if unix.IoctlSetTermios(fd, unix.TCSETS, &t) != nil {
-		return nil
-	}
-	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }

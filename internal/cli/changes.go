@@ -18,6 +18,7 @@ import (
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
 // recovered returns the CLI's engine once what killed runs left half done
@@ -502,7 +503,7 @@ deletions), paths from the root of the filesystem.`,
 				if out == "-" {
 					out = "" // standard output, as tar -f - has it
 				}
-				if out == "" && isTerminal(io.Stdout) {
+				if out == "" && terminal.Is(io.Stdout) {
 					return fail(io, fault.New(fault.Usage, "pinfold export writes a tar, and standard output is a terminal",
 						"", "pass -o FILE, or redirect the output (pinfold export > layer.tar)", nil))
 				}
