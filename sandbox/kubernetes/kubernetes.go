@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/helper"
 	"github.com/pinfold/pinfold/internal/kube"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
@@ -135,15 +136,9 @@ func (r *Runtime) Features() sandbox.Features {
 // helper finds pinfold-kube.
 func (r *Runtime) helper() (string, error) {
 	if r.opt.Helper != "" {
-		return r.opt.Helper, nil
+		return r.opt.Helper, nil // PINFOLD_KUBE_HELPER, read by New
 	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), kube.HelperName)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return exec.LookPath(kube.HelperName)
+	return helper.Find(kube.HelperName, "")
 }
 
 // Check finds the helper and asks it whether the cluster answers and the
