@@ -350,9 +350,21 @@ func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
 	return r.leftovers(ctx, "leftovers")
 }
 
-// Clean removes what Leftovers lists and returns it. Without a configured
-// cluster (no helper, no kubeconfig) there is nothing to clean.
-func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return r.leftovers(ctx, "clean") }
+var _ sandbox.Cleaner = (*Runtime)(nil)
+
+// Clean removes what Leftovers lists and returns it ("kubernetes
+// pod/NAME"). Without a configured cluster (Configured; no helper)
+// there is nothing to clean.
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
+	if !r.Configured() {
+		return nil, nil
+	}
+	left, err := r.leftovers(ctx, "clean")
+	for i := range left {
+		left[i] = Name + " " + left[i]
+	}
+	return left, err
+}
 
 // Configured reports whether a cluster is configured for pinfold: a
 // kubeconfig named, or pinfold itself running in a pod.
