@@ -12,6 +12,7 @@ require (
 	github.com/vbauerster/mpb/v8 v8.16.2
 	golang.org/x/crypto v0.49.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.42.0
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -56,7 +57,6 @@ require (
 	golang.org/x/net v0.52.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/term v0.42.0 // indirect
 	golang.org/x/text v0.36.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect

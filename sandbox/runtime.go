@@ -53,8 +53,14 @@ type Features struct {
 	Bases    []BaseKind
 	Access   []Access
 	Networks []Network
+	// ImageFiles takes an oci base from a file (Base.Path: a layout or
+	// an archive) besides a registry reference (Base.Ref).
+	ImageFiles bool
 	// Publish forwards host ports into the sandbox (NetPolicy.Publish).
 	Publish bool
+	// HostLoopback reaches the host's loopback from inside
+	// (NetPolicy.HostLoopback).
+	HostLoopback bool
 	// Captures keeps writes to directories besides the workspace aside.
 	Captures bool
 	// Memory, Pids and CPUs are the cgroup limits.
@@ -66,11 +72,13 @@ type Features struct {
 	// Capabilities grants Linux capabilities inside (Spec.Capabilities).
 	Capabilities bool
 	// Root runs the command as root in the sandbox's user namespace.
-	Root   bool
+	Root bool
+	// Mounts binds host paths read-only (Spec.Mounts).
 	Mounts bool
-	// ReadOnlyMounts: only read-only mounts (a runtime that copies them
-	// into a remote sandbox cannot carry writes back as they happen).
-	ReadOnlyMounts bool
+	// WritableMounts binds them read-write too: a runtime that copies
+	// mounts into a remote sandbox cannot carry writes back as they
+	// happen.
+	WritableMounts bool
 	Hostname       bool
 	TTY            bool
 	Timeout        bool
@@ -92,10 +100,14 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		return no("base", string(kind))
 	case spec.Access != "" && !slices.Contains(f.Access, spec.Access):
 		return no("workspace access", string(spec.Access))
+	case kind == BaseOCI && spec.Base.Path != "" && !f.ImageFiles:
+		return no("base", "an image file ("+spec.Base.Path+"): this runtime pulls images by reference; push it to a registry and use oci:REF")
 	case spec.Network != "" && !slices.Contains(f.Networks, spec.Network):
 		return no("network", string(spec.Network))
 	case len(spec.Net.Publish) > 0 && !f.Publish:
 		return no("published ports", strings.Join(spec.Net.Publish, ", "))
+	case spec.Net.HostLoopback && spec.Network != NetworkHost && !f.HostLoopback: // the host's network has its loopback already
+		return no("host loopback", "10.0.2.2, the host's loopback")
 	case len(spec.Captures) > 0 && !f.Captures:
 		return no("captures", spec.Captures[0].Path)
 	case spec.Limits.Memory > 0 && !f.Memory:
@@ -114,7 +126,7 @@ func (f *Features) Supports(runtime string, spec *Spec, cmd *Cmd) error {
 		return no("root user", "root")
 	case len(spec.Mounts) > 0 && !f.Mounts:
 		return no("mounts", spec.Mounts[0].Target)
-	case f.ReadOnlyMounts && writableMount(spec) != "":
+	case !f.WritableMounts && writableMount(spec) != "":
 		return no("read-write mount", writableMount(spec))
 	case spec.Hostname != "" && spec.Hostname != DefaultHostname && !f.Hostname:
 		return no("hostname", spec.Hostname)

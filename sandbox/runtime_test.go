@@ -10,12 +10,13 @@ import (
 
 func TestSupports(t *testing.T) {
 	f := sandbox.Features{
-		Isolated: true,
-		Bases:    []sandbox.BaseKind{sandbox.BaseHost},
-		Access:   []sandbox.Access{sandbox.AccessReadWrite},
-		Networks: []sandbox.Network{sandbox.NetworkNone},
-		Memory:   true,
-		Mounts:   true,
+		Isolated:       true,
+		Bases:          []sandbox.BaseKind{sandbox.BaseHost},
+		Access:         []sandbox.Access{sandbox.AccessReadWrite},
+		Networks:       []sandbox.Network{sandbox.NetworkNone},
+		Memory:         true,
+		Mounts:         true,
+		WritableMounts: true,
 	}
 	ok := []sandbox.Spec{
 		{},
@@ -39,6 +40,7 @@ func TestSupports(t *testing.T) {
 		"root user":        {Root: true},
 		"hostname":         {Hostname: "other"},
 		"scratch /tmp":     {Scratch: "/s"},
+		"host loopback":    {Net: sandbox.NetPolicy{HostLoopback: true}},
 	}
 	for feature, s := range refused {
 		err := f.Supports("test", &s, nil)
@@ -46,6 +48,22 @@ func TestSupports(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Feature != feature || ue.Runtime != "test" {
 			t.Errorf("%s: got %v", feature, err)
 		}
+	}
+	// What a remote runtime lacks: image files, read-write mounts.
+	f.Bases = append(f.Bases, sandbox.BaseOCI)
+	f.WritableMounts = false
+	for feature, s := range map[string]sandbox.Spec{
+		"base":             {Base: sandbox.Base{Kind: sandbox.BaseOCI, Path: "/img.tar"}},
+		"read-write mount": {Mounts: []sandbox.Mount{{Source: "/a", Target: "/b"}}},
+	} {
+		var ue *sandbox.UnsupportedError
+		if err := f.Supports("test", &s, nil); !errors.As(err, &ue) || ue.Feature != feature {
+			t.Errorf("%s: got %v", feature, err)
+		}
+	}
+	if err := f.Supports("test", &sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: "img:1"},
+		Mounts: []sandbox.Mount{{Source: "/a", Target: "/b", ReadOnly: true}}}, nil); err != nil {
+		t.Errorf("an image reference with a read-only mount: %v", err)
 	}
 	for feature, c := range map[string]*sandbox.Cmd{"terminal": {TTY: true}, "timeout": {Timeout: time.Second}} {
 		var ue *sandbox.UnsupportedError

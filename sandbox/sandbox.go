@@ -36,8 +36,6 @@ import (
 	"io"
 	"syscall"
 	"time"
-
-	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
 // BaseKind names where a sandbox's root filesystem comes from.
@@ -129,8 +127,28 @@ type NetPolicy struct {
 	Log io.Writer
 }
 
-// Violation is one name or connection the network policy blocked.
-type Violation = netpolicy.Violation
+// Violation is one name or connection the network policy blocked (or,
+// with Kind "network", why the sandbox had no network at all).
+type Violation struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // dns, tcp, udp, icmp or network
+	Name   string    `json:"name,omitempty"`
+	Addr   string    `json:"addr,omitempty"` // address:port, or the address for icmp
+	Rule   string    `json:"rule,omitempty"` // the Deny entry that matched
+	Reason string    `json:"reason"`
+	Count  int       `json:"count"`
+}
+
+// What names the blocked target for a summary line.
+func (v *Violation) What() string {
+	switch {
+	case v.Name != "" && v.Addr != "":
+		return v.Name + " (" + v.Addr + ")"
+	case v.Name != "":
+		return v.Name
+	}
+	return v.Addr
+}
 
 // Mount binds a host path into the sandbox.
 type Mount struct {

@@ -15,8 +15,8 @@ var hostSystemDirs = [...]string{"bin", "sbin", "lib", "lib32", "lib64", "libx32
 // (those that exist on this host are bound read-only).
 func HostSystemDirs() []string { return append([]string(nil), hostSystemDirs[:]...) }
 
-// Under reports whether path p is dir or lies below it.
-func Under(p, dir string) bool {
+// under reports whether path p is dir or lies below it.
+func under(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
@@ -121,7 +121,7 @@ func (s *Spec) Normalize() error {
 			return &SpecError{"mount", fmt.Errorf("target %q must be a clean absolute path other than /", m.Target)}
 		}
 		for _, own := range [...]string{"/proc", "/dev"} {
-			if Under(m.Target, own) {
+			if under(m.Target, own) {
 				return &SpecError{"mount", fmt.Errorf("target %s: %s belongs to the sandbox", m.Target, own)}
 			}
 		}

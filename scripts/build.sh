@@ -7,6 +7,10 @@
 #
 #   scripts/build.sh                 every binary
 #   scripts/build.sh pinfold pinfold-net ...   only those
+#   GOOS=darwin GOARCH=arm64 scripts/build.sh pinfold pinfold-api
+#                                    into bin/darwin_arm64/: pinfold for
+#                                    macOS or Windows, a client of a
+#                                    pinfold server (docs/cli.md)
 #
 # The helpers keep heavy libraries out of pinfold's own start-up:
 # pinfold-net (gVisor's netstack, for --network outbound|allow and -p),
@@ -17,18 +21,25 @@ set -eu
 cd "$(dirname "$0")/.."
 . scripts/goenv.sh
 [ $# -gt 0 ] || set -- pinfold pinfold-net pinfold-api pinfold-pack pinfold-kube
-mkdir -p bin
+# Built for another system (GOOS, GOARCH), they go to bin/GOOS_GOARCH/.
+out=bin
+if [ "$(go env GOOS)/$(go env GOARCH)" != "$(go env GOHOSTOS)/$(go env GOHOSTARCH)" ]; then
+	out=bin/$(go env GOOS)_$(go env GOARCH)
+fi
+mkdir -p "$out"
+exe=$(go env GOEXE)
 for b in "$@"; do
 	case $b in
 	pinfold)
-		ldflags="-s -w -X github.com/pinfold/pinfold/internal/cli.Version=$(git describe --always --dirty 2>/dev/null || echo dev)"
-		if [ "$(go env GOARCH)" = amd64 ]; then
+		version=$(git describe --always --dirty 2>/dev/null || echo dev)
+		ldflags="-s -w -X github.com/pinfold/pinfold/internal/cli.Version=$version -X github.com/pinfold/pinfold/internal/remote.Version=$version"
+		if [ "$(go env GOOS)/$(go env GOARCH)" = linux/amd64 ]; then
 			ldflags="$ldflags -E pinfold_entry"
 		fi
-		CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o bin/pinfold ./cmd/pinfold
+		CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/pinfold$exe" ./cmd/pinfold
 		;;
 	pinfold-net | pinfold-api | pinfold-pack | pinfold-kube)
-		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "bin/$b" "./cmd/$b"
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/$b$exe" "./cmd/$b"
 		;;
 	*)
 		echo "build.sh: no binary $b (pinfold, pinfold-net, pinfold-api, pinfold-pack, pinfold-kube)" >&2

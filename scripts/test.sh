@@ -20,6 +20,16 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 echo "== go vet"
 go vet ./...
 
+echo "== the CLI builds for other systems (as a client of a remote server)"
+for p in darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do
+	for c in ./cmd/pinfold ./cmd/pinfold-api; do
+		GOOS=${p%/*} GOARCH=${p#*/} CGO_ENABLED=0 go build -o /dev/null "$c" || exit 1
+	done
+done
+for p in darwin/arm64 windows/amd64; do
+	GOOS=${p%/*} GOARCH=${p#*/} CGO_ENABLED=0 go vet ./cmd/pinfold ./cmd/pinfold-api ./internal/apihelper ./internal/remote || exit 1
+done
+
 echo "== the embedded init and launcher match their source"
 if command -v gcc >/dev/null 2>&1; then
 	tmp=$(mktemp -d)
@@ -41,3 +51,15 @@ CGO_ENABLED=0 go test -count=1 -timeout 20m ./...
 
 echo "== fuzz: the network guard against net/http's parser (bounded)"
 CGO_ENABLED=0 go test -run '^$' -fuzz '^FuzzGuardVsNetHTTP$' -fuzztime 30s ./internal/netpolicy/
+
+echo "== fuzz: what comes from outside (bounded: 12 s each)"
+# Images and app files from anyone, tenants' requests, and the wire
+# messages of the agent and the kubernetes and network helpers.
+for t in \
+	FuzzOpenArchive:./internal/oci/ FuzzOpenLayout:./internal/oci/ \
+	FuzzReadArchive:./internal/pack/ FuzzReadAppRoot:./internal/pack/ \
+	FuzzTenantCreate:./internal/server/ FuzzTenantRoutes:./internal/server/ \
+	FuzzRequest:./internal/agent/ FuzzFrames:./internal/agent/ \
+	FuzzWire:./internal/kube/ FuzzHelperMessage:./internal/netpolicy/; do
+	CGO_ENABLED=0 go test -run '^$' -fuzz "^${t%%:*}\$" -fuzztime 12s "${t#*:}"
+done

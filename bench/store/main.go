@@ -62,7 +62,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func main() {
@@ -301,10 +300,7 @@ func importBench(dir, tarball string, tree []string, rounds, warmup int, cpuprof
 	check(err)
 	syncfs(dir)
 
-	var shift uint32
-	if os.Geteuid() == 0 {
-		shift = native.HostIDBase
-	}
+	shift := store.Shift()
 	ctx := context.Background()
 	mkdir := func(out string) error { return os.Mkdir(out, 0o755) }
 	tarSide := func(name string, extra ...string) *side {

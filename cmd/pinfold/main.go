@@ -1,13 +1,11 @@
 // Command pinfold runs commands in a sandbox and keeps what they change
-// reviewable. See internal/cli for the commands.
+// reviewable. See internal/cli for the commands. On systems other than
+// Linux it is a client of a pinfold server (internal/remote).
 package main
 
 import (
-	"context"
 	"os"
 	"runtime"
-
-	"github.com/pinfold/pinfold/internal/cli"
 )
 
 func main() {
@@ -15,5 +13,5 @@ func main() {
 	// the runtime from starting threads that would only compete with the
 	// sandbox for the CPU and slow pinfold's own exit.
 	runtime.GOMAXPROCS(1)
-	os.Exit(cli.Main(context.Background(), &cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, os.Args[1:]))
+	os.Exit(run(os.Args[1:]))
 }

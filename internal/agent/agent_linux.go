@@ -23,12 +23,6 @@ import (
 	"github.com/creack/pty"
 )
 
-// Agent exit statuses, which the supervisor records as the reason.
-const (
-	ExitStopped = 0 // asked to stop, or SIGTERM
-	ExitIdle    = 3 // idle for its timeout
-)
-
 // AgentMain runs the session agent inside the sandbox: it listens on
 // RunDir's socket and serves until asked to stop, SIGTERM, or idle for
 // idle (0: never). It returns the process's exit status.
@@ -82,8 +76,21 @@ func AgentMain(args []string) int {
 	if code == ExitIdle {
 		reason = "idle"
 	}
-	os.WriteFile(filepath.Join(RunDir, ExitMarker), []byte(reason), 0o600)
+	writeMarker(filepath.Join(RunDir, ExitMarker), reason)
 	return code
+}
+
+// writeMarker replaces whatever the sandbox left at path (a link, a FIFO
+// that would block the write) with a new file holding reason.
+func writeMarker(path, reason string) {
+	os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+		return
+	}
+	f.WriteString(reason)
+	f.Close()
 }
 
 type agent struct {

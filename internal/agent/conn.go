@@ -11,6 +11,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/untrusted"
 )
 
 // Conn is one exec on a session's agent.
@@ -26,14 +28,11 @@ type ExecStreams struct {
 	Stdout, Stderr io.Writer
 }
 
-// dial connects to the agent's socket at path.
+// dial connects to the agent's socket at path. The sandbox can write the
+// run directory that holds it: a link planted in its place is refused,
+// never followed to a socket of the host.
 func dial(ctx context.Context, path string) (*net.UnixConn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.UnixConn), nil
+	return untrusted.DialUnix(ctx, path)
 }
 
 // Call sends a request other than exec and returns the agent's answer.

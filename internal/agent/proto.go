@@ -36,6 +36,12 @@ const (
 // AgentCommand is the hidden subcommand that runs the agent.
 const AgentCommand = "__session-agent"
 
+// Agent exit statuses, which the supervisor records as the reason.
+const (
+	ExitStopped = 0 // asked to stop, or SIGTERM
+	ExitIdle    = 3 // idle for its timeout
+)
+
 // ExitMarker is the file in the run directory where the agent writes how
 // it ended ("stopped", "idle") as it exits.
 const ExitMarker = "exit"

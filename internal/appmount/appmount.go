@@ -1,7 +1,9 @@
 // Package appmount decides whether runs of apps (pinfold pack app) mount
 // their root image through squashfuse or unpack their layers into the
-// store, and finds squashfuse: see docs/pack.md, "How it starts". The
-// mount itself is the native runtime's (sandbox/native, initc OP_FUSE).
+// store, finds squashfuse, and unpacks an app into the store after its
+// first mounted run (Unpacked, Unpack): see docs/pack.md, "How it starts".
+// The mount itself is the native runtime's (sandbox/native, initc
+// OP_FUSE).
 package appmount
 
 import (

@@ -805,7 +805,8 @@ func (a *applier) file(i int, o *op) (err error) {
 		return err
 	}
 	defer release()
-	src, err := openBeneath(a.upper[o.Root], string(o.Path), unix.O_RDONLY|unix.O_NOFOLLOW)
+	// O_NONBLOCK: a FIFO found where the file was does not block the apply.
+	src, err := openBeneath(a.upper[o.Root], string(o.Path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	if err != nil {
 		if unsafeErr(err) {
 			return fmt.Errorf("%w: the changed version is not a regular file", ErrUnsafe)

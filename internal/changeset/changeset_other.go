@@ -46,8 +46,23 @@ type dirCache struct{}
 
 func (c *dirCache) release() {}
 
-func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+func chmodDir(path string, mode uint32) error {
+	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+		return err
+	}
+	return os.Chmod(path, os.FileMode(mode))
+}
+
+func statIn(root, rel string) (*Stat, error) { return nil, ErrUnsupported }
+
+func readDirIn(root, rel string) ([]string, []*Stat, error) { return nil, nil, ErrUnsupported }
+
+func openFileIn(root, rel string) (*os.File, error) {
+	return os.OpenFile(join(root, rel), os.O_RDONLY|oNoFollow, 0)
+}
+
+func (c *dirCache) readFile(root, rel string, buf []byte, limit int, size int64) ([]byte, error) {
+	f, err := openFileIn(root, rel)
 	if err != nil {
 		return buf, err
 	}
@@ -67,8 +82,8 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 	return buf, nil
 }
 
-func (c *dirCache) countLines(path string, buf []byte) (int, bool, error) {
-	data, err := c.readFile(path, nil, maxTextSize+1, 0)
+func (c *dirCache) countLines(root, rel string, buf []byte) (int, bool, error) {
+	data, err := c.readFile(root, rel, nil, maxTextSize+1, 0)
 	if err != nil {
 		return 0, false, err
 	}

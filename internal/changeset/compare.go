@@ -3,17 +3,17 @@ package changeset
 import (
 	"bytes"
 	"io"
-	"os"
 )
 
-// sameContent compares two files byte by byte, with the buffers a and b.
-func sameContent(p1, p2 string, a, b []byte) (bool, error) {
-	f1, err := openNoFollow(p1)
+// sameContent compares the files r1 below d1 and r2 below d2 byte by byte,
+// with the buffers a and b.
+func sameContent(d1, r1, d2, r2 string, a, b []byte) (bool, error) {
+	f1, err := openFileIn(d1, r1)
 	if err != nil {
 		return false, err
 	}
 	defer f1.Close()
-	f2, err := openNoFollow(p2)
+	f2, err := openFileIn(d2, r2)
 	if err != nil {
 		return false, err
 	}
@@ -37,9 +37,4 @@ func sameContent(p1, p2 string, a, b []byte) (bool, error) {
 			return false, err2
 		}
 	}
-}
-
-// openNoFollow opens a file for reading, refusing a symlink.
-func openNoFollow(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
 }

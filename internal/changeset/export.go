@@ -30,6 +30,7 @@ type xnode struct {
 	children  map[string]*xnode
 	st        *Stat  // nil for a parent the layer only implies
 	src       string // the file to read (upper version) or stat (implied parents)
+	root, rel string // src as an upper directory and a path below it
 	opaque    bool
 	whiteouts []string
 }
@@ -107,7 +108,8 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 					at = join(at, c)
 					parent = parent.child(c)
 					if parent.st == nil && parent.src == "" {
-						parent.src = join(r.Lower, at) // a parent the layer implies
+						// A parent the layer implies.
+						parent.src, parent.root, parent.rel = join(r.Lower, at), r.Lower, at
 					}
 				}
 			}
@@ -116,10 +118,10 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 				continue
 			}
 			n := parent.child(name)
-			n.st, n.src = e.New, join(r.Upper, e.Path)
+			n.st, n.src, n.root, n.rel = e.New, join(r.Upper, e.Path), r.Upper, e.Path
 			if e.Opaque {
 				n.opaque = true
-				if err := addUpperTree(n, n.src); err != nil {
+				if err := addUpperTree(n, r.Upper, e.Path); err != nil {
 					return err
 				}
 			}
@@ -132,27 +134,24 @@ func Export(w io.Writer, roots []Root, entries []Entry) error {
 	return x.tw.Close()
 }
 
-// addUpperTree adds everything below the upper directory dir to n.
-func addUpperTree(n *xnode, dir string) error {
-	ents, err := os.ReadDir(dir)
+// addUpperTree adds everything below the directory rel of the upper
+// directory root to n.
+func addUpperTree(n *xnode, root, rel string) error {
+	names, sts, err := readDirIn(root, rel)
 	if err != nil {
-		return fmt.Errorf("exporting %s: %w", dir, err)
+		return fmt.Errorf("exporting %s: %w", join(root, rel), err)
 	}
-	for _, d := range ents {
-		p := dir + "/" + d.Name()
-		st, err := lstatPath(p)
-		if err != nil {
-			return fmt.Errorf("exporting %s: %w", p, err)
-		}
+	for i, name := range names {
+		p, st := join(join(root, rel), name), sts[i]
 		if st == nil || upperWhiteout(p, st) {
 			continue
 		}
-		c := n.child(d.Name())
+		c := n.child(name)
 		if c.st == nil {
-			c.st, c.src = st, p
+			c.st, c.src, c.root, c.rel = st, p, root, join(rel, name)
 		}
 		if st.Mode.IsDir() {
-			if err := addUpperTree(c, p); err != nil {
+			if err := addUpperTree(c, root, join(rel, name)); err != nil {
 				return err
 			}
 		}
@@ -204,12 +203,16 @@ func (x *exporter) node(n *xnode, name string) error {
 	st := n.st
 	if st == nil {
 		// A parent the layer implies: a directory with the original's
-		// mode, and the epoch for its time: the original's changes
-		// whenever something is made in it, and the same changeset must
-		// give the same bytes.
-		fi, err := os.Stat(n.src)
+		// mode, found below the root without following a link (the
+		// default then), or one of the root's own parents; and the epoch
+		// for its time: the original's changes whenever something is
+		// made in it, and the same changeset must give the same bytes.
 		mode := fs.FileMode(0o755)
-		if err == nil && fi.IsDir() {
+		if n.root != "" {
+			if o, err := statIn(n.root, n.rel); err == nil && o != nil && o.Mode.IsDir() {
+				mode = o.Mode
+			}
+		} else if fi, err := os.Lstat(n.src); err == nil && fi.IsDir() {
 			mode = fi.Mode()
 		}
 		st = &Stat{Mode: mode | fs.ModeDir, ModTime: epoch()}
@@ -237,7 +240,7 @@ func (x *exporter) node(n *xnode, name string) error {
 			h.Typeflag, h.Linkname = tar.TypeLink, first
 			break
 		}
-		f, err := os.OpenFile(n.src, os.O_RDONLY|oNoFollow, 0)
+		f, err := openFileIn(n.root, n.rel)
 		if err != nil {
 			return fmt.Errorf("exporting %s: %w", n.src, err)
 		}

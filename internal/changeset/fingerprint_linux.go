@@ -57,7 +57,7 @@ func Fingerprint(roots []Root, entries []Entry, imply bool) (Fingerprints, error
 		key := FingerprintKey(e.Root, e.Path)
 		if st == nil && e.Kind != Added {
 			var err error
-			if st, err = lstatPath(join(roots[e.Root].Lower, e.Path)); err != nil {
+			if st, err = statIn(roots[e.Root].Lower, e.Path); err != nil {
 				return nil, fmt.Errorf("fingerprinting %s: %w", e.Path, err)
 			}
 		}
@@ -108,11 +108,10 @@ func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
 			}
 			want = FileState{Absent: true}
 		}
-		path := join(roots[e.Root].Lower, e.Path)
 		var now *Stat
 		if !absentNow[FingerprintKey(e.Root, pathDir(e.Path))] {
 			var err error
-			if now, err = lstatPath(path); err != nil {
+			if now, err = statIn(roots[e.Root].Lower, e.Path); err != nil {
 				out = append(out, Conflict{e.Root, e.Path, WhyChanged})
 				continue
 			}
@@ -134,7 +133,7 @@ func Conflicts(roots []Root, entries []Entry, fp Fingerprints) []Conflict {
 		}
 		// A directory to delete that holds something new.
 		if now != nil && now.Mode.IsDir() && e.Old != nil && e.Old.Mode.IsDir() && (e.New == nil || !e.New.Mode.IsDir()) {
-			names, err := listDir(path)
+			names, err := listDirIn(roots[e.Root].Lower, e.Path)
 			if err != nil {
 				out = append(out, Conflict{e.Root, e.Path, WhyChanged})
 				continue
@@ -166,15 +165,21 @@ func holdsNew(r Root, e *Entry, now *Stat) bool {
 		if AppliedMode(n.Mode) != now.Mode || n.Size != now.Size {
 			return false
 		}
-		eq, err := sameContent(join(r.Upper, e.Path), join(r.Lower, e.Path), make([]byte, 32<<10), make([]byte, 32<<10))
+		eq, err := sameContent(r.Upper, e.Path, r.Lower, e.Path, make([]byte, 32<<10), make([]byte, 32<<10))
 		return err == nil && eq
 	}
 	return false
 }
 
-// listDir lists the names in a directory.
-func listDir(path string) ([]string, error) {
-	fd, err := openDir(unix.AT_FDCWD, path)
+// listDirIn lists the names in the directory rel below root, reached
+// without following a link.
+func listDirIn(root, rel string) ([]string, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := openBeneath(rfd, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	unix.Close(rfd)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func (s *scratch) load(sd *side, buf *[]byte) error {
 		sd.binary = true
 		return nil
 	}
-	data, err := s.dirs.readFile(join(sd.dir, sd.rel), (*buf)[:0], maxTextSize+1, st.Size)
+	data, err := s.dirs.readFile(sd.dir, sd.rel, (*buf)[:0], maxTextSize+1, st.Size)
 	*buf = data
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func (s *scratch) countLines(sd *side) (n int, binary bool, err error) {
 	if s.chunk == nil {
 		s.chunk = make([]byte, 64<<10)
 	}
-	return s.dirs.countLines(join(sd.dir, sd.rel), s.chunk)
+	return s.dirs.countLines(sd.dir, sd.rel, s.chunk)
 }
 
 // diffEntry reads both versions of e and, when patch is set, writes the
@@ -294,7 +294,7 @@ func sameData(a, b *side) bool {
 	if !a.st.Mode.IsRegular() {
 		return false
 	}
-	eq, err := sameContent(join(a.dir, a.rel), join(b.dir, b.rel), make([]byte, 64<<10), make([]byte, 64<<10))
+	eq, err := sameContent(a.dir, a.rel, b.dir, b.rel, make([]byte, 64<<10), make([]byte, 64<<10))
 	return err == nil && eq
 }
 

@@ -11,46 +11,67 @@ import (
 // dirCache keeps the directory of the last file a worker read open, so
 // that reading many files of one directory resolves one name each.
 type dirCache struct {
-	path string
-	fd   int
+	key string // root, NUL, the directory below it
+	fd  int
 }
 
 func (c *dirCache) release() {
-	if c.path != "" {
+	if c.key != "" {
 		unix.Close(c.fd)
-		c.path = ""
+		c.key = ""
 	}
 }
 
-// open opens path for reading without following a final symlink.
-func (c *dirCache) open(path string) (int, error) {
-	dirfd, name := unix.AT_FDCWD, path
-	if i := strings.LastIndexByte(path, '/'); i > 0 {
-		dir := path[:i]
-		if dir != c.path {
-			c.release()
-			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err == nil {
-				c.path, c.fd = dir, fd
+// open opens the regular file rel below root for reading, as openIn does:
+// no link followed on the way or at the end, no FIFO or device.
+func (c *dirCache) open(root, rel string) (int, error) {
+	dir, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i > 0 {
+		dir, name = rel[:i], rel[i+1:]
+	}
+	if key := root + "\x00" + dir; key != c.key {
+		c.release()
+		rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		fd := rfd
+		if dir != "" {
+			fd, err = openBeneath(rfd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+			unix.Close(rfd)
+			if err != nil {
+				return -1, err
 			}
 		}
-		if dir == c.path {
-			dirfd, name = c.fd, path[i+1:]
-		}
+		c.key, c.fd = key, fd
 	}
 	for {
-		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
+		fd, err := unix.Openat(c.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
 			return fd, err
 		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return -1, errNotRegular
+		}
+		return fd, nil
 	}
 }
 
 // readFile appends the content of the file at path to buf, reading at
 // most limit bytes. size is the expected size, to size buf; a short read
 // is the end of the file, which saves a read on small files.
-func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]byte, error) {
-	fd, err := c.open(path)
+func (c *dirCache) readFile(root, rel string, buf []byte, limit int, size int64) ([]byte, error) {
+	path := join(root, rel)
+	fd, err := c.open(root, rel)
 	if err != nil {
 		return buf, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -87,8 +108,9 @@ func (c *dirCache) readFile(path string, buf []byte, limit int, size int64) ([]b
 // countLines counts the lines of the file at path, reading it through
 // buf: a NUL in its first binarySniff bytes, or more than maxTextSize
 // bytes, make it binary.
-func (c *dirCache) countLines(path string, buf []byte) (n int, binary bool, err error) {
-	fd, err := c.open(path)
+func (c *dirCache) countLines(root, rel string, buf []byte) (n int, binary bool, err error) {
+	path := join(root, rel)
+	fd, err := c.open(root, rel)
 	if err != nil {
 		return 0, false, &fs.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -533,7 +533,7 @@ func (s *scanner) compareContents() error {
 			b := make([]byte, 64<<10)
 			for k := range next {
 				p := s.out[s.same[k]].Path
-				eq, err := sameContent(s.lowerPath(p), s.upperPath(p), a, b)
+				eq, err := sameContent(s.r.Lower, p, s.r.Upper, p, a, b)
 				drop[k], errs[k] = eq, err
 			}
 		}()

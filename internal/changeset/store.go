@@ -428,12 +428,12 @@ func removeFiles(dir string) error {
 func writable(dir string) {
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700)
+			chmodDir(p, 0o700)
 			if err != nil {
 				// Unreadable before the chmod: walk it now.
 				filepath.WalkDir(p, func(q string, e fs.DirEntry, _ error) error {
 					if e != nil && e.IsDir() {
-						os.Chmod(q, 0o700)
+						chmodDir(q, 0o700)
 					}
 					return nil
 				})

@@ -17,7 +17,6 @@ import (
 	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/trust"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func appCommand() command {
@@ -55,7 +54,7 @@ func appInspect(io *IO, file string, keyPaths []string, asJSON bool) int {
 		if err != nil {
 			return fail(io, fault.New(fault.BadValue, err.Error(), "", "give PEM public keys", err))
 		}
-		if verified, err = a.Verify(keys); err != nil {
+		if verified, err = trust.VerifyArchive(a, keys); err != nil {
 			why = err.Error()
 		}
 	}
@@ -195,7 +194,7 @@ func appRun(o *runOptions, rest []string) ([]string, error) {
 // the store check makes the second a no-op once the first started.
 func unpackAppLater(o *runOptions, p *plan.Plan) {
 	if o.app == nil || o.unpackStarted || p.Backend != "native" || !appmount.UnpackLater() ||
-		native.AppInStore("", o.app.Path) {
+		appmount.Unpacked("", o.app.Path) {
 		return
 	}
 	exe, err := os.Executable()
@@ -220,7 +219,7 @@ func appUnpackCommand() command {
 					return fail(io, usageError(errors.New("usage: pinfold __app-unpack APP")))
 				}
 				syscall.Setpriority(syscall.PRIO_PROCESS, 0, 19)
-				if err := native.UnpackApp(ctx, "", args[0]); err != nil {
+				if err := appmount.Unpack(ctx, "", args[0]); err != nil {
 					fmt.Fprintln(io.Stderr, "pinfold: unpacking", args[0]+":", err)
 					return 1
 				}

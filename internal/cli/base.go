@@ -3,14 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func baseCommand() command {
@@ -65,10 +63,7 @@ first use too). Each is named by the sha256 of its content.`,
 						if err != nil {
 							return fail(io, err)
 						}
-						var shift uint32
-						if os.Geteuid() == 0 {
-							shift = native.HostIDBase
-						}
+						shift := store.Shift()
 						rep := newReporter(io.Stderr, st.Dir())
 						rep.Progress("pull "+args[0], engine.Step{Phase: "Pulling", Item: args[0]})
 						b, err := st.PullBase(ctx, args[0], store.ImportOptions{UIDShift: shift}, true)

@@ -7,5 +7,9 @@ import (
 
 // summarizeViolations tells the user what the network policy blocked.
 func summarizeViolations(io *IO, vs []sandbox.Violation, logPath string) {
-	netpolicy.Summarize(io.Stderr, vs, logPath)
+	nv := make([]netpolicy.Violation, len(vs))
+	for i, v := range vs {
+		nv[i] = netpolicy.Violation(v)
+	}
+	netpolicy.Summarize(io.Stderr, nv, logPath)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/pinfold/pinfold/internal/terminal"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func runCommand() command {
@@ -178,31 +177,14 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	// handoff always prints it.
 	handoff := tr == nil && !o.json && engine.CanHandoff(p) && !(o.quiet && p.Sandbox.Access == sandbox.AccessChangeset)
 	if handoff {
-		// A plain run hands off to a small waiter once the command runs
-		// (see native.Process.Handoff), recording its launch first.
-		record := lr.plan(p)
-		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
-			np, ok := proc.(*native.Process)
-			if !ok {
-				return
-			}
-			unpackAppLater(o, p)
-			var finish []string
-			if h.Changeset != nil {
-				exe, err := os.Executable()
-				if err != nil {
-					return
-				}
-				finish = append([]string{exe}, h.Changeset...)
-			}
-			r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
-			timeoutMsg, tmpFullMsg := "pinfold: "+limitMessage(r, sandbox.LimitTimeout), "pinfold: "+limitMessage(r, sandbox.LimitTmp)
-			if record {
-				lr.write(p, np, timeoutMsg, tmpFullMsg, finish)
-			}
-			// Only a failed hand-off returns: the run then waits in-process.
-			np.Handoff(native.HandoffOptions{TimeoutMsg: timeoutMsg, TmpFullMsg: tmpFullMsg, Finish: finish,
-				Report: io.Stderr, ViolationLog: h.ViolationLog})
+		// A plain run hands off to the runtime's small waiter once the
+		// command runs, recording its launch first.
+		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
+		opts.Handoff = &engine.Handoff{
+			TimeoutMsg: "pinfold: " + limitMessage(r, sandbox.LimitTimeout),
+			TmpFullMsg: "pinfold: " + limitMessage(r, sandbox.LimitTmp),
+			Report:     io.Stderr, Record: lr.record(p),
+			Ready: func(sandbox.Process, string) bool { unpackAppLater(o, p); return true },
 		}
 	}
 	// Signals become the command's once it runs. Enabling them costs the

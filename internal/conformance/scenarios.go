@@ -49,6 +49,13 @@ func Scenarios() []Scenario {
 		{Name: "limit-memory", Needs: func(f *sandbox.Features) bool { return f.Memory }, Run: limitMemory},
 		{Name: "limit-pids", Needs: func(f *sandbox.Features) bool { return f.Pids }, Run: limitPids},
 		{Name: "env-policy", Run: envPolicy},
+		{Name: "root-only-files", Run: rootOnlyFiles},
+		{Name: "host-files", Run: hostFiles},
+		{Name: "kernel-surfaces", Run: kernelSurfaces},
+		{Name: "capabilities", Needs: func(f *sandbox.Features) bool { return f.Capabilities }, Run: capabilities},
+		{Name: "workspace-owner", Needs: func(f *sandbox.Features) bool {
+			return hasAccess(sandbox.AccessReadWrite)(f) && hasAccess(sandbox.AccessChangeset)(f)
+		}, Run: workspaceOwner},
 		{Name: "mounts", Needs: writableMounts, Run: mounts},
 		{Name: "caches", Needs: writableMounts, Run: caches},
 		{Name: "secrets", Needs: func(f *sandbox.Features) bool { return f.Mounts }, Run: secrets},
@@ -62,7 +69,7 @@ func Scenarios() []Scenario {
 }
 
 // writableMounts: the scenario mounts a host directory read-write.
-func writableMounts(f *sandbox.Features) bool { return f.Mounts && !f.ReadOnlyMounts }
+func writableMounts(f *sandbox.Features) bool { return f.WritableMounts }
 
 func exitStatus(e *Env) {
 	r := e.Exec(e.rw(), "sh", "-c", "exit 7")
@@ -433,13 +440,16 @@ func networkAllow(e *Env) {
 
 func changesetCaptureApply(e *Env) {
 	os.WriteFile(filepath.Join(e.Workspace, "kept"), []byte("old\n"), 0o644)
-	r := e.Exec(plan.Flags{}, "sh", "-c", "echo new > added; echo changed > kept; rm pinfold.yaml")
+	os.WriteFile(filepath.Join(e.Workspace, "gone"), []byte("bye\n"), 0o644)
+	// (Not pinfold.yaml: a changeset that changes the policy needs
+	// apply --policy, see TestChangesetPolicyChange.)
+	r := e.Exec(plan.Flags{}, "sh", "-c", "echo new > added; echo changed > kept; rm gone")
 	if r == nil {
 		return
 	}
 	cs := r.Out.Changeset
 	if cs == nil || cs.Empty || cs.Counts.Added != 1 || cs.Counts.Modified != 1 || cs.Counts.Deleted != 1 {
-		e.T.Fatalf("changeset: got %+v", cs)
+		e.T.Fatalf("changeset: got %+v\n%s%s", cs, r.Stdout, r.Stderr)
 	}
 	if _, err := os.Stat(filepath.Join(e.Workspace, "added")); err == nil {
 		e.T.Errorf("the workspace changed before the apply")
@@ -459,9 +469,9 @@ func changesetCaptureApply(e *Env) {
 	}
 	b1, _ := os.ReadFile(filepath.Join(e.Workspace, "added"))
 	b2, _ := os.ReadFile(filepath.Join(e.Workspace, "kept"))
-	_, err = os.Stat(filepath.Join(e.Workspace, "pinfold.yaml"))
+	_, err = os.Stat(filepath.Join(e.Workspace, "gone"))
 	if string(b1) != "new\n" || string(b2) != "changed\n" || err == nil {
-		e.T.Errorf("after apply: added %q kept %q pinfold.yaml %v", b1, b2, err)
+		e.T.Errorf("after apply: added %q kept %q gone %v", b1, b2, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/pack"
+	"github.com/pinfold/pinfold/internal/preflight"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/trust"
 	"golang.org/x/sys/unix"
@@ -59,7 +60,7 @@ func Run(ctx context.Context, opt Options) *Report {
 	for range groups {
 		<-done
 	}
-	r := &Report{Kernel: kernelRelease(), UID: h.euid}
+	r := &Report{Kernel: kernelRelease(), UID: h.EUID}
 	for _, cs := range results {
 		for _, c := range cs {
 			c.host = h
@@ -72,70 +73,18 @@ func Run(ctx context.Context, opt Options) *Report {
 	return r
 }
 
-// asWho names the user checks ran as.
-func (h *host) asWho() string {
-	if h.euid == 0 {
-		return "root"
-	}
-	return "uid " + strconv.Itoa(h.euid)
-}
-
-// usernsCheck creates the sandbox's namespaces as this user.
-func (h *host) usernsCheck(ctx context.Context) Check {
-	c := Check{ID: "userns", Title: "user namespaces"}
-	err := h.probeUserns(ctx)
-	if err == nil {
-		c.Status = Pass
-		c.Detail = "created user, mount, pid, ipc, uts, cgroup and network namespaces as " + h.asWho()
-		return c
-	}
-	c.Status, c.err = Fail, err
-	if err == errNoTool {
-		// Could not try: judge by the sysctls alone.
-		c.err = nil
-		if ch := h.usernsBlockers(h.euid != 0, nil); len(ch) > 0 {
-			c.Detail = "not tried (true(1) not found); " + whys(ch)
-			c.Fix, c.Fixable = sysctlFix(ch), h.euid == 0
-			c.err = errors.New(c.Detail)
-			return c
-		}
-		c.Status = Warn
-		c.Detail = "not tried (true(1) not found); no sysctl forbids user namespaces"
-		c.Fix = "install coreutils so pinfold doctor can try"
-		return c
-	}
-	c.Detail = "creating namespaces as " + h.asWho() + " failed: " + err.Error()
-	if _, statErr := os.Stat(h.proc + "/self/ns/user"); statErr != nil {
-		c.Detail += "; this kernel has no user namespaces"
-		c.Fix = "use a kernel built with CONFIG_USER_NS=y"
-		return c
-	}
-	if ch := h.usernsBlockers(h.euid != 0, err); len(ch) > 0 {
-		c.Detail += " (" + whys(ch) + ")"
-		c.Fix, c.Fixable = sysctlFix(ch), h.euid == 0
-		if h.euid != 0 {
-			c.Fix = "as root: " + c.Fix
-		}
-		return c
-	}
-	c.Fix = "no sysctl forbids it, so something else does: a container runtime's seccomp profile, " +
-		"an LSM policy (AppArmor, SELinux), or a kernel option; run pinfold on the host or allow " +
-		"unshare(CLONE_NEWUSER) in that policy"
-	return c
-}
-
 // usernsChecks are "userns" and "userns.unprivileged".
 func (h *host) usernsChecks(ctx context.Context) []Check {
-	own := h.usernsCheck(ctx)
+	own := fromPreflight(h.UsernsCheck(ctx))
 	c := Check{ID: "userns.unprivileged", Title: "user namespaces for ordinary users"}
-	if h.euid != 0 {
+	if h.EUID != 0 {
 		// This process is the ordinary user: "userns" tried it.
-		c.Status, c.Fix, c.Fixable, c.err = own.Status, own.Fix, own.Fixable, own.err
-		c.Detail = "pinfold runs as " + h.asWho() + ", so the user namespaces check tried this"
+		c.Status, c.Fix, c.Fixable = own.Status, own.Fix, own.Fixable
+		c.Detail = "pinfold runs as " + h.AsWho() + ", so the user namespaces check tried this"
 		return []Check{own, c}
 	}
 	tried, err := h.probeUnpriv(ctx)
-	ch := h.usernsBlockers(true, err)
+	ch := h.Blockers(true, err)
 	switch {
 	case tried && err == nil:
 		c.Status = Pass
@@ -144,11 +93,11 @@ func (h *host) usernsChecks(ctx context.Context) []Check {
 		c.Status = Warn
 		c.Detail = "uid 65534 could not create a user namespace: " + err.Error()
 		if len(ch) > 0 {
-			c.Detail += " (" + whys(ch) + ")"
+			c.Detail += " (" + preflight.Whys(ch) + ")"
 		}
 	case len(ch) > 0:
 		c.Status = Warn
-		c.Detail = whys(ch) + " (not tried: unshare(1) not found)"
+		c.Detail = preflight.Whys(ch) + " (not tried: unshare(1) not found)"
 	default:
 		c.Status = Pass
 		c.Detail = "no sysctl forbids it (not tried: unshare(1) not found)"
@@ -156,7 +105,7 @@ func (h *host) usernsChecks(ctx context.Context) []Check {
 	if c.Status != Pass {
 		c.Detail += "; pinfold works as root, but ordinary users cannot run sandboxes"
 		if len(ch) > 0 {
-			c.Fix, c.Fixable = sysctlFix(ch), true
+			c.Fix, c.Fixable = preflight.SysctlFix(ch), true
 		} else {
 			c.Fix = "no sysctl forbids it, so something else does (an LSM policy such as AppArmor or SELinux, or a container runtime's seccomp profile)"
 		}
@@ -172,7 +121,7 @@ func (h *host) overlayCheck(ctx context.Context) Check {
 	c := Check{ID: "overlay.userns", Title: "overlayfs in a user namespace"}
 	rel := kernelRelease()
 	recent, known := kernelAtLeast(rel, 5, 11)
-	fs, _ := os.ReadFile(h.proc + "/filesystems")
+	fs, _ := os.ReadFile(h.Proc + "/filesystems")
 	listed := strings.Contains(string(fs), "\toverlay\n")
 	tried, err := h.probeOverlay(ctx)
 	switch {
@@ -211,7 +160,7 @@ func (h *host) overlayCheck(ctx context.Context) Check {
 // which pinfold's filter returns for refused system calls.
 func (h *host) seccompCheck() Check {
 	c := Check{ID: "seccomp", Title: "seccomp filters"}
-	status, _ := readSmall(h.proc + "/self/status")
+	status, _ := preflight.ReadSmall(h.Proc + "/self/status")
 	mode := ""
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
@@ -224,10 +173,10 @@ func (h *host) seccompCheck() Check {
 		c.Fix = "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER"
 		return c
 	}
-	actions, err := readSmall(h.procSys + "/kernel/seccomp/actions_avail")
+	actions, err := preflight.ReadSmall(h.ProcSys + "/kernel/seccomp/actions_avail")
 	if err != nil {
 		c.Status = Fail
-		c.Detail = "cannot read " + h.procSys + "/kernel/seccomp/actions_avail (" + err.Error() + "): the kernel has no seccomp filters"
+		c.Detail = "cannot read " + h.ProcSys + "/kernel/seccomp/actions_avail (" + err.Error() + "): the kernel has no seccomp filters"
 		c.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER"
 		return c
 	}
@@ -259,9 +208,6 @@ func hasWord(s, w string) bool {
 	return false
 }
 
-// The limits doctor tries: every controller pinfold uses.
-var allLimits = cgroup.Limits{MemoryBytes: 64 << 20, Pids: 64, CPUs: 1}
-
 // cgroupChecks are "cgroup.version", "cgroup.controllers" and
 // "cgroup.delegation". Limits are optional, so only a host where no
 // limit can be enforced at all, by anyone, fails.
@@ -269,11 +215,11 @@ func (h *host) cgroupChecks() []Check {
 	ver := Check{ID: "cgroup.version", Title: "cgroup version"}
 	ctl := Check{ID: "cgroup.controllers", Title: "cgroup controllers"}
 	del := Check{ID: "cgroup.delegation", Title: "cgroup delegation"}
-	sys, err := h.cgroups()
+	sys, err := h.Cgroups()
 	if err != nil {
-		ver.Status, ver.Detail, ver.err = Warn, err.Error(), err
+		ver.Status, ver.Detail = Warn, err.Error()
 		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
-		ctl.Status, ctl.Detail, ctl.err = Fail, "no cgroup hierarchy found: --memory, --pids and --cpus cannot be used", err
+		ctl.Status, ctl.Detail = Fail, "no cgroup hierarchy found: --memory, --pids and --cpus cannot be used"
 		ctl.Fix = ver.Fix
 		del.Status, del.Detail = Warn, "not checked: no cgroups"
 		return []Check{ver, ctl, del}
@@ -300,9 +246,9 @@ func (h *host) cgroupChecks() []Check {
 	var ok, bad []string
 	var errs []error
 	for _, o := range [...]one{
-		{"memory", cgroup.Limits{MemoryBytes: allLimits.MemoryBytes}},
-		{"pids", cgroup.Limits{Pids: allLimits.Pids}},
-		{"cpu", cgroup.Limits{CPUs: allLimits.CPUs}},
+		{"memory", cgroup.Limits{MemoryBytes: preflight.AllLimits.MemoryBytes}},
+		{"pids", cgroup.Limits{Pids: preflight.AllLimits.Pids}},
+		{"cpu", cgroup.Limits{CPUs: preflight.AllLimits.CPUs}},
 	} {
 		if err := sys.Supports(o.l); err != nil {
 			bad = append(bad, o.name)
@@ -312,7 +258,7 @@ func (h *host) cgroupChecks() []Check {
 		}
 	}
 	joined := errors.Join(errs...)
-	if h.euid == 0 {
+	if h.EUID == 0 {
 		del.Status = Pass
 		del.Detail = "not needed: pinfold runs as root and makes its cgroups itself"
 		switch {
@@ -320,11 +266,11 @@ func (h *host) cgroupChecks() []Check {
 			ctl.Status = Pass
 			ctl.Detail = "memory, pids and cpu usable (" + v + ")"
 		case len(ok) == 0:
-			ctl.Status, ctl.err = Fail, joined
-			ctl.Detail = "no controller usable: --memory, --pids and --cpus cannot be used: " + oneLine(joined)
+			ctl.Status = Fail
+			ctl.Detail = "no controller usable: --memory, --pids and --cpus cannot be used: " + preflight.OneLine(joined)
 		default:
-			ctl.Status, ctl.err = Warn, joined
-			ctl.Detail = "usable: " + strings.Join(ok, ", ") + "; not usable: " + strings.Join(bad, ", ") + ": " + oneLine(joined)
+			ctl.Status = Warn
+			ctl.Detail = "usable: " + strings.Join(ok, ", ") + "; not usable: " + strings.Join(bad, ", ") + ": " + preflight.OneLine(joined)
 		}
 		if ctl.Status != Pass {
 			ctl.Fix = "mount the missing controllers (cgroup v1 hierarchies, or enabled in the cgroup2 root's cgroup.subtree_control), " +
@@ -346,19 +292,19 @@ func (h *host) cgroupChecks() []Check {
 		ctl.Detail = "memory, pids and cpu present (" + v + ")"
 	default:
 		ctl.Status = Warn
-		ctl.Detail = "only " + strings.Join(enabled, ", ") + " enabled in " + h.proc + "/cgroups"
+		ctl.Detail = "only " + strings.Join(enabled, ", ") + " enabled in " + h.Proc + "/cgroups"
 		ctl.Fix = "remove any cgroup_disable= from the kernel command line"
 	}
 	switch {
 	case len(bad) == 0:
 		del.Status = Pass
-		del.Detail = "memory, pids and cpu can be limited as " + h.asWho()
+		del.Detail = "memory, pids and cpu can be limited as " + h.AsWho()
 	case v == "none":
 		del.Status = Warn
 		del.Detail = "not checked: no controllers"
 	default:
-		del.Status, del.err = Warn, joined
-		del.Detail = "limits cannot be enforced as " + h.asWho() + ": " + oneLine(joined)
+		del.Status = Warn
+		del.Detail = "limits cannot be enforced as " + h.AsWho() + ": " + preflight.OneLine(joined)
 		if v == "v1" {
 			del.Fix = "run pinfold as root: cgroup v1 hierarchies are not delegated to ordinary users"
 		} else {
@@ -371,7 +317,7 @@ func (h *host) cgroupChecks() []Check {
 // enabledControllers lists which of memory, pids and cpu /proc/cgroups
 // shows as enabled.
 func (h *host) enabledControllers() []string {
-	b, err := os.ReadFile(h.proc + "/cgroups")
+	b, err := os.ReadFile(h.Proc + "/cgroups")
 	if err != nil {
 		return nil
 	}
@@ -383,15 +329,6 @@ func (h *host) enabledControllers() []string {
 		}
 	}
 	return on
-}
-
-// oneLine puts err on one line, naming cgroup.ErrUnsupported once.
-func oneLine(err error) string {
-	if err == nil {
-		return ""
-	}
-	s := strings.ReplaceAll(err.Error(), "\n", "; ")
-	return strings.ReplaceAll(s, "; "+cgroup.ErrUnsupported.Error()+": ", "; ")
 }
 
 // landlockCheck asks the kernel for its Landlock ABI version.
@@ -431,7 +368,7 @@ func (h *host) storeChecks(dir string) []Check {
 	sp := Check{ID: "store.space", Title: "store free space"}
 	dir, err := storeDir(dir)
 	if err != nil {
-		w.Status, w.Detail, w.err = Fail, err.Error(), err
+		w.Status, w.Detail = Fail, err.Error()
 		w.Fix = "set PINFOLD_STORE to a directory of your own"
 		sp.Status, sp.Detail = Warn, "not checked: no store directory"
 		return []Check{w, sp}
@@ -450,11 +387,11 @@ func (h *host) storeChecks(dir string) []Check {
 			w.Fixable = true
 		} else {
 			w.Status = Fail
-			w.Detail = dir + " does not exist and " + existing + " is not writable by " + h.asWho()
-			w.Fix = "create it for this user (mkdir -p " + dir + " && chown " + strconv.Itoa(h.euid) + " " + dir + "), or set PINFOLD_STORE to a directory of your own"
+			w.Detail = dir + " does not exist and " + existing + " is not writable by " + h.AsWho()
+			w.Fix = "create it for this user (mkdir -p " + dir + " && chown " + strconv.Itoa(h.EUID) + " " + dir + "), or set PINFOLD_STORE to a directory of your own"
 		}
 	case err != nil:
-		w.Status, w.err = Fail, err
+		w.Status = Fail
 		w.Detail = "cannot use " + dir + ": " + err.Error()
 		w.Fix = "set PINFOLD_STORE to a directory of your own"
 		existing = nearestDir(dir)
@@ -463,10 +400,10 @@ func (h *host) storeChecks(dir string) []Check {
 		w.Detail = dir + " is not a directory"
 		w.Fix = "remove it, or set PINFOLD_STORE to a directory of your own"
 		existing = filepath.Dir(dir)
-	case int(st.Uid) != h.euid:
+	case int(st.Uid) != h.EUID:
 		w.Status = Fail
-		w.Detail = dir + " belongs to uid " + strconv.Itoa(int(st.Uid)) + ", not to " + h.asWho()
-		w.Fix = "chown " + strconv.Itoa(h.euid) + " " + dir + ", or set PINFOLD_STORE to a directory of your own"
+		w.Detail = dir + " belongs to uid " + strconv.Itoa(int(st.Uid)) + ", not to " + h.AsWho()
+		w.Fix = "chown " + strconv.Itoa(h.EUID) + " " + dir + ", or set PINFOLD_STORE to a directory of your own"
 	case st.Mode&0o022 != 0:
 		w.Status = Fail
 		w.Detail = dir + " may be written by others (mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
@@ -475,7 +412,7 @@ func (h *host) storeChecks(dir string) []Check {
 	default:
 		f, err := os.CreateTemp(dir, ".doctor-*")
 		if err != nil {
-			w.Status, w.err = Fail, err
+			w.Status = Fail
 			w.Detail = "cannot write in " + dir + ": " + err.Error()
 			w.Fix = "make it writable by this user, or set PINFOLD_STORE to a directory of your own"
 			break
@@ -565,7 +502,7 @@ func (h *host) basesCheck(dir string) Check {
 // workspace's owner.
 func (h *host) idmapCheck(ctx context.Context, ws string) Check {
 	c := Check{ID: "idmap.workspace", Title: "idmapped mounts on the workspace"}
-	if h.euid != 0 {
+	if h.EUID != 0 {
 		c.Status = Pass
 		c.Detail = "not needed: pinfold idmaps the workspace only when it runs as root"
 		return c
@@ -576,11 +513,11 @@ func (h *host) idmapCheck(ctx context.Context, ws string) Check {
 		c.Status = Pass
 		c.Detail = "the file system of " + ws + " supports idmapped mounts"
 	case errors.Is(err, unix.EINVAL):
-		c.Status, c.err = Fail, err
+		c.Status = Fail
 		c.Detail = "the file system of " + ws + " does not support idmapped mounts: pinfold run there as root fails (PF141)"
 		c.Fix = "run pinfold as the owner of " + ws + " instead of root, or keep the workspace on a file system with idmapped mounts (ext4, xfs, btrfs, tmpfs)"
 	default:
-		c.Status, c.err = Warn, err
+		c.Status = Warn
 		c.Detail = "could not try: " + err.Error()
 		c.Fix = "check that " + ws + " exists and is a directory"
 	}
@@ -604,7 +541,7 @@ func toolChecks(ctx context.Context, name string) []Check {
 		return []Check{c}
 	}
 	vctx, cancel := context.WithTimeout(ctx, toolTimeout)
-	ver, err := runOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Client.Version}}"))
+	ver, err := preflight.RunOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Client.Version}}"))
 	cancel()
 	if err != nil && ver == "" {
 		c.Status = Warn
@@ -612,20 +549,20 @@ func toolChecks(ctx context.Context, name string) []Check {
 		c.Fix = "run " + name + " version to see why"
 	} else {
 		c.Status = Pass
-		c.Detail = name + " " + lastLine(ver) + " (" + path + ")"
+		c.Detail = name + " " + preflight.LastLine(ver) + " (" + path + ")"
 	}
 	r := Check{ID: name + ".reachable", Title: name + " service"}
 	if name == "podman" {
 		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
-		arch, err := runOut(probeCmdEnv(ictx, path, "info", "--format", "{{.Host.Arch}}"))
+		arch, err := preflight.RunOut(probeCmdEnv(ictx, path, "info", "--format", "{{.Host.Arch}}"))
 		cancel()
 		if err != nil {
-			r.Status, r.err = Warn, err
+			r.Status = Warn
 			r.Detail = "podman info failed: " + err.Error()
 			r.Fix = "run podman info to see why (rootless podman needs entries in /etc/subuid and /etc/subgid)"
 		} else {
 			r.Status = Pass
-			r.Detail = "podman info works (" + lastLine(arch) + ")"
+			r.Detail = "podman info works (" + preflight.LastLine(arch) + ")"
 		}
 		return []Check{c, r}
 	}
@@ -637,7 +574,7 @@ func toolChecks(ctx context.Context, name string) []Check {
 // probeCmdEnv is a probe child that keeps the caller's environment
 // (DOCKER_HOST, XDG_RUNTIME_DIR, CONTAINER_HOST... choose the daemon).
 func probeCmdEnv(ctx context.Context, path string, args ...string) *exec.Cmd {
-	cmd := probeCmd(ctx, path, args...)
+	cmd := preflight.ProbeCmd(ctx, path, args...)
 	cmd.Env = nil
 	return cmd
 }
@@ -651,16 +588,16 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 		p, ok := strings.CutPrefix(dh, "unix://")
 		if !ok {
 			vctx, cancel := context.WithTimeout(ctx, toolTimeout)
-			v, err := runOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Server.Version}}"))
+			v, err := preflight.RunOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Server.Version}}"))
 			cancel()
 			if err != nil {
-				r.Status, r.err = Warn, err
+				r.Status = Warn
 				r.Detail = "no daemon answers at " + dh + ": " + err.Error()
 				r.Fix = "start the daemon DOCKER_HOST names, or unset DOCKER_HOST"
 				return
 			}
 			r.Status = Pass
-			r.Detail = "daemon " + lastLine(v) + " answers at " + dh
+			r.Detail = "daemon " + preflight.LastLine(v) + " answers at " + dh
 			return
 		}
 		sock = p
@@ -671,15 +608,15 @@ func dockerReachable(ctx context.Context, path string, r *Check) {
 		r.Status = Pass
 		r.Detail = "daemon answers at unix://" + sock + " (" + line + ")"
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED):
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "no daemon listening at unix://" + sock
 		r.Fix = startDocker() + ", or set DOCKER_HOST to where it listens"
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "no permission to connect to unix://" + sock
 		r.Fix = "use rootless docker and set DOCKER_HOST, or run as a member of the docker group (which is as powerful as root)"
 	default:
-		r.Status, r.err = Warn, err
+		r.Status = Warn
 		r.Detail = "the daemon at unix://" + sock + " did not answer: " + err.Error()
 		r.Fix = "check that the daemon runs: systemctl status docker"
 	}

@@ -9,23 +9,15 @@
 // nothing beyond local files, local sockets and short-lived child
 // processes.
 //
-// [Preflight] is the cheap subset the CLI runs before every sandbox spawn:
-// can this user create the namespaces the native backend needs, and, when
-// limits are asked, can the cgroups enforce them. A passing result is
-// cached in a small file keyed by the boot id and the effective uid, so a
-// later call costs two small file reads; failures are never cached, so a
-// fixed host is seen at once. [SelectBackend] implements "backend: auto"
-// on top of it.
+// The cheap subset run before every sandbox spawn is the native runtime's
+// own Check (internal/preflight, which this package shares its probes
+// with): the runtimes sit below this package and never import it.
 //
 // The package does no work at initialisation: it is linked into the
 // pinfold binary that starts on every command.
 package doctor
 
-import (
-	"strings"
-
-	"github.com/pinfold/pinfold/internal/cgroup"
-)
+import "github.com/pinfold/pinfold/internal/preflight"
 
 // Status is the outcome of one check.
 type Status string
@@ -55,7 +47,6 @@ type Check struct {
 	// Fixable is set when Apply can apply Fix.
 	Fixable bool `json:"fixable"`
 
-	err  error  // the underlying error, for PreflightError.Unwrap
 	host *host  // where the check looked, for Apply
 	path string // the file the check is about (the store directory)
 }
@@ -93,70 +84,8 @@ type Options struct {
 	host *host // tests: a fake /proc/sys, probes that fail
 }
 
-// Needs says what a sandbox spawn needs from the host.
-type Needs struct {
-	// Native: the native backend will run (user, mount, pid, ipc, uts,
-	// cgroup and network namespaces).
-	Native bool
-	// Limits: cgroup limits are asked for.
-	Limits bool
-	// Limit, when not zero, names the limits asked for, so that only
-	// their controllers are checked; zero means memory, pids and cpu.
-	Limit cgroup.Limits
-}
-
-// PreflightError says why the host cannot run a sandbox: the checks that
-// failed, each with what was found and how to fix it.
-type PreflightError struct {
-	Checks []Check // at least one, Status Fail
-
-	auto bool // from SelectBackend
-}
-
-func (e *PreflightError) Error() string {
-	var b strings.Builder
-	if e.auto {
-		b.WriteString("backend auto: ")
-	}
-	b.WriteString("the native sandbox cannot run here: ")
-	for i, c := range e.Checks {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(c.Title)
-		b.WriteString(": ")
-		b.WriteString(c.Detail)
-		if c.Fix != "" {
-			b.WriteString(" (fix: ")
-			b.WriteString(c.Fix)
-			b.WriteByte(')')
-		}
-	}
-	if e.auto {
-		b.WriteString("; pinfold does not fall back to running on the host: fix this, or choose a backend (podman, docker or host) explicitly")
-	}
-	return b.String()
-}
-
-// Unwrap returns the errors behind the failed checks; a cgroup check's
-// wraps cgroup.ErrUnsupported.
-func (e *PreflightError) Unwrap() []error {
-	var errs []error
-	for _, c := range e.Checks {
-		if c.err != nil {
-			errs = append(errs, c.err)
-		}
-	}
-	return errs
-}
-
-// Limits reports whether a cgroup check failed (the spawn would fail
-// because of requested limits rather than missing namespaces).
-func (e *PreflightError) Limits() bool {
-	for _, c := range e.Checks {
-		if strings.HasPrefix(c.ID, "cgroup.") {
-			return true
-		}
-	}
-	return false
+// fromPreflight is a check the preflight package made, as doctor reports
+// it.
+func fromPreflight(c preflight.Check) Check {
+	return Check{ID: c.ID, Title: c.Title, Status: Status(c.Status), Detail: c.Detail, Fix: c.Fix, Fixable: c.Fixable}
 }

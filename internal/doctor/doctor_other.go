@@ -23,16 +23,3 @@ func Run(ctx context.Context, opt Options) *Report {
 func Apply(ctx context.Context, c Check) (string, error) {
 	return "", errors.New(c.ID + ": no fix pinfold can apply")
 }
-
-// Preflight fails: only Linux can run pinfold's sandboxes.
-func Preflight(ctx context.Context, need Needs) error {
-	if !need.Native && !need.Limits {
-		return nil
-	}
-	return &PreflightError{Checks: []Check{unsupported()}}
-}
-
-// SelectBackend fails: only Linux has the native backend.
-func SelectBackend(ctx context.Context, need Needs) (string, string, error) {
-	return "", "", &PreflightError{Checks: []Check{unsupported()}, auto: true}
-}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pinfold/pinfold/internal/preflight"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,40 +32,40 @@ func Apply(ctx context.Context, c Check) (string, error) {
 	}
 	switch c.ID {
 	case "userns", "userns.unprivileged":
-		ordinary := c.ID == "userns.unprivileged" || h.euid != 0
-		return h.applySysctls(h.usernsBlockers(ordinary, nil))
+		ordinary := c.ID == "userns.unprivileged" || h.EUID != 0
+		return h.applySysctls(h.Blockers(ordinary, nil))
 	case "store.writable":
 		return applyStore(c.path)
 	}
 	return "", errors.New(c.ID + ": no fix pinfold can apply")
 }
 
-func (h *host) applySysctls(ch []sysctlChange) (string, error) {
+func (h *host) applySysctls(ch []preflight.SysctlChange) (string, error) {
 	if len(ch) == 0 {
 		return "nothing to change: no sysctl forbids user namespaces now", nil
 	}
-	if h.euid != 0 {
-		return "", errors.New("changing sysctls needs root: " + sysctlFix(ch))
+	if h.EUID != 0 {
+		return "", errors.New("changing sysctls needs root: " + preflight.SysctlFix(ch))
 	}
 	var did []string
 	for _, c := range ch {
-		p := h.sysctlPath(c.name)
+		p := h.SysctlPath(c.Name)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
 		if err == nil {
-			_, err = f.WriteString(c.value + "\n")
+			_, err = f.WriteString(c.Value + "\n")
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 		}
 		if err != nil {
-			return strings.Join(did, "; "), errors.New("setting " + c.name + ": " + err.Error())
+			return strings.Join(did, "; "), errors.New("setting " + c.Name + ": " + err.Error())
 		}
-		did = append(did, "set "+c.name+" = "+c.value+" (wrote "+p+")")
+		did = append(did, "set "+c.Name+" = "+c.Value+" (wrote "+p+")")
 	}
 	msg := strings.Join(did, "; ") + "; this lasts until the next boot"
 	var conf []string
 	for _, c := range ch {
-		conf = append(conf, c.name+" = "+c.value)
+		conf = append(conf, c.Name+" = "+c.Value)
 	}
 	msg += "; to keep it: printf '" + strings.Join(conf, "\\n") + "\\n' > /etc/sysctl.d/60-pinfold.conf"
 	return msg, nil

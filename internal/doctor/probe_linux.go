@@ -5,122 +5,23 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/preflight"
 	"golang.org/x/sys/unix"
 )
 
-// The probes try things for real in child processes: the Go process never
-// unshares or mounts anything itself. Each child starts from "/" with a
-// small fixed environment and is killed when its time is up.
+// The probes try things for real in child processes (see
+// preflight.ProbeCmd): the Go process never unshares or mounts anything
+// itself.
 
 const (
-	probeTimeout = 5 * time.Second
-	toolTimeout  = 5 * time.Second  // podman/docker version
-	infoTimeout  = 15 * time.Second // podman info (may set up its storage)
+	toolTimeout = 5 * time.Second  // podman/docker version
+	infoTimeout = 15 * time.Second // podman info (may set up its storage)
 )
-
-// probeEnv is the environment of probe children.
-var probeEnv = [...]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
-
-// constError is an error that can be a constant: no work at package
-// initialisation.
-type constError string
-
-func (e constError) Error() string { return string(e) }
-
-// errNoTool: a probe could not run because a host tool is missing.
-const errNoTool = constError("tool not found")
-
-// sandboxNS are the namespaces the native backend creates.
-const sandboxNS = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC |
-	unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWNET
-
-// lookTool finds a host tool in the usual system directories first, so a
-// probe does not depend on the caller's PATH.
-func lookTool(name string) (string, error) {
-	for _, d := range [...]string{"/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/local/bin/"} {
-		if unix.Access(d+name, unix.X_OK) == nil {
-			return d + name, nil
-		}
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	return "", errNoTool
-}
-
-// probeCmd is a child process for a probe.
-func probeCmd(ctx context.Context, path string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = "/"
-	cmd.Env = probeEnv[:]
-	cmd.WaitDelay = time.Second
-	return cmd
-}
-
-// runOut runs cmd and returns its stdout; a failure carries the last line
-// of its stderr.
-func runOut(cmd *exec.Cmd) (string, error) {
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if err != nil {
-		if line := lastLine(errb.String()); line != "" {
-			err = errors.New(line)
-		} else if line := lastLine(out.String()); line != "" {
-			err = errors.New(line + " (" + err.Error() + ")")
-		}
-	}
-	return strings.TrimSpace(out.String()), err
-}
-
-// lastLine is the last non-empty line of s, at most 300 bytes.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[i+1:])
-	}
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
-}
-
-func selfMaps(uid, gid int) ([]syscall.SysProcIDMap, []syscall.SysProcIDMap) {
-	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
-}
-
-// realProbeUserns runs true(1) in the namespaces a sandbox gets, with
-// this process's ids mapped to 0.
-func (h *host) realProbeUserns(ctx context.Context) error {
-	tr, err := lookTool("true")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	cmd := probeCmd(ctx, tr)
-	uids, gids := selfMaps(h.euid, unix.Getegid())
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: sandboxNS, UidMappings: uids, GidMappings: gids}
-	_, err = runOut(cmd)
-	return unwrapStart(err)
-}
-
-// unwrapStart reduces "fork/exec /usr/bin/true: operation not permitted"
-// to the errno, which is what the kernel said about the namespaces.
-func unwrapStart(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) && pe.Op == "fork/exec" {
-		return pe.Err
-	}
-	return err
-}
 
 // realProbeUnpriv runs "unshare --user --map-root-user --mount true" as
 // uid and gid 65534 (nobody): the kernel's checks for ordinary users
@@ -128,19 +29,19 @@ func unwrapStart(err error) error {
 // so root cannot try this in a child of its own. It also catches AppArmor's
 // restriction, which lets the namespace be created but refuses the id map.
 func realProbeUnpriv(ctx context.Context) (bool, error) {
-	un, err := lookTool("unshare")
+	un, err := preflight.LookTool("unshare")
 	if err != nil {
 		return false, nil
 	}
-	tr, err := lookTool("true")
+	tr, err := preflight.LookTool("true")
 	if err != nil {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, preflight.ProbeTimeout)
 	defer cancel()
-	cmd := probeCmd(ctx, un, "--user", "--map-root-user", "--mount", tr)
+	cmd := preflight.ProbeCmd(ctx, un, "--user", "--map-root-user", "--mount", tr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-	_, err = runOut(cmd)
+	_, err = preflight.RunOut(cmd)
 	return true, err
 }
 
@@ -159,11 +60,11 @@ test -f "$2/upper" && ! test -e "$1/upper" || { echo "overlay: write did not rea
 // (a mount namespace owned by a new user namespace receives the host's
 // mounts as slaves).
 func (h *host) realProbeOverlay(ctx context.Context) (bool, error) {
-	sh, err := lookTool("sh")
+	sh, err := preflight.LookTool("sh")
 	if err != nil {
 		return false, nil
 	}
-	mnt, err := lookTool("mount")
+	mnt, err := preflight.LookTool("mount")
 	if err != nil {
 		return false, nil
 	}
@@ -184,13 +85,13 @@ func (h *host) realProbeOverlay(ctx context.Context) (bool, error) {
 	if err := os.WriteFile(dir+"/l/lower", []byte("lower\n"), 0o600); err != nil {
 		return true, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, preflight.ProbeTimeout)
 	defer cancel()
-	cmd := probeCmd(ctx, sh, "-c", overlayScript, mnt, dir+"/l", dir+"/u", dir+"/w", dir+"/m")
-	uids, gids := selfMaps(h.euid, unix.Getegid())
+	cmd := preflight.ProbeCmd(ctx, sh, "-c", overlayScript, mnt, dir+"/l", dir+"/u", dir+"/w", dir+"/m")
+	uids, gids := preflight.SelfMaps(h.EUID, unix.Getegid())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS, UidMappings: uids, GidMappings: gids}
-	_, err = runOut(cmd)
-	return true, unwrapStart(err)
+	_, err = preflight.RunOut(cmd)
+	return true, preflight.UnwrapStart(err)
 }
 
 // realProbeIDMap clones the mount of dir (detached: it is never attached
@@ -204,13 +105,13 @@ func realProbeIDMap(ctx context.Context, dir string) error {
 		return &os.PathError{Op: "open_tree", Path: dir, Err: err}
 	}
 	defer unix.Close(tree)
-	cat, err := lookTool("cat")
+	cat, err := preflight.LookTool("cat")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, preflight.ProbeTimeout)
 	defer cancel()
-	cmd := probeCmd(ctx, cat)
+	cmd := preflight.ProbeCmd(ctx, cat)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 1879048192, Size: 65536}},
@@ -222,7 +123,7 @@ func realProbeIDMap(ctx context.Context, dir string) error {
 	}
 	if err := cmd.Start(); err != nil {
 		in.Close()
-		return unwrapStart(err)
+		return preflight.UnwrapStart(err)
 	}
 	ns, err := unix.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	in.Close()
@@ -288,7 +189,7 @@ func pingDocker(path string, timeout time.Duration) (string, error) {
 	line, _, _ := strings.Cut(string(buf[:got]), "\n")
 	line = strings.TrimSpace(line)
 	if !strings.HasPrefix(line, "HTTP/1.") {
-		return line, errors.New("not an HTTP answer: " + strconv.Quote(lastLine(line)))
+		return line, errors.New("not an HTTP answer: " + strconv.Quote(preflight.LastLine(line)))
 	}
 	if f := strings.Fields(line); len(f) < 2 || f[1] != "200" {
 		return line, errors.New("the daemon answered " + strconv.Quote(line))

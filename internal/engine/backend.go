@@ -5,9 +5,9 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/preflight"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
 )
@@ -60,7 +60,7 @@ func (e *Engine) Probe(ctx context.Context, p *plan.Plan) []Probe {
 			var ce *sandbox.CheckError
 			if errors.As(err, &ce) {
 				pr.Problem, pr.Fix = ce.What, ce.Fix
-				var pe *doctor.PreflightError
+				var pe *preflight.Error
 				if errors.As(err, &pe) {
 					pr.Problem, pr.Fix = preflightText(pe)
 				}
@@ -97,7 +97,7 @@ func (e *Engine) selectBackend(ctx context.Context, p *plan.Plan) error {
 }
 
 // preflightText is a failed native preflight in two lines.
-func preflightText(pe *doctor.PreflightError) (problem, fix string) {
+func preflightText(pe *preflight.Error) (problem, fix string) {
 	var what, fixes []string
 	for _, c := range pe.Checks {
 		what = append(what, c.Title+": "+c.Detail)

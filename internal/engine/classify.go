@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
-	"github.com/pinfold/pinfold/internal/doctor"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/oci"
 	"github.com/pinfold/pinfold/internal/plan"
+	"github.com/pinfold/pinfold/internal/preflight"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
@@ -30,7 +30,7 @@ func Classify(err error, p *plan.Plan) error {
 	if errors.As(err, &fe) {
 		return err
 	}
-	var pe *doctor.PreflightError
+	var pe *preflight.Error
 	if errors.As(err, &pe) {
 		return preflightFault(err)
 	}
@@ -164,12 +164,12 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// preflightFault turns a failed doctor.Preflight or doctor.SelectBackend
+// preflightFault turns a failed native preflight (*preflight.Error)
 // into a coded error for the user: PF130 when only the requested limits
 // are the problem (as when the sandbox itself refuses them), PF175 when
 // the sandbox itself cannot be built here. Other errors pass through.
 func preflightFault(err error) error {
-	var pe *doctor.PreflightError
+	var pe *preflight.Error
 	if !errors.As(err, &pe) {
 		return err
 	}

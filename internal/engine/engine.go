@@ -153,23 +153,30 @@ type Options struct {
 	// Mark, when set, hears the steps of the run and turns on the
 	// sandbox's own trace (Result.Trace).
 	Mark func(step string)
-	// Handoff is called once the command runs, when CanHandoff says the
-	// run has nothing left to do but wait for it: the CLI replaces itself
-	// with a small waiter there. If it returns, Wait continues as usual.
-	// Setting it locks the calling goroutine to its thread before the
-	// sandbox is made.
-	Handoff func(proc sandbox.Process, h HandoffInfo)
+	// Handoff, when set, asks that the calling process become the
+	// runtime's small waiter once the command runs. Setting it locks the
+	// calling goroutine to its thread before the sandbox is made.
+	Handoff *Handoff
 }
 
-// HandoffInfo is what a run that hands off leaves to the waiter.
-type HandoffInfo struct {
-	// Changeset is the store and the id of the run's changeset, whose
-	// lock is kept across an exec: the waiter finishes it
-	// (FinishHandedOff), or Wait does if Handoff returns.
-	Changeset []string
-	// ViolationLog is the run's violation log, which the network helper
-	// writes once the run handed off ("" for none).
-	ViolationLog string
+// Handoff asks for the fast path of a run that has nothing left to do
+// once its command runs but wait for it (CanHandoff): the runtime's
+// process replaces the caller with a small waiter (sandbox.Handoffer),
+// which finishes the run's changeset with "pinfold __finish". When the
+// plan or the runtime does not allow it, or the hand-off fails, the run
+// goes on in this process as usual.
+type Handoff struct {
+	// TimeoutMsg, TmpFullMsg and Report are the waiter's (see
+	// sandbox.HandoffOptions).
+	TimeoutMsg, TmpFullMsg string
+	Report                 *os.File
+	// Record, when set, asks for the launch to be recorded for replay,
+	// if the plan allows it: the caller gives its key and what the plan
+	// was read from, the engine the rest.
+	Record *sandbox.LaunchRecord
+	// Ready, when set, is called last before the hand-off, with the id of
+	// the run's changeset ("" for none): false keeps the run here.
+	Ready func(proc sandbox.Process, changeset string) bool
 }
 
 // Outcome is how a run ended.
@@ -217,12 +224,28 @@ type Run struct {
 // have the network helper report what it blocked: no limits, terminal or
 // output to watch, no captures, disk, --apply or reused changeset. Such a
 // run can hand its process to a small waiter (Options.Handoff).
+// It is the one decision of the fast path's eligibility; recordable adds
+// what a replay needs.
 func CanHandoff(p *plan.Plan) bool {
 	sp := &p.Sandbox
 	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY &&
 		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply && p.Disk == 0 &&
 		sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
 		sp.Base.Kind == sandbox.BaseHost
+}
+
+// recordable reports whether a run of p that hands off can also be
+// recorded for replay (see Handoff.Record): on top of CanHandoff, the plan
+// has no step on the host (hooks, caches, secrets, capabilities, a
+// lockfile's audit), a network the replay can reach (none, or the shared
+// helper's) and no published ports. The runtime checks what the sandbox
+// depends on.
+func recordable(p *plan.Plan) bool {
+	sp := &p.Sandbox
+	return CanHandoff(p) &&
+		(sp.Network == sandbox.NetworkNone || sp.Network == sandbox.NetworkAllow || sp.Network == sandbox.NetworkOutbound) &&
+		len(sp.Net.Publish) == 0 && len(p.Hooks) == 0 && len(p.Caches) == 0 && len(p.Secrets) == 0 &&
+		len(p.Capabilities) == 0 && p.Audit.Lockfile == "none configured"
 }
 
 // UsesStack reports whether the plan's network goes through pinfold's
@@ -470,19 +493,47 @@ func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, 
 	}
 	mark("pinfold: command started")
 	if handoff {
-		h := HandoffInfo{ViolationLog: r.vlog.Path()}
-		if r.cs != nil {
-			if r.cs.KeepLockOnExec(true) != nil {
-				return nil // the run finishes in this process
-			}
-			h.Changeset = []string{r.e.Store, r.cs.Meta.ID}
-		}
-		o.Handoff(proc, h)
-		if r.cs != nil {
-			r.cs.KeepLockOnExec(false)
-		}
+		r.handoff(proc)
 	}
 	return nil
+}
+
+// handoff makes the calling process the runtime's waiter for proc, when
+// the runtime can. It returns only when that did not happen.
+func (r *Run) handoff(proc sandbox.Process) {
+	hp, ok := proc.(sandbox.Handoffer)
+	if !ok {
+		return
+	}
+	h := r.o.Handoff
+	ho := sandbox.HandoffOptions{TimeoutMsg: h.TimeoutMsg, TmpFullMsg: h.TmpFullMsg, Report: h.Report, ViolationLog: r.vlog.Path()}
+	id := ""
+	if r.cs != nil {
+		// The waiter finishes the changeset (FinishHandedOff), holding
+		// its lock across the exec; Wait does if the hand-off fails.
+		exe, err := os.Executable()
+		if err != nil || r.cs.KeepLockOnExec(true) != nil {
+			return
+		}
+		defer r.cs.KeepLockOnExec(false)
+		id = r.cs.Meta.ID
+		ho.Finish = []string{exe, r.e.Store, id}
+	}
+	if h.Record != nil && r.e.Store != "" && recordable(r.p) {
+		rec := *h.Record
+		rec.Store, rec.Empty = r.e.Store, PendingDirs(r.e.Store)
+		rec.AnyCommand, rec.Stdin = !r.p.Dispatched, r.p.Interactive
+		ho.Record = &rec
+		if r.cs != nil {
+			if rec.MetaTail, _ = changeset.ReplayTail(&r.cs.Meta); rec.MetaTail == "" {
+				ho.Record = nil
+			}
+		}
+	}
+	if h.Ready != nil && !h.Ready(proc, id) {
+		return
+	}
+	hp.Handoff(ho)
 }
 
 // ChangesetID is the id of the run's changeset, "" without one.

@@ -20,7 +20,6 @@ import (
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // PackOptions say where a packed image goes and how it runs.
@@ -184,10 +183,7 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 // its owner 0 was shifted to.
 func (e *Engine) packRoot(ctx context.Context, p *plan.Plan) (string, uint32, error) {
 	b := p.Sandbox.Base
-	var shift uint32
-	if os.Geteuid() == 0 {
-		shift = native.HostIDBase
-	}
+	shift := store.Shift()
 	switch b.Kind {
 	case sandbox.BaseHost, "":
 		return "", 0, fault.New(fault.PackBase, "the host base cannot be packed",

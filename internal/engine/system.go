@@ -268,10 +268,7 @@ func (e *Engine) installPackages(ctx context.Context, op string, base store.Base
 // BuildBase builds a curated base (debian-12) into the store, reporting
 // its progress.
 func (e *Engine) BuildBase(ctx context.Context, st *store.Store, name, mirror string) (store.Base, error) {
-	var shift uint32
-	if os.Geteuid() == 0 {
-		shift = native.HostIDBase
-	}
+	shift := store.Shift()
 	op := "base " + name
 	st2 := &stepper{r: e.Report, op: op}
 	e.notice("building %s with debootstrap (once; it is kept in the store)", name)

@@ -42,7 +42,7 @@ func (e *Engine) verifyArchive(p *plan.Plan, path string) (string, error) {
 	a, err := pack.ReadArchive(path)
 	if err == nil {
 		var key string
-		if key, err = a.Verify(keys); err == nil {
+		if key, err = trust.VerifyArchive(a, keys); err == nil {
 			e.notice("verified the signature of %s (%s) with %s", path, a.Digest, key)
 			if a.Docker != nil {
 				return p.Sandbox.Base.Ref, nil

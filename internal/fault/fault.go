@@ -40,7 +40,7 @@ const (
 	Limits           Code = "PF130" // this host cannot enforce a requested limit
 	Setup            Code = "PF140" // the kernel refused a step of building the sandbox
 	IDMap            Code = "PF141" // idmapped mounts unsupported where needed
-	Unsupported      Code = "PF142" // no native sandbox on this architecture
+	Unsupported      Code = "PF142" // no native sandbox on this architecture, or not Linux
 	RuntimeLacks     Code = "PF143" // the backend cannot enforce what the plan asks
 	NotFound         Code = "PF150" // the command is not in the sandbox
 	CannotExec       Code = "PF151" // the command cannot be executed

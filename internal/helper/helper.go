@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 )
 
 // ErrNotFound is wrapped by Find's error when there is no such binary.
@@ -18,7 +19,7 @@ var ErrNotFound = errors.New("not found")
 
 // Find returns the path of the binary name: the value of the environment
 // variable env when it is set (env "" has none), else the regular file
-// name beside the running binary (the binary a symbolic link points to,
+// name (name.exe on Windows) beside the running binary (the binary a symbolic link points to,
 // then the link), else name on PATH.
 func Find(name, env string) (string, error) {
 	if env != "" {
@@ -26,13 +27,17 @@ func Find(name, env string) (string, error) {
 			return p, nil
 		}
 	}
+	file := name
+	if runtime.GOOS == "windows" {
+		file += ".exe"
+	}
 	if exe, err := os.Executable(); err == nil {
 		dirs := []string{filepath.Dir(exe)}
 		if real, err := filepath.EvalSymlinks(exe); err == nil && filepath.Dir(real) != dirs[0] {
 			dirs = []string{filepath.Dir(real), dirs[0]}
 		}
 		for _, d := range dirs {
-			p := filepath.Join(d, name)
+			p := filepath.Join(d, file)
 			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 				return p, nil
 			}

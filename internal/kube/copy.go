@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/untrusted"
 )
 
 // Dir is a host directory sent into the pod under Name.
@@ -217,11 +219,11 @@ func ToUpper(r io.Reader, lower, upper string) (int, error) {
 				if te, ok := seen[target]; !ok || te.dir {
 					return n, fmt.Errorf("the pod's tar links %q to %q, which it did not hold before", h.Name, h.Linkname)
 				}
-				p := filepath.Join(upper, filepath.FromSlash(target))
-				if _, err := os.Lstat(p); err != nil {
-					p = filepath.Join(lower, filepath.FromSlash(target))
+				root := upper
+				if _, err := os.Lstat(filepath.Join(upper, filepath.FromSlash(target))); err != nil {
+					root = lower
 				}
-				f, fi, err := openRegular(p)
+				f, fi, err := openRegularIn(root, filepath.FromSlash(target))
 				if err != nil {
 					return n, err
 				}
@@ -359,16 +361,18 @@ func whiteout(p string) error {
 	return nil
 }
 
-// openRegular opens a regular file without following a symbolic link.
-func openRegular(p string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+// openRegularIn opens the regular file rel below root without following a
+// symbolic link on the way or at the end (the workspace's original may
+// hold links; the pod's tar only claimed their parents were directories).
+func openRegularIn(root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := untrusted.OpenFileBeneath(root, rel)
 	if err != nil {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s is not a regular file", p)
+		return nil, nil, err
 	}
 	return f, fi, nil
 }
@@ -405,7 +409,7 @@ func writeIfChanged(src io.Reader, size int64, lfi fs.FileInfo, lp, upper, name,
 		return false, err
 	}
 	defer os.Remove(tmp.Name())
-	lf, _, err := openRegular(lp)
+	lf, _, err := openRegularIn(lower, filepath.FromSlash(name))
 	var same bool
 	if err == nil {
 		same, err = copyCompare(tmp, src, lf, size)

@@ -1,7 +1,7 @@
-// Package kube holds what pinfold and its Kubernetes helper (cmd/pinfold-kube)
-// share without linking client-go: the messages they exchange and the copying
-// of host directories into a pod and of a pod's writes back into a
-// changeset's upper directory. The runtime is sandbox/kubernetes.
+// Package kube holds what pinfold and its Kubernetes helper (pinfold-kube,
+// internal/kubehelper) share without linking client-go: the messages they
+// exchange and the copying of host directories into a pod and of a pod's
+// writes back into a changeset's upper directory. The runtime is sandbox/kubernetes.
 //
 // pinfold starts the helper once per command with the command's standard
 // streams as the helper's, and a unix socket as fd 3 on which JSON lines go
@@ -10,6 +10,11 @@
 // pinfold goes away the socket reads end of file and the helper removes
 // what it made on the cluster.
 package kube
+
+import (
+	"bufio"
+	"errors"
+)
 
 // HelperName is the helper's file name, looked up next to the pinfold
 // binary, then on PATH (or PINFOLD_KUBE_HELPER).
@@ -188,4 +193,28 @@ type Exit struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 	// Changes counts the workspace entries written to Upper.
 	Changes int `json:"changes,omitempty"`
+}
+
+// MaxLine bounds one message of the protocol. The largest, a Request,
+// carries a command's arguments and environment, which the kernel bounds
+// far lower (ARG_MAX); so a longer line is a confused peer, whose line is
+// refused rather than held in memory.
+const MaxLine = 16 << 20
+
+// ErrLineTooLong is ReadLine's answer to a line over MaxLine.
+var ErrLineTooLong = errors.New("kubernetes helper protocol: a message over 16 MiB")
+
+// ReadLine reads the next message's line from r, with its newline.
+func ReadLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine {
+			return nil, ErrLineTooLong
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
 }

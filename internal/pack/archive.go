@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
-
-	"github.com/pinfold/pinfold/internal/trust"
 )
 
 // Archive is what pinfold reads of an image archive it packed (an app
@@ -195,30 +192,6 @@ func blobName(d string) (string, error) {
 		return "", fmt.Errorf("%w: digest %q is not hex", ErrNotArchive, d)
 	}
 	return "blobs/sha256/" + d[7:], nil
-}
-
-// Verify checks the archive's embedded signature against keys and
-// returns the path of the key that made it. A docker manifest.json, if
-// any, must name the signed manifest's config and layers, so that a
-// reader that takes that path runs the signed image too.
-func (a *Archive) Verify(keys []trust.Key) (string, error) {
-	if a.Signature == nil {
-		return "", fmt.Errorf("%w: %s is %w", trust.ErrUnverified, a.Path, trust.ErrUnsigned)
-	}
-	key, err := trust.VerifyPayload(a.Signature.Payload, a.Signature.Signature, a.Digest, keys)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", a.Path, err)
-	}
-	if a.Docker != nil {
-		want := DockerManifest{Config: "blobs/sha256/" + a.Manifest.Config.Digest[min(7, len(a.Manifest.Config.Digest)):]}
-		for _, l := range a.Manifest.Layers {
-			want.Layers = append(want.Layers, "blobs/sha256/"+l.Digest[min(7, len(l.Digest)):])
-		}
-		if len(a.Docker) != 1 || a.Docker[0].Config != want.Config || !slices.Equal(a.Docker[0].Layers, want.Layers) {
-			return "", fmt.Errorf("%w: %s: manifest.json names another image than the signed manifest", trust.ErrUnverified, a.Path)
-		}
-	}
-	return key, nil
 }
 
 // IsApp reports whether path names an app file by its name: pinfold run

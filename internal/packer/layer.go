@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/pack"
+	"github.com/pinfold/pinfold/internal/untrusted"
 )
 
 // Level is the gzip level of every layer: fixed, since it is part of the
@@ -295,7 +296,10 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 			}
 		}
 		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-			f, err := os.Open(src)
+			// A workspace a sandbox (an rw session) may still write: no
+			// link on the way or at the end is followed, no FIFO opened.
+			root, below := srcRoot(l, rel)
+			f, err := untrusted.OpenFileBeneath(root, below)
 			if err != nil {
 				return err
 			}
@@ -378,6 +382,21 @@ func underLeaf(rel string, leaves map[string]bool) bool {
 }
 
 // srcPath is where the image path rel of l is on the host.
+// srcRoot is srcPath as a directory and a path below it.
+func srcRoot(l pack.Layer, rel string) (string, string) {
+	if l.Overlay && rel != "" {
+		top, rest, _ := strings.Cut(rel, "/")
+		if rest == "" {
+			return filepath.Join(l.Dir, top), "upper"
+		}
+		return filepath.Join(l.Dir, top, "upper"), rest
+	}
+	if rel == "" {
+		return filepath.Dir(l.Dir), filepath.Base(l.Dir)
+	}
+	return l.Dir, rel
+}
+
 func srcPath(l pack.Layer, rel string) string {
 	if l.Overlay && rel != "" {
 		top, rest, _ := strings.Cut(rel, "/")

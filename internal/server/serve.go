@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/serveconf"
 )
 
 // SocketName is the API's unix socket in the store.
@@ -108,11 +110,11 @@ type Bounds struct {
 
 // Defaults of Bounds.
 const (
-	DefaultMaxConns      = 256
-	DefaultHeaderTimeout = 10 * time.Second
-	DefaultBodyTimeout   = 30 * time.Second
-	DefaultWriteTimeout  = 30 * time.Second
-	DefaultIdleTimeout   = 60 * time.Second
+	DefaultMaxConns      = serveconf.DefaultMaxConns
+	DefaultHeaderTimeout = serveconf.DefaultHeaderTimeout
+	DefaultBodyTimeout   = serveconf.DefaultBodyTimeout
+	DefaultWriteTimeout  = serveconf.DefaultWriteTimeout
+	DefaultIdleTimeout   = serveconf.DefaultIdleTimeout
 	// minUploadRate is the slowest upload waited for, in bytes a second.
 	minUploadRate = 256 << 10
 )

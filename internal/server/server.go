@@ -35,6 +35,7 @@ import (
 	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/serveconf"
 	"github.com/pinfold/pinfold/internal/session"
 )
 
@@ -68,8 +69,8 @@ func TenantsDir(store string) string { return filepath.Clean(store) + "-tenants"
 
 // Defaults for Config's bounds.
 const (
-	DefaultMaxBody   = 1 << 20
-	DefaultMaxUpload = 64 << 20
+	DefaultMaxBody   = serveconf.DefaultMaxBody
+	DefaultMaxUpload = serveconf.DefaultMaxUpload
 	maxExecOutput    = 8 << 20
 )
 
@@ -610,6 +611,17 @@ func (s *Server) execOnce(w http.ResponseWriter, r *http.Request, t string) {
 	writeJSON(w, 200, res)
 }
 
+// fileArgs is the running session and the path a file request names,
+// with one answer when either is missing (not two bodies in one).
+func (s *Server) fileArgs(w http.ResponseWriter, r *http.Request, t string) (*session.Record, string, bool) {
+	rec := s.running(w, r, t)
+	if rec == nil {
+		return nil, "", false
+	}
+	p, ok := s.pathArg(w, r)
+	return rec, p, ok
+}
+
 func (s *Server) pathArg(w http.ResponseWriter, r *http.Request) (string, bool) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
@@ -638,9 +650,8 @@ func fileError(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request, t string) {
-	rec := s.running(w, r, t)
-	p, ok := s.pathArg(w, r)
-	if rec == nil || !ok {
+	rec, p, ok := s.fileArgs(w, r, t)
+	if !ok {
 		return
 	}
 	started := false
@@ -655,9 +666,8 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, t string) {
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
-	rec := s.running(w, r, t)
-	p, ok := s.pathArg(w, r)
-	if rec == nil || !ok {
+	rec, p, ok := s.fileArgs(w, r, t)
+	if !ok {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxUpload {
@@ -681,9 +691,8 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t string) {
 }
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t string) {
-	rec := s.running(w, r, t)
-	p, ok := s.pathArg(w, r)
-	if rec == nil || !ok {
+	rec, p, ok := s.fileArgs(w, r, t)
+	if !ok {
 		return
 	}
 	if err := agent.Remove(r.Context(), s.st.Sock(rec.ID), p, r.URL.Query().Get("recursive") == "true"); err != nil {
@@ -694,9 +703,8 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t string) {
 }
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t string) {
-	rec := s.running(w, r, t)
-	p, ok := s.pathArg(w, r)
-	if rec == nil || !ok {
+	rec, p, ok := s.fileArgs(w, r, t)
+	if !ok {
 		return
 	}
 	fi, err := agent.Stat(r.Context(), s.st.Sock(rec.ID), p)
@@ -708,9 +716,8 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t string) {
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, t string) {
-	rec := s.running(w, r, t)
-	p, ok := s.pathArg(w, r)
-	if rec == nil || !ok {
+	rec, p, ok := s.fileArgs(w, r, t)
+	if !ok {
 		return
 	}
 	list, err := agent.List(r.Context(), s.st.Sock(rec.ID), p)

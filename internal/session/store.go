@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/internal/untrusted"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -72,11 +73,16 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		}
 		r.State, r.Ended = StateStopped, time.Now().UTC()
 		r.Reason = "exited " + strconv.Itoa(status)
-		if status == 124 { // the waiter's status for Cmd.Timeout
+		switch status {
+		case 124: // the waiter's status for Cmd.Timeout
 			r.Reason = "timeout"
+		case agent.ExitStopped:
+			r.Reason = "stopped"
+		case agent.ExitIdle:
+			r.Reason = "idle"
 		}
-		if b, err := os.ReadFile(filepath.Join(s.Path(r.ID), "run", agent.ExitMarker)); err == nil {
-			r.Reason = string(b)
+		if reason, ok := s.exitReason(r.ID); ok {
+			r.Reason = reason
 		}
 		if empty {
 			r.Changeset = ""
@@ -89,6 +95,31 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
 		s.Save(r)
 	}
+}
+
+// maxExitMarker bounds the exit marker: the agent writes a word.
+const maxExitMarker = 64
+
+// exitReason reads the exit marker the agent left in the session's run
+// directory. The sandbox can write that directory: a link there is not
+// followed, a FIFO not waited on, a large file not read, and only the
+// reasons the agent writes are taken; anything else is logged and left,
+// so that nothing a sandbox wrote becomes the session's reason.
+func (s *Store) exitReason(id string) (string, bool) {
+	path := filepath.Join(s.Path(id), "run", agent.ExitMarker)
+	b, err := untrusted.ReadSmall(path, maxExitMarker)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false
+	}
+	if err == nil {
+		switch reason := string(b); reason {
+		case "stopped", "idle":
+			return reason, true
+		}
+		err = fmt.Errorf("%s holds %d bytes that are no exit reason", path, len(b))
+	}
+	fmt.Fprintf(os.Stderr, "pinfold: session %s: ignoring its exit marker: %v\n", id, err)
+	return "", false
 }
 
 // Live reports whether the session's sandbox may still be up.
@@ -212,10 +243,10 @@ func (s *Store) check(r *Record) *Record {
 			freeze(r.Freezer, r.FreezerV2, false)
 		}
 		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
-		if b, err := os.ReadFile(filepath.Join(s.Path(r.ID), "run", agent.ExitMarker)); err == nil {
+		if reason, ok := s.exitReason(r.ID); ok {
 			// The agent ended as asked and the supervisor (the waiter it
 			// handed off to) left no record: the session stopped.
-			r.State, r.Reason = StateStopped, string(b)
+			r.State, r.Reason = StateStopped, reason
 			if _, err := os.Stat(filepath.Join(filepath.Dir(s.Dir), "changesets", r.Changeset)); r.Changeset != "" && err != nil {
 				r.Changeset = "" // the waiter removed it: nothing was written
 			}

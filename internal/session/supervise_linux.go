@@ -21,7 +21,6 @@ import (
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // SuperviseCommand is the hidden subcommand of the supervisor.
@@ -266,36 +265,34 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 		report(map[string]any{"ok": true})
 	}
 	opts := engine.Options{Stdout: os.Stdout, Stderr: os.Stderr}
-	if engine.CanHandoff(p) {
-		// Once the agent runs, this process has nothing to do but wait:
-		// it becomes the native runtime's small waiter, which execs
-		// pinfold __finish to record the changeset when the agent ends
-		// (Store.Finished records the session then). A session then costs
-		// the host its sandbox and a few kilobytes, not a Go process.
-		opts.Handoff = func(proc sandbox.Process, h engine.HandoffInfo) {
-			np, ok := proc.(*native.Process)
-			if !ok || !waitUp() {
-				return // Start returns and the session goes on as below
+	handingOff := false
+	// Once the agent runs, this process has nothing to do but wait: when
+	// the engine finds the plan can (engine.CanHandoff), it becomes the
+	// native runtime's small waiter, which execs pinfold __finish to record
+	// the changeset when the agent ends (Store.Finished records the
+	// session then). A session then costs the host its sandbox and a few
+	// kilobytes, not a Go process.
+	opts.Handoff = &engine.Handoff{
+		TimeoutMsg: "pinfold: session " + id + ": killed: timeout",
+		TmpFullMsg: "pinfold: session " + id + ": /tmp is full",
+		// The network helper reports what it blocked in the session's log.
+		Report: os.Stderr,
+		Ready: func(proc sandbox.Process, changeset string) bool {
+			if !waitUp() {
+				return false // Start returns and the session goes on as below
 			}
-			var finish []string
-			if h.Changeset != nil {
-				exe, err := os.Executable()
-				if err != nil {
-					return
-				}
-				r.Changeset = h.Changeset[1]
-				finish = append([]string{exe}, h.Changeset...)
-			}
+			r.Changeset = changeset
 			running(proc)
 			signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
-			// The network helper reports what it blocked in the session's log.
-			np.Handoff(native.HandoffOptions{TimeoutMsg: "pinfold: session " + id + ": killed: timeout",
-				TmpFullMsg: "pinfold: session " + id + ": /tmp is full", Finish: finish,
-				Report: os.Stderr, ViolationLog: h.ViolationLog})
-			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-		}
+			handingOff = true
+			return true
+		},
 	}
 	run, err := eng.Start(ctx, p, opts)
+	if handingOff {
+		// Still here: the hand-off failed.
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	}
 	if err != nil {
 		return failed(err)
 	}

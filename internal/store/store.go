@@ -54,6 +54,23 @@ import (
 	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
+// RootIDBase is the host id that root inside a sandbox maps to when
+// pinfold runs as root (inside ids 0..tarentry.ShiftedIDs-1 are host
+// RootIDBase+id), in the range systemd leaves to container managers
+// (0x70000000), so a sandbox never holds host root. Bases unpacked as root
+// have their owners shifted by it; the container runtimes share those
+// roots.
+const RootIDBase = 1879048192
+
+// Shift is how the store shifts the owners of the bases it unpacks for
+// this process (ImportOptions.UIDShift): RootIDBase as root, else 0.
+func Shift() uint32 {
+	if os.Geteuid() == 0 {
+		return RootIDBase
+	}
+	return 0
+}
+
 // Store is an opened store directory. Its methods may be called from several
 // goroutines at once, and several processes may share one store.
 type Store struct {

@@ -11,11 +11,15 @@ import (
 
 // Leftovers lists this engine's containers (and docker's volumes, as
 // "volume NAME") that pinfold made and whose pinfold process is gone
-// (killed before it could remove them).
+// (killed before it could remove them), and the idmapped mounts such
+// processes left (as "mounts DIR", whichever engine they were for).
 func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
 	left, err := r.containers(ctx)
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range deadMounts() {
+		left = append(left, "mounts "+d)
 	}
 	if r.engine == DockerName && r.Check(ctx, nil) == nil {
 		for _, v := range r.volumes(ctx) {
@@ -71,8 +75,12 @@ func (r *Runtime) volumes(ctx context.Context) []string {
 var _ sandbox.Cleaner = (*Runtime)(nil)
 
 // Clean removes the containers Leftovers lists, and their volumes, and
-// returns what it removed ("podman container NAME").
+// returns what it removed ("podman container NAME"); it detaches the
+// idmapped mounts of killed runs first (see CleanMounts).
 func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
+	if _, err := CleanMounts(); err != nil {
+		return nil, err
+	}
 	left, err := r.containers(ctx)
 	if err != nil {
 		return nil, err

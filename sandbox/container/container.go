@@ -70,24 +70,31 @@ func Docker() *Runtime { return &Runtime{engine: DockerName} }
 // Name returns "podman" or "docker".
 func (r *Runtime) Name() string { return r.engine }
 
-// Features says what a container gets.
+// Features says what a container gets. docker has no user namespace of
+// a container's own: root inside would be host root, and capabilities
+// added for a user other than root are never effective, so docker
+// refuses --user root and --cap-add (see sandboxIDs).
 func (r *Runtime) Features() sandbox.Features {
+	userns := r.engine == PodmanName
 	return sandbox.Features{
-		Isolated:     true,
-		Bases:        []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
-		Captures:     true,
-		Access:       []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks:     []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
-		Publish:      true,
-		Memory:       true,
-		Pids:         true,
-		CPUs:         true,
-		Capabilities: true,
-		Root:         true,
-		Mounts:       true,
-		Hostname:     true,
-		TTY:          true,
-		Timeout:      true,
+		Isolated:       true,
+		Bases:          []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
+		Captures:       true,
+		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
+		Networks:       []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
+		ImageFiles:     true,
+		Publish:        true,
+		HostLoopback:   true,
+		Memory:         true,
+		Pids:           true,
+		CPUs:           true,
+		Capabilities:   userns,
+		Root:           userns,
+		Mounts:         true,
+		WritableMounts: true,
+		Hostname:       true,
+		TTY:            true,
+		Timeout:        true,
 	}
 }
 
@@ -205,12 +212,21 @@ type Sandbox struct {
 	stty  bool     // the base has /bin/sh and stty
 	net   *netpolicy.Config
 	cgsys *cgroup.System // for limits, detected once
+	idm   *idMounts      // the caller's directories idmapped, as root
+	// userns are podman's flags of a user namespace of the container's
+	// own (as root).
+	userns []string
 	// release lets the store's garbage collector have the base again.
 	release func()
 }
 
-// Close releases the base; containers go with their commands.
+// Close releases the base and detaches the idmapped mounts (running
+// containers keep theirs); containers go with their commands.
 func (s *Sandbox) Close() error {
+	if s.idm != nil {
+		s.idm.release()
+		s.idm = nil
+	}
 	if s.release != nil {
 		s.release()
 		s.release = nil

@@ -51,6 +51,9 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 	args := []string{"run", "-d", "--rm", "--name", n.holder, "--label", Label + "=" + Owner(), "--network", "none",
 		"--hostname", s.spec.Hostname, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"}
 	args = append(args, s.rt.extra...)
+	if os.Geteuid() == 0 {
+		args = append(args, rootIDArgs(s.rt.engine)...) // not host root either
+	}
 	for _, b := range binds {
 		args = append(args, "-v", b+":"+b+":ro")
 	}

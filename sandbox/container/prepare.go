@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // prepare finds or imports the base's image and turns the spec into run
@@ -70,7 +72,11 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--cap-add", c)
 	}
 	add("--tmpfs", fmt.Sprintf("/tmp:rw,exec,size=%d,mode=1777", sp.Limits.TmpSize))
-	cfg, err := sp.NetConfig()
+	// The engines show the host's sysfs (read-only); a native sandbox's
+	// /sys is empty. The engines still put the container's own cgroups
+	// at /sys/fs/cgroup.
+	add("--tmpfs", "/sys:ro,nosuid,nodev,noexec,size=4k,mode=0555")
+	cfg, err := netconf.Config(sp)
 	if err != nil {
 		return err
 	}
@@ -82,31 +88,64 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		add("--network", "none", "--hostname", sp.Hostname)
 	}
 	// Otherwise Run joins the command to a network holder of its own.
-	user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
-	if sp.Workspace != "" {
-		// Files written in the workspace belong to its owner, as natively.
-		if fi, err := os.Stat(sp.Workspace); err == nil {
-			st := fi.Sys().(*syscall.Stat_t)
-			user = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+	ids, err := s.users(&a)
+	if err != nil {
+		return err
+	}
+	bind := func(field, p string) (string, error) { return p, nil }
+	if ids != nil {
+		bind = func(field, p string) (string, error) {
+			q, err := ids.bind(p)
+			if err != nil {
+				return "", &sandbox.SpecError{Field: field, Err: err}
+			}
+			return q, nil
+		}
+		// overlayfs writes a changeset's upper directories as the
+		// container's root, which must own them (as natively).
+		for _, c := range captures(sp) {
+			for _, d := range []string{filepath.Dir(c.Upper), c.Upper, c.Work} {
+				if err := os.Lchown(d, store.RootIDBase, store.RootIDBase); err != nil {
+					return &sandbox.SpecError{Field: "capture", Err: err}
+				}
+			}
 		}
 	}
-	if sp.Root {
-		user = "0:0"
-	}
-	add("--user", user)
-	switch sp.Access {
-	case sandbox.AccessReadWrite:
-		add("-v", sp.Workspace+":"+sp.Workspace)
-	case sandbox.AccessReadOnly:
-		add("-v", sp.Workspace+":"+sp.Workspace+":ro")
-	case sandbox.AccessChangeset:
-		a = append(a, s.overlay(sp.Workspace, sp.Changeset)...)
+	if sp.Access != sandbox.AccessNone && sp.Workspace != "" {
+		src, err := bind("workspace", sp.Workspace)
+		if err != nil {
+			return err
+		}
+		switch sp.Access {
+		case sandbox.AccessReadWrite:
+			add("-v", src+":"+sp.Workspace)
+		case sandbox.AccessReadOnly:
+			add("-v", src+":"+sp.Workspace+":ro")
+		case sandbox.AccessChangeset:
+			o, err := s.overlay(src, sp.Workspace, sp.Changeset)
+			if err != nil {
+				return err
+			}
+			a = append(a, o...)
+		}
 	}
 	for i := range sp.Captures {
-		a = append(a, s.overlay(sp.Captures[i].Path, &sp.Captures[i])...)
+		src, err := bind("capture", sp.Captures[i].Path)
+		if err != nil {
+			return err
+		}
+		o, err := s.overlay(src, sp.Captures[i].Path, &sp.Captures[i])
+		if err != nil {
+			return err
+		}
+		a = append(a, o...)
 	}
 	for _, m := range sp.Mounts {
-		v := m.Source + ":" + m.Target
+		src, err := bind("mount", m.Source)
+		if err != nil {
+			return err
+		}
+		v := src + ":" + m.Target
 		if m.ReadOnly {
 			v += ":ro"
 		}
@@ -277,22 +316,27 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// overlay shows dir with its writes going to c's upper directory (the
-// changeset's, in pinfold's store).
-func (s *Sandbox) overlay(dir string, c *sandbox.Capture) []string {
+// overlay shows dir (from src, dir itself or its idmapped view) with its
+// writes going to c's upper directory (the changeset's, in pinfold's
+// store).
+func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error) {
+	if s.rt.engine == PodmanName && s.idm != nil {
+		merged, err := s.idm.overlay(src, c.Upper, c.Work)
+		if err != nil {
+			return nil, &sandbox.SpecError{Field: "capture", Err: err}
+		}
+		return []string{"-v", merged + ":" + dir}, nil
+	}
 	if s.rt.engine == PodmanName {
-		return []string{"-v", dir + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}
+		return []string{"-v", src + ":" + dir + ":O,upperdir=" + c.Upper + ",workdir=" + c.Work}, nil
 	}
 	// An anonymous volume of the local driver mounting the overlay; it
-	// goes with the container.
-	return []string{"--mount", `type=volume,dst=` + dir + `,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
-		dir + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}
+	// goes with the container. nocopy: docker would otherwise fill an
+	// empty volume from the image and give its root the image's owner
+	// (root), over the upper directory's.
+	return []string{"--mount", `type=volume,dst=` + dir + `,volume-nocopy=true,volume-label=` + Label + `=` + Owner() + `,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,"volume-opt=o=lowerdir=` +
+		src + `,upperdir=` + c.Upper + `,workdir=` + c.Work + `"`}, nil
 }
-
-// sandboxIDBase is where a native sandbox run as root maps its ids on the
-// host, and so the owners of what the store unpacks for it: the
-// container runtimes share those roots.
-const sandboxIDBase = 1879048192
 
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root.
@@ -301,10 +345,8 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	var opt store.ImportOptions
-	if os.Geteuid() == 0 {
-		opt.UIDShift = sandboxIDBase
-	}
+	// The roots a native sandbox's store unpacks (store.Shift), shared.
+	opt := store.ImportOptions{UIDShift: store.Shift()}
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:
@@ -319,4 +361,68 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	}
 	s.release = store.UseBase(b.Root)
 	return b.Root, nil
+}
+
+// users adds the ids the container runs as and, when pinfold runs as
+// root, returns the idmapped mounts that show it the caller's
+// directories (see sandboxIDs).
+func (s *Sandbox) users(a *[]string) (*idMounts, error) {
+	sp := &s.spec
+	owner := [2]uint32{uint32(os.Getuid()), uint32(os.Getgid())}
+	if sp.Workspace != "" {
+		// Files written in the workspace belong to its owner, as natively.
+		if fi, err := os.Stat(sp.Workspace); err == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			owner = [2]uint32{st.Uid, st.Gid}
+		}
+	}
+	if os.Geteuid() != 0 {
+		if s.rt.engine == DockerName {
+			// The daemon runs containers as the host ids they name: only
+			// the caller's own are the caller's to give (Features refuses
+			// root inside).
+			owner = [2]uint32{uint32(os.Getuid()), uint32(os.Getgid())}
+		}
+		user := fmt.Sprintf("%d:%d", owner[0], owner[1])
+		if sp.Root {
+			user = "0:0"
+		}
+		*a = append(*a, "--user", user)
+		return nil, nil
+	}
+	if s.rt.engine == PodmanName {
+		// The user namespace is added by Run, which may join the network
+		// holder's instead.
+		s.userns = rootIDArgs(s.rt.engine)
+		*a = append(*a, "--user", "0:0")
+	} else {
+		*a = append(*a, rootIDArgs(s.rt.engine)...)
+	}
+	s.idm = newIDMounts(owner[0], owner[1])
+	return s.idm, nil
+}
+
+// rootIDArgs are the flags that keep a container of a root pinfold off
+// host root: podman's user namespace over the sandbox range, or docker's
+// user, the range's first id.
+func rootIDArgs(engine string) []string {
+	id := strconv.Itoa(store.RootIDBase)
+	if engine == PodmanName {
+		m := "0:" + id + ":" + strconv.Itoa(sandboxIDs)
+		return []string{"--uidmap", m, "--gidmap", m}
+	}
+	return []string{"--user", id + ":" + id}
+}
+
+// captures lists the spec's overlays: the workspace's changeset and the
+// other captured directories.
+func captures(sp *sandbox.Spec) []*sandbox.Capture {
+	var cs []*sandbox.Capture
+	if sp.Access == sandbox.AccessChangeset && sp.Changeset != nil {
+		cs = append(cs, sp.Changeset)
+	}
+	for i := range sp.Captures {
+		cs = append(cs, &sp.Captures[i])
+	}
+	return cs
 }

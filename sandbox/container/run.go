@@ -25,6 +25,7 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // Run starts cmd in a new container.
@@ -60,6 +61,15 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 			return nil, err
 		}
 		args = append(args, nw.args()...)
+	}
+	switch {
+	case nw != nil && len(s.userns) > 0:
+		// The holder's user namespace (the same map) owns the network
+		// namespace: in it, capabilities the command was given apply to
+		// its network as natively.
+		args = append(args, "--userns", "container:"+nw.holder)
+	default:
+		args = append(args, s.userns...)
 	}
 	dir := cmd.Dir
 	if dir == "" {
@@ -260,7 +270,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	if p.net != nil && p.net.stack != nil {
 		// Close first: the helper's last reports may still be in flight.
 		p.net.close()
-		violations = p.net.stack.Violations()
+		violations = netconf.Violations(p.net.stack.Violations())
 		if err := p.net.stack.Err(); err != nil {
 			violations = append(violations, sandbox.Violation{Kind: "network", Reason: "the container had no network: " + err.Error()})
 		}

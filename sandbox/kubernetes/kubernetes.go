@@ -119,17 +119,16 @@ func (r *Runtime) Features() sandbox.Features {
 		nets = append(nets, sandbox.NetworkAllow)
 	}
 	return sandbox.Features{
-		Isolated:       true,
-		Bases:          []sandbox.BaseKind{sandbox.BaseOCI},
-		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks:       nets,
-		Memory:         true,
-		CPUs:           true,
-		Mounts:         true,
-		ReadOnlyMounts: true,
-		Hostname:       true,
-		TTY:            true,
-		Timeout:        true,
+		Isolated: true,
+		Bases:    []sandbox.BaseKind{sandbox.BaseOCI},
+		Access:   []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadOnly, sandbox.AccessNone},
+		Networks: nets,
+		Memory:   true,
+		CPUs:     true,
+		Mounts:   true,
+		Hostname: true,
+		TTY:      true,
+		Timeout:  true,
 	}
 }
 
@@ -194,12 +193,6 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 	f := r.Features()
 	if err := f.Supports(Name, &spec, nil); err != nil {
 		return nil, err
-	}
-	if spec.Base.Path != "" {
-		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "base", Asked: "an image file (" + spec.Base.Path + "): the cluster pulls images by reference; push it to a registry and use oci:REF"}
-	}
-	if spec.Net.HostLoopback {
-		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "host loopback", Asked: "10.0.2.2: a pod runs on a node, not on this machine"}
 	}
 	if err := validHostname(spec.Hostname); err != nil {
 		return nil, &sandbox.SpecError{Field: "hostname", Err: err}

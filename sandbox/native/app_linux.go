@@ -1,7 +1,6 @@
 package native
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -75,7 +74,7 @@ func (s *Sandbox) appCandidate(plan *rootPlan) *appRoot {
 	// An app already unpacked into the store (by a run that verified its
 	// signature, or with appmount.Env=0) starts faster from there.
 	if cd, err := a.root.ConfigDigest(f); err == nil {
-		if st, err := s.openStore(); err == nil && st.HasOCIBase(cd, store.ImportOptions{UIDShift: storeShift()}) {
+		if st, err := s.openStore(); err == nil && st.HasOCIBase(cd, store.ImportOptions{UIDShift: store.Shift()}) {
 			f.Close()
 			return nil
 		}
@@ -183,50 +182,4 @@ func (l *layout) placeApp(m *appMount, points []string) {
 func (l *layout) unstageApp() {
 	l.add(initp.Op{Kind: initp.OpUmount, B: appStage, What: "detaching " + appStage})
 	l.add(initp.Op{Kind: initp.OpRmdir, B: appStage})
-}
-
-// AppInStore reports whether the app at path is unpacked in the store in
-// dir ("" for the default): a run then starts from there, not from its
-// root image.
-func AppInStore(dir, path string) bool {
-	st, err := openStoreDir(dir)
-	if err != nil {
-		return false
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	root, err := pack.ReadAppRoot(f)
-	if err != nil || root == nil {
-		return false
-	}
-	cd, err := root.ConfigDigest(f)
-	return err == nil && st.HasOCIBase(cd, store.ImportOptions{UIDShift: storeShift()})
-}
-
-// UnpackApp unpacks the app at path into the store in dir ("" for the
-// default), as a run of it that does not mount it does. A mounted start is
-// faster the first time and an unpacked one every time after (squashfuse
-// starts, and reads the command's files cold, for every run): pinfold
-// unpacks an app in the background after its first mounted run.
-func UnpackApp(ctx context.Context, dir, path string) error {
-	st, err := openStoreDir(dir)
-	if err != nil {
-		return err
-	}
-	_, err = st.OCIBase(ctx, path, "", store.ImportOptions{UIDShift: storeShift()})
-	return err
-}
-
-func openStoreDir(dir string) (*store.Store, error) {
-	if dir == "" {
-		d, err := store.DefaultDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-	}
-	return store.Open(dir)
 }

@@ -5,20 +5,17 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/tarentry"
 )
 
 // When pinfold runs as root, sandbox ids 0..65535 map to this unprivileged
-// host range, so the sandbox never holds host root. It lies in the range
-// systemd leaves to container managers (0x70000000).
+// host range, so the sandbox never holds host root: the shift the store
+// unpacks bases with.
 const (
-	hostIDBase = 1879048192
+	hostIDBase = store.RootIDBase
 	hostIDSize = tarentry.ShiftedIDs // what the store extracts bases for
 )
-
-// HostIDBase is the host id that root inside maps to when pinfold runs as
-// root: the shift bases in the store are built with.
-const HostIDBase = hostIDBase
 
 // idPlan is how ids map between the sandbox and the host.
 type idPlan struct {

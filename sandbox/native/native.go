@@ -42,12 +42,13 @@ func (r *Runtime) Name() string { return Name }
 // ask for.
 func (r *Runtime) Features() sandbox.Features {
 	return sandbox.Features{
-		Isolated: true,
-		Bases:    []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
-		Access:   []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks: []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
-		Publish:  true, Captures: true, Memory: true, Pids: true, CPUs: true, Scratch: true, BaseWrites: true,
-		Capabilities: true, Root: true, Mounts: true, Hostname: true, TTY: true, Timeout: true,
+		Isolated:   true,
+		Bases:      []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
+		Access:     []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
+		Networks:   []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkOutbound, sandbox.NetworkAllow},
+		ImageFiles: true, Publish: true, HostLoopback: true, Captures: true, Memory: true, Pids: true, CPUs: true,
+		Scratch: true, BaseWrites: true, Capabilities: true, Root: true, Mounts: true, WritableMounts: true,
+		Hostname: true, TTY: true, Timeout: true,
 	}
 }
 

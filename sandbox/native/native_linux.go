@@ -20,6 +20,7 @@ import (
 	"github.com/pinfold/pinfold/internal/seccomp"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 	"golang.org/x/sys/unix"
 )
 
@@ -102,7 +103,7 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 		return nil, err
 	}
 	s := &Sandbox{spec: spec, closing: make(chan struct{})}
-	nc, err := spec.NetConfig()
+	nc, err := netconf.Config(&spec)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", &sandbox.SpecError{Field: "store", Err: err}
 	}
-	shift := storeShift()
+	shift := store.Shift()
 	var b store.Base
 	switch s.spec.Base.Kind {
 	case sandbox.BaseTar:
@@ -378,15 +379,6 @@ func (s *Sandbox) placeAppBase(ctx context.Context, app *appRoot, plan *rootPlan
 	}
 	plan.app = m
 	return nil
-}
-
-// storeShift is how the store shifts the owners of the bases it unpacks
-// for this process: into the sandbox's id range as root.
-func storeShift() uint32 {
-	if os.Geteuid() == 0 {
-		return hostIDBase
-	}
-	return 0
 }
 
 func (s *Sandbox) openStore() (*store.Store, error) {
@@ -641,8 +633,8 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	return p, nil
 }
 
-// Start is Run returning the native process, whose PTY and fast paths
-// (Handoff, Sent) other runtimes do not have.
+// Start is Run returning the native process, whose PTY other runtimes do
+// not have.
 func (s *Sandbox) Start(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("no command given")
@@ -820,36 +812,19 @@ func (p *Process) Signal(sig os.Signal) error {
 	return p.inst.init.Signal(s)
 }
 
-// HandoffOptions is what the waiter needs to know besides the command.
-type HandoffOptions struct {
-	// TimeoutMsg and TmpFullMsg are printed on stderr when the timeout
-	// fires or /tmp filled up.
-	TimeoutMsg, TmpFullMsg string
-	// Finish names a changeset the waiter finishes once the command ended:
-	// the pinfold binary, the store and the changeset's id (see
-	// internal/backend/native's Init.Handoff); its lock must survive the
-	// exec.
-	Finish []string
-	// Report is where the network helper prints the summary of what the
-	// policy blocked, for a sandbox with a network stack; ViolationLog is
-	// the run's log, which the helper then writes ("" for none).
-	Report       *os.File
-	ViolationLog string
-}
+var _ sandbox.Handoffer = (*Process)(nil)
 
 // Handoff replaces the calling process with a minimal waiter for the
-// command: it forwards SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTERM,
-// applies Cmd.Timeout, prints the messages of o when those happen, and
-// exits with the command's exit status (see Result.ExitCode). A
-// command-line program calls it when it has nothing to do but wait: the
-// Go runtime's memory is released while the command runs and the exit is
-// quick. It returns only on failure; the process is then unchanged.
+// command (see sandbox.Handoffer), having recorded its launch when o asks.
 //
 // The goroutine must have been locked to its thread (runtime.LockOSThread)
 // since before New, so that the sandbox was started by this thread. It
 // is not available for sandboxes with cgroup limits or a terminal, nor
 // with a network stack whose helper is not shared.
-func (p *Process) Handoff(o HandoffOptions) error {
+func (p *Process) Handoff(o sandbox.HandoffOptions) error {
+	if o.Record != nil {
+		p.record(&o)
+	}
 	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 {
 		return errors.New("handoff needs a sandbox without limits, terminal or copied streams")
 	}
@@ -874,20 +849,6 @@ func (p *Process) Handoff(o HandoffOptions) error {
 	}
 	return p.inst.init.Handoff(deadline, o.TimeoutMsg, o.TmpFullMsg, netFD, o.Finish...)
 }
-
-// NetShared returns the shared network helper's socket and the
-// configuration message sent to it, for launch records; ok is false
-// without a network stack or with a helper of its own.
-func (p *Process) NetShared() (sock string, config []byte, ok bool) {
-	if p.inst.net == nil {
-		return "", nil, false
-	}
-	return p.inst.net.Shared()
-}
-
-// Sent returns the messages that started the process's sandbox init, for
-// pinfold's launch records (see internal/backend/initp.LaunchRecord).
-func (p *Process) Sent() (spawn, config, exec []byte) { return p.inst.init.Sent() }
 
 // Kill ends the sandbox at once, with everything in it.
 func (p *Process) Kill() error { return p.inst.init.Kill() }
@@ -919,7 +880,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	if p.inst.net != nil {
 		// Close first: the helper's last reports may still be in flight.
 		p.inst.net.Close()
-		violations = p.inst.net.Violations()
+		violations = netconf.Violations(p.inst.net.Violations())
 		if err := p.inst.net.Err(); err != nil {
 			violations = append(violations, sandbox.Violation{Kind: "network", Reason: "the sandbox had no network: " + err.Error()})
 		}

@@ -268,7 +268,7 @@ func TestNetworkHelperDiesClosed(t *testing.T) {
 func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 	e := nettest.NewEnv(t)
 	store := t.TempDir()
-	spec := allowSpec(e, "allowed.test")
+	spec := allowSpec(e, "tcp:allowed.test") // the echo server speaks neither TLS nor HTTP
 	spec.Store = store
 	// The first run finds no shared helper and starts one.
 	netRun(t, spec, "resolve", "allowed.test")

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,15 +18,32 @@ import (
 // binary, bound in read-only: $PINFOLD_AGENT, else pinfold beside the
 // running binary or on PATH (WithAgent chooses another).
 type Session struct {
-	*agent.Session
-	sb   *Sandbox
-	proc *Process
-	dir  string
-	sock string
-	env  []string
+	agent *agent.Session // talks to the agent; unexported so the API names no internal package
+	sb    *Sandbox
+	proc  *Process
+	dir   string
+	sock  string
+	env   []string
 }
 
-var _ sandbox.Sessioner = (*Runtime)(nil)
+var (
+	_ sandbox.Sessioner = (*Runtime)(nil)
+	_ sandbox.Session   = (*Session)(nil)
+)
+
+// Run starts cmd in the session (sandbox.Session).
+func (s *Session) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, error) {
+	return s.agent.Run(ctx, cmd)
+}
+
+// ForwardPort forwards hostAddr to port on the sandbox's loopback
+// (sandbox.Session).
+func (s *Session) ForwardPort(hostAddr string, port int) (net.Listener, error) {
+	return s.agent.ForwardPort(hostAddr, port)
+}
+
+// Close ends everything in the session.
+func (s *Session) Close() error { return s.agent.Close() }
 
 // WithAgent makes sessions run the agent from the pinfold binary at path.
 func WithAgent(path string) Option { return func(o *options) { o.agent = path } }
@@ -99,7 +117,7 @@ func NewSession(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sessio
 	if s.sb.spec.Access != sandbox.AccessNone {
 		wd = s.sb.spec.Workspace
 	}
-	if s.Session, err = agent.NewSession(ctx, s.sock, s.proc, wd, s.sb.spec.Limits, func() error {
+	if s.agent, err = agent.NewSession(ctx, s.sock, s.proc, wd, s.sb.spec.Limits, func() error {
 		s.sb.Close()
 		return os.RemoveAll(s.dir)
 	}); err != nil {

@@ -345,6 +345,8 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 }
 
 /* ---- a new changeset (R_CHANGESET), as changeset.Create makes one ---- */
+/* Its meta.json is changeset.ReplayMeta's format: TestReplayMetaMatchesGo
+ * (../replaymeta_test.go) checks the bytes against Go's. */
 
 #define LOCK_EX 2
 #define LOCK_NB 4
@@ -463,7 +465,8 @@ static char *new_changeset(struct launch *l, int argc, char **argv, int cmd)
 	utoa(num, (unsigned long)sys0(__NR_getpid));
 	scat(num, sizeof num, "\n");
 	sys3(__NR_write, l->lockfd, num, slen(num));
-	/* meta.json, as changeset.Create writes it (the command array compact). */
+	/* meta.json as changeset.ReplayMeta defines it: this head, then the tail
+	 * the recorded run took from changeset.ReplayTail. */
 	sys2(__NR_clock_gettime, CLOCK_REALTIME, ts);
 	rfc3339(created, ts[0], ts[1]);
 	need = 128 + slen(l->metatail) + slen(l->id) + slen(created);

@@ -1,4 +1,4 @@
-package doctor
+package preflight
 
 import (
 	"context"
@@ -14,19 +14,56 @@ import (
 	"github.com/pinfold/pinfold/internal/cgroup"
 )
 
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+}
+
+// fakeProc is a /proc tree with the files the preflight reads.
+type fakeProc struct {
+	root, sys, proc string
+}
+
+func newFakeProc(t testing.TB, files map[string]string) *fakeProc {
+	t.Helper()
+	root := t.TempDir()
+	f := &fakeProc{root: root, sys: root + "/proc/sys", proc: root + "/proc"}
+	base := map[string]string{
+		"sys/user/max_user_namespaces": "15000\n",
+		"sys/kernel/random/boot_id":    "11111111-2222-3333-4444-555555555555\n",
+		"self/ns/user":                 "",
+		"self/cgroup":                  "0::/user.slice/a.scope\n",
+	}
+	for k, v := range files {
+		base[k] = v
+	}
+	for k, v := range base {
+		p := filepath.Join(f.proc, k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
 func cgroupsMissing() (*cgroup.System, error) {
 	return nil, fmt.Errorf("detecting cgroups: %w", cgroup.ErrUnsupported)
 }
 
 // cacheHost is a fake host with a cache directory whose user-namespace
 // probe counts its calls and fails while *fail is set.
-func cacheHost(t testing.TB, f *fakeProc, probes *atomic.Int64, fail *atomic.Bool) *host {
-	h := newHost()
-	h.procSys, h.proc = f.sys, f.proc
+func cacheHost(t testing.TB, f *fakeProc, probes *atomic.Int64, fail *atomic.Bool) *Host {
+	h := NewHost()
+	h.ProcSys, h.Proc = f.sys, f.proc
 	run := filepath.Join(f.root, "run", "pinfold")
 	os.MkdirAll(filepath.Dir(run), 0o755)
-	h.runDir = func(int) string { return run }
-	h.probeUserns = func(context.Context) error {
+	h.RunDir = func(int) string { return run }
+	h.ProbeUserns = func(context.Context) error {
 		probes.Add(1)
 		if fail.Load() {
 			return syscall.EPERM
@@ -47,7 +84,7 @@ func TestPreflightCache(t *testing.T) {
 	check := func(step string, need Needs, wantErr bool, wantMiss bool) {
 		t.Helper()
 		runs := preflightRuns.Load()
-		err := preflight(ctx, need, h)
+		err := run(ctx, need, h)
 		if (err != nil) != wantErr {
 			t.Fatalf("%s: error %v", step, err)
 		}
@@ -56,7 +93,7 @@ func TestPreflightCache(t *testing.T) {
 		}
 	}
 	check("first", native, false, true)
-	cache := filepath.Join(h.runDir(0), cacheFile)
+	cache := filepath.Join(h.RunDir(0), cacheFile)
 	st, err := os.Stat(cache)
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("cache file: %v %v", st, err)
@@ -121,9 +158,9 @@ func TestPreflightNoCacheDir(t *testing.T) {
 	var probes atomic.Int64
 	var fail atomic.Bool
 	h := cacheHost(t, f, &probes, &fail)
-	h.runDir = func(int) string { return "" }
+	h.RunDir = func(int) string { return "" }
 	for i := 0; i < 2; i++ {
-		if err := preflight(context.Background(), Needs{Native: true}, h); err != nil {
+		if err := run(context.Background(), Needs{Native: true}, h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,16 +169,16 @@ func TestPreflightNoCacheDir(t *testing.T) {
 	}
 }
 
-func TestPreflightErrors(t *testing.T) {
+func TestErrors(t *testing.T) {
 	f := newFakeProc(t, map[string]string{"sys/user/max_user_namespaces": "0\n"})
 	var probes atomic.Int64
 	var fail atomic.Bool
 	fail.Store(true)
 	h := cacheHost(t, f, &probes, &fail)
-	h.euid = 0 // root's messages
-	h.cgroups = cgroupsMissing
-	err := preflight(context.Background(), Needs{Native: true, Limits: true}, h)
-	var pe *PreflightError
+	h.EUID = 0 // root's messages
+	h.Cgroups = cgroupsMissing
+	err := run(context.Background(), Needs{Native: true, Limits: true}, h)
+	var pe *Error
 	if !errors.As(err, &pe) || len(pe.Checks) != 2 || pe.Checks[0].ID != "userns" || !pe.Limits() {
 		t.Fatalf("%#v", err)
 	}
@@ -154,14 +191,10 @@ func TestPreflightErrors(t *testing.T) {
 			t.Errorf("message %q lacks %q", msg, s)
 		}
 	}
-	if _, _, err := selectBackend(context.Background(), Needs{}, h); err == nil ||
-		!strings.Contains(err.Error(), "backend auto") || !strings.Contains(err.Error(), "does not fall back") {
-		t.Errorf("selectBackend: %v", err)
-	}
 	// Invalid limits are the caller's mistake, not the host's.
 	fail.Store(false)
-	h.cgroups = cgroup.Detect
-	err = preflight(context.Background(), Needs{Limits: true, Limit: cgroup.Limits{Pids: -1}}, h)
+	h.Cgroups = cgroup.Detect
+	err = run(context.Background(), Needs{Limits: true, Limit: cgroup.Limits{Pids: -1}}, h)
 	if !errors.Is(err, cgroup.ErrInvalid) || errors.As(err, &pe) {
 		t.Errorf("invalid limits: %v", err)
 	}
@@ -171,40 +204,36 @@ func TestPreflightErrors(t *testing.T) {
 // sandboxes with limits as root.
 func TestPreflightHost(t *testing.T) {
 	requireRoot(t)
-	h := newHost()
-	run := filepath.Join(t.TempDir(), "pinfold")
-	h.runDir = func(int) string { return run }
+	h := NewHost()
+	dir := filepath.Join(t.TempDir(), "pinfold")
+	h.RunDir = func(int) string { return dir }
 	need := Needs{Native: true, Limits: true}
-	if err := preflight(context.Background(), need, h); err != nil {
+	if err := run(context.Background(), need, h); err != nil {
 		t.Fatal(err)
 	}
 	runs := preflightRuns.Load()
-	if err := preflight(context.Background(), need, h); err != nil || preflightRuns.Load() != runs {
+	if err := run(context.Background(), need, h); err != nil || preflightRuns.Load() != runs {
 		t.Fatalf("second preflight: %v, hit=%v", err, preflightRuns.Load() == runs)
-	}
-	b, r, err := selectBackend(context.Background(), need, h)
-	if err != nil || b != "native" || r != "native: user namespaces available, cgroup limits enforceable" {
-		t.Errorf("selectBackend: %q %q %v", b, r, err)
 	}
 }
 
 func BenchmarkPreflightCached(b *testing.B) {
 	// The real boot id and probes; only the cache directory is a
 	// temporary one, so the benchmark writes nothing to /run.
-	run := filepath.Join(b.TempDir(), "pinfold")
-	host := func() *host {
-		h := newHost()
-		h.runDir = func(int) string { return run }
+	dir := filepath.Join(b.TempDir(), "pinfold")
+	host := func() *Host {
+		h := NewHost()
+		h.RunDir = func(int) string { return dir }
 		return h
 	}
 	ctx := context.Background()
 	need := Needs{Native: true}
-	if err := preflight(ctx, need, host()); err != nil {
+	if err := run(ctx, need, host()); err != nil {
 		b.Fatal(err)
 	}
 	runs := preflightRuns.Load()
 	for b.Loop() {
-		if err := preflight(ctx, need, host()); err != nil {
+		if err := run(ctx, need, host()); err != nil {
 			b.Fatal(err)
 		}
 	}

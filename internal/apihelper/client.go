@@ -1,4 +1,4 @@
-package main
+package apihelper
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/pinfold/pinfold/client"
@@ -118,8 +118,13 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 			CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
 			Env: append(flags["--env"], flags["-e"]...), Allow: flags["--allow"], Deny: flags["--deny"],
 			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u"), Snapshot: one("--snapshot")}
+		// A tenant over TCP gets a workspace of its own. A server's socket
+		// reached from macOS or Windows is forwarded from a Linux host,
+		// where this directory is not: only --workspace names one there.
 		if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
-			r.Workspace = ws // a tenant over TCP gets a workspace of its own
+			if runtime.GOOS == "linux" || one("--workspace") != "" {
+				r.Workspace = ws
+			}
 		}
 		sb, err := c.Create(ctx, r)
 		if err != nil {
@@ -249,6 +254,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if interactive {
 		stdin = os.Stdin
 	}
+	if tty {
+		defer enableVT()()
+	}
 	if tty && interactive {
 		if restore := terminal.Raw(os.Stdin); restore != nil {
 			defer restore()
@@ -258,11 +266,9 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	if err != nil {
 		return apiFail(err)
 	}
-	// The same signals as a local exec's, USR1 and USR2 among them.
-	fw := terminal.Catch(tty, os.Stdout)
-	defer fw.Stop()
-	go fw.Relay(nil, func(s syscall.Signal) { p.Signal(s) }, func(rows, cols uint16) { p.Resize(rows, cols) })
+	stop := relay(p, tty)
 	e, err := p.Wait()
+	stop()
 	if err != nil {
 		return failf("%s %v", client.CodeEnded, err)
 	}

@@ -1,4 +1,4 @@
-package doctor
+package preflight
 
 import (
 	"context"
@@ -34,42 +34,18 @@ const (
 // host; tests read it to tell a hit from a miss.
 var preflightRuns atomic.Int64
 
-// Preflight checks, before a sandbox spawn, what the native backend
+// Run checks, before a sandbox spawn, what the native runtime
 // needs: that this user can create the sandbox's namespaces (need.Native)
 // and, when need.Limits, that cgroups can enforce the limits. It returns
-// nil or a *PreflightError naming the failed checks with their fixes.
+// nil or a *Error naming the failed checks with their fixes.
 //
 // A pass is cached for the current boot and effective uid in
 // /run/pinfold/preflight (root) or $XDG_RUNTIME_DIR/pinfold/preflight
 // (others; no cache without XDG_RUNTIME_DIR), so that a later call costs
 // two small file reads (three for an ordinary user asking for limits).
 // Failures are not cached: a host fixed in the meantime passes at once.
-func Preflight(ctx context.Context, need Needs) error {
-	return preflight(ctx, need, newHost())
-}
-
-// SelectBackend implements "backend: auto". It returns "native" and a
-// one-line reason when the native backend's preflight passes; otherwise a
-// *PreflightError listing why native is unusable. It never falls back to
-// running on the host.
-func SelectBackend(ctx context.Context, need Needs) (backend, reason string, err error) {
-	return selectBackend(ctx, need, newHost())
-}
-
-func selectBackend(ctx context.Context, need Needs, h *host) (backend, reason string, err error) {
-	need.Native = true
-	if err := preflight(ctx, need, h); err != nil {
-		var pe *PreflightError
-		if errors.As(err, &pe) {
-			pe.auto = true
-		}
-		return "", "", err
-	}
-	reason = "native: user namespaces available"
-	if need.Limits {
-		reason += ", cgroup limits enforceable"
-	}
-	return "native", reason, nil
+func Run(ctx context.Context, need Needs) error {
+	return run(ctx, need, NewHost())
 }
 
 // cacheRecord is the parsed cache line.
@@ -115,7 +91,7 @@ func ctrlBits(l cgroup.Limits) int {
 	return b
 }
 
-func preflight(ctx context.Context, need Needs, h *host) error {
+func run(ctx context.Context, need Needs, h *Host) error {
 	if !need.Native && !need.Limits {
 		return nil
 	}
@@ -123,27 +99,27 @@ func preflight(ctx context.Context, need Needs, h *host) error {
 	if need.Limits {
 		want = ctrlBits(need.Limit)
 	}
-	dir := h.runDir(h.euid)
+	dir := h.RunDir(h.EUID)
 	var boot, cgkey string
 	var old cacheRecord
 	oldOK := false
 	now := time.Now().Unix()
 	if dir != "" {
 		var buf [64]byte
-		if b, err := readInto(h.procSys+"/kernel/random/boot_id", buf[:]); err == nil {
+		if b, err := readInto(h.ProcSys+"/kernel/random/boot_id", buf[:]); err == nil {
 			boot = strings.TrimSpace(string(b))
 		}
 		cgkey = "-"
-		if need.Limits && h.euid != 0 {
-			b, err := readSmall(h.proc + "/self/cgroup")
+		if need.Limits && h.EUID != 0 {
+			b, err := ReadSmall(h.Proc + "/self/cgroup")
 			if err != nil {
 				boot = "" // cannot key limits: no cache
 			}
 			cgkey = hashKey(b)
 		}
 		if boot != "" {
-			old, oldOK = readCache(dir+"/"+cacheFile, h.euid)
-			oldOK = oldOK && old.boot == boot && old.euid == h.euid && now-old.time < int64(cacheTTL/time.Second) && old.time <= now+60
+			old, oldOK = readCache(dir+"/"+cacheFile, h.EUID)
+			oldOK = oldOK && old.boot == boot && old.euid == h.EUID && now-old.time < int64(cacheTTL/time.Second) && old.time <= now+60
 			if oldOK && (!need.Native || old.native) &&
 				(want == 0 || old.ctrls&want == want && old.cgkey == cgkey) {
 				return nil
@@ -154,7 +130,7 @@ func preflight(ctx context.Context, need Needs, h *host) error {
 
 	var failed []Check
 	if need.Native {
-		if c := h.usernsCheck(ctx); c.Status == Fail {
+		if c := h.UsernsCheck(ctx); c.Status == Fail {
 			failed = append(failed, c)
 		}
 	}
@@ -168,12 +144,12 @@ func preflight(ctx context.Context, need Needs, h *host) error {
 		}
 	}
 	if len(failed) > 0 {
-		return &PreflightError{Checks: failed}
+		return &Error{Checks: failed}
 	}
 	if boot == "" {
 		return nil
 	}
-	rec := cacheRecord{boot: boot, euid: h.euid, time: now, native: need.Native, ctrls: want, cgkey: cgkey}
+	rec := cacheRecord{boot: boot, euid: h.EUID, time: now, native: need.Native, ctrls: want, cgkey: cgkey}
 	if oldOK {
 		rec.time = old.time
 		rec.native = rec.native || old.native
@@ -184,31 +160,31 @@ func preflight(ctx context.Context, need Needs, h *host) error {
 			rec.ctrls |= old.ctrls
 		}
 	}
-	writeCache(dir, h.euid, &rec)
+	writeCache(dir, h.EUID, &rec)
 	return nil
 }
 
 // limitsCheck checks that cgroups can enforce l (zero: memory, pids and
 // cpu); it returns the failed check, or nil.
-func (h *host) limitsCheck(l cgroup.Limits) (*Check, error) {
+func (h *Host) limitsCheck(l cgroup.Limits) (*Check, error) {
 	if l.Zero() {
-		l = allLimits
+		l = AllLimits
 	}
 	c := &Check{ID: "cgroup.controllers", Title: "cgroup controllers", Status: Fail}
-	if h.euid != 0 {
+	if h.EUID != 0 {
 		c.ID, c.Title = "cgroup.delegation", "cgroup delegation"
 	}
-	sys, err := h.cgroups()
+	sys, err := h.Cgroups()
 	if err == nil {
 		err = sys.Supports(l)
 		if err == nil {
 			return nil, nil
 		}
 	}
-	c.err = err
-	c.Detail = "the limits asked for cannot be enforced as " + h.asWho() + ": " + oneLine(err)
+	c.Err = err
+	c.Detail = "the limits asked for cannot be enforced as " + h.AsWho() + ": " + OneLine(err)
 	switch {
-	case h.euid == 0:
+	case h.EUID == 0:
 		c.Fix = "mount the missing controllers, or drop --memory, --pids and --cpus"
 	case sys != nil && sys.Version() == "v1":
 		c.Fix = "run pinfold as root (cgroup v1 is not delegated to users), or drop --memory, --pids and --cpus"

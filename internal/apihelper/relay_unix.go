@@ -1,0 +1,36 @@
+//go:build !windows
+
+package apihelper
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/terminal"
+)
+
+// linuxSignal is s as Linux numbers it, which the server reads: INT,
+// TERM, HUP and QUIT have the same numbers on Linux, macOS and the BSDs,
+// USR1 and USR2 do not (30 and 31 there).
+func linuxSignal(s syscall.Signal) syscall.Signal {
+	switch s {
+	case syscall.SIGUSR1:
+		return 10
+	case syscall.SIGUSR2:
+		return 12
+	}
+	return s
+}
+
+// relay forwards the signals pinfold-api gets to the remote command (the
+// same as a local exec's: terminal.Signals) and, for a terminal, the
+// window's new sizes; stop ends it.
+func relay(p *client.Process, tty bool) (stop func()) {
+	f := terminal.Catch(tty, os.Stdout)
+	go f.Relay(nil, func(s syscall.Signal) { p.Signal(linuxSignal(s)) }, func(rows, cols uint16) { p.Resize(rows, cols) })
+	return f.Stop
+}
+
+// enableVT is for Windows' console; a Unix terminal reads escapes as is.
+func enableVT() (restore func()) { return func() {} }

@@ -1,0 +1,223 @@
+package native
+
+import (
+	"bytes"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// Launch records (see initp.LaunchRecord and initc/launch.c) let a run
+// that ran before start without the Go runtime: the binary's entry point
+// replays what this process sent its sandbox init, as long as nothing the
+// plan was made from has changed. The caller's record (sandbox.LaunchRecord)
+// brings the key and what the plan was read from; this file adds what the
+// sandbox itself depends on: the host's system directories, the pinfold
+// binary, the workspace and the mount sources (by type, mode and owner:
+// their times change without changing the plan).
+
+// racyAge is how old every dependency's last change must be: a second
+// change within the same timestamp tick as the record's read would look
+// the same, and some filesystems keep times in whole (FAT: two) seconds.
+const racyAge = 2 * time.Second
+
+// launchDeps gathers the dependencies of one record.
+type launchDeps struct {
+	deps []initp.Dep
+	ok   bool
+}
+
+// add reads one dependency; a failure makes the run unrecordable.
+func (l *launchDeps) add(kind initp.DepKind, path string) initp.Dep {
+	d, err := initp.StatDep(kind, path)
+	if err != nil {
+		l.ok = false
+	}
+	l.deps = append(l.deps, d)
+	return d
+}
+
+// callerDep is a dependency the caller read, as a record checks it.
+func callerDep(d sandbox.LaunchDep) (initp.Dep, bool) {
+	kind := map[sandbox.LaunchCheck]initp.DepKind{sandbox.LaunchStat: initp.DepStat,
+		sandbox.LaunchLstat: initp.DepLstat, sandbox.LaunchAttr: initp.DepAttr}[d.Check]
+	if kind == 0 {
+		return initp.Dep{}, false
+	}
+	if d.Info == nil {
+		if kind == initp.DepLstat {
+			return initp.Dep{Kind: initp.DepLabsent, Path: d.Path}, true
+		}
+		return initp.Dep{Kind: initp.DepAbsent, Path: d.Path}, true
+	}
+	st, ok := d.Info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return initp.Dep{}, false
+	}
+	dep := initp.Dep{Kind: kind, Path: d.Path, Stat: unix.Stat_t{Mode: st.Mode, Uid: st.Uid, Gid: st.Gid}}
+	if kind != initp.DepAttr {
+		s := &dep.Stat
+		s.Dev, s.Ino, s.Size = st.Dev, st.Ino, st.Size
+		s.Mtim = unix.Timespec{Sec: st.Mtim.Sec, Nsec: st.Mtim.Nsec}
+		s.Ctim = unix.Timespec{Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}
+	}
+	return dep, true
+}
+
+// hostDeps reads what every sandbox on the host base depends on.
+func (l *launchDeps) hostDeps() {
+	// The host base shows these as they are: directories (with their
+	// mode), symbolic links (with their target) or nothing.
+	for _, d := range sandbox.HostSystemDirs() {
+		if l.add(initp.DepLattr, "/"+d).Stat.Mode&unix.S_IFMT == unix.S_IFLNK {
+			l.add(initp.DepLink, "/"+d)
+		}
+	}
+	// Where the init mounts its staging root: the first directory.
+	for _, d := range []string{"/tmp", "/mnt", "/dev"} {
+		if l.add(initp.DepLattr, d).Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
+			break
+		}
+	}
+	// The binary: replaced (an upgrade) or moved (its masked path).
+	l.add(initp.DepLink, "/proc/self/exe")
+	l.add(initp.DepStat, "/proc/self/exe")
+}
+
+// specDeps reads the host paths of the spec, and reports whether the
+// root's layout depends on nothing else: they are canonical and outside
+// the system directories.
+func (l *launchDeps) specDeps(sp *sandbox.Spec) bool {
+	// The workspace is checked even without access: the sandbox checks it.
+	var paths, points []string
+	if sp.Workspace != "" {
+		paths = append(paths, sp.Workspace)
+	}
+	if sp.Access != sandbox.AccessNone {
+		points = append(points, sp.Workspace)
+	}
+	for _, m := range sp.Mounts {
+		paths, points = append(paths, m.Source), append(points, m.Target)
+	}
+	for _, pt := range points {
+		for _, d := range sandbox.HostSystemDirs() {
+			if pt == "/"+d || strings.HasPrefix(pt, "/"+d+"/") {
+				return false
+			}
+		}
+	}
+	for _, path := range paths {
+		if !filepath.IsAbs(path) || evalSymlinks(path) != path {
+			return false
+		}
+		if l.add(initp.DepAttr, path).Kind != initp.DepAttr {
+			return false
+		}
+	}
+	return true
+}
+
+func evalSymlinks(p string) string {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
+}
+
+// record stores the launch record of p, whose command has just started,
+// if the sandbox can be replayed and every dependency still reads as it
+// did, none having changed too recently to tell. Nothing is recorded
+// otherwise.
+func (p *Process) record(o *sandbox.HandoffOptions) {
+	rec, sp := o.Record, &p.sb.spec
+	if runtime.GOARCH != "amd64" || sp.Base.Kind != sandbox.BaseHost {
+		return // the launcher is built for amd64, and on the host base only
+	}
+	l := &launchDeps{ok: true}
+	for _, d := range rec.Deps {
+		dep, ok := callerDep(d)
+		if !ok {
+			return
+		}
+		l.deps = append(l.deps, dep)
+	}
+	l.hostDeps()
+	if !l.specDeps(sp) || !l.ok {
+		return
+	}
+	for _, d := range l.deps {
+		now, err := initp.StatDep(d.Kind, d.Path)
+		if err != nil || !now.Same(d) || rec.Started.Sub(d.Changed()) < racyAge {
+			return
+		}
+	}
+	spawn, cfg, exec := p.inst.init.Sent()
+	r := &initp.LaunchRecord{
+		Prefix: rec.Prefix, Cwd: rec.Cwd, Environ: rec.Environ, Deps: l.deps, Empty: rec.Empty,
+		Spawn: spawn, Config: cfg, Exec: exec,
+		AnyCommand: rec.AnyCommand, Stdin: rec.Stdin, Timeout: p.timeout,
+		TimeoutMsg: o.TimeoutMsg, TmpFullMsg: o.TmpFullMsg,
+	}
+	if sp.Access == sandbox.AccessChangeset {
+		if len(o.Finish) != 3 || o.Finish[1] != rec.Store || rec.MetaTail == "" {
+			return
+		}
+		if r.Changeset = launchChangeset(cfg, o.Finish[0], rec.Store, o.Finish[2], rec.MetaTail); r.Changeset == nil {
+			return
+		}
+	}
+	if sp.Network != sandbox.NetworkNone {
+		// Replayed through the shared helper only: one of its own would
+		// be this process's child.
+		if p.inst.net == nil {
+			return
+		}
+		sock, cfgMsg, ok := p.inst.net.Shared()
+		if !ok {
+			return
+		}
+		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(rec.Store, "runs"), Config: cfgMsg}
+	}
+	initp.WriteLaunch(filepath.Join(rec.Store, "launch"), r)
+}
+
+// launchChangeset describes how a replay makes a changeset like the one
+// this run made (id): where the id stands in the config message (only in
+// paths under the store's changesets), the owner and mode of its upper
+// directory, and meta.json after its command (metaTail, which the
+// changeset package made for it). nil when anything does not match.
+func launchChangeset(cfg []byte, exe, storeDir, id, metaTail string) *initp.LaunchChangeset {
+	if len(id) != initp.ChangesetIDLen {
+		return nil
+	}
+	c := &initp.LaunchChangeset{Store: storeDir, Exe: exe, MetaTail: metaTail}
+	prefix := []byte(filepath.Join(storeDir, "changesets") + "/")
+	for off := 0; ; {
+		i := bytes.Index(cfg[off:], []byte(id))
+		if i < 0 {
+			break
+		}
+		at := off + i
+		if at < len(prefix) || !bytes.Equal(cfg[at-len(prefix):at], prefix) {
+			return nil
+		}
+		c.IDOffsets = append(c.IDOffsets, uint32(at))
+		off = at + len(id)
+	}
+	if len(c.IDOffsets) == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(storeDir, "changesets", id, "r0", "upper"), &st) != nil {
+		return nil
+	}
+	c.UID, c.GID, c.UpperMode = st.Uid, st.Gid, st.Mode&0o1777
+	return c
+}
