@@ -1,0 +1,435 @@
+// Package mcpserver is pinfold's Model Context Protocol server (pinfold
+// mcp): tools through which a coding agent runs commands in sandboxes,
+// works in sessions, and sees what it changed as a changeset's diff.
+//
+// The tools have no run logic of their own: each is one or more requests
+// to the HTTP API's handlers (internal/server), served in this process as
+// the caller's tenant, so that a tool does exactly what the API does under
+// the same policy, limits and tenant isolation. It lives in the pinfold-api
+// helper binary with the server: the MCP SDK is never part of pinfold's
+// own start-up.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pinfold/pinfold/client"
+)
+
+// Config is what a server's tools act on.
+type Config struct {
+	// API is the HTTP API as the caller's tenant (server.AsTenant).
+	API http.Handler
+	// Workspace is where the owner's sessions start (an absolute path);
+	// empty for a tenant, whose sessions get fresh workspaces.
+	Workspace string
+	// Apply offers the apply and discard tools (pinfold.yaml's mcp.apply).
+	Apply bool
+	// Version is the server's version, as the initialize answer gives it.
+	Version string
+}
+
+// New makes an MCP server with pinfold's tools.
+func New(c Config) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "pinfold", Title: "pinfold sandboxes", Version: c.Version},
+		&mcp.ServerOptions{Instructions: instructions(c.Apply)})
+	t := &tools{cfg: c}
+	mcp.AddTool(s, &mcp.Tool{Name: "run", Description: "Run one command in a fresh sandbox under the workspace's pinfold.yaml policy " +
+		"and return its output and exit status. Its writes are kept as a changeset (see the diff tool with the session it returns), never written to the workspace."}, t.run)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_start", Description: "Start a sandbox session that stays up between commands; returns its id."}, t.start)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_exec", Description: "Run a command in a running session and return its output and exit status."}, t.exec)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_stop", Description: "Stop a session. Its changeset is kept for review."}, t.stop)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_list", Description: "List the sessions, with their state and changeset."}, t.list)
+	mcp.AddTool(s, &mcp.Tool{Name: "file_read", Description: "Read a file in a running session (a path inside the sandbox)."}, t.read)
+	mcp.AddTool(s, &mcp.Tool{Name: "file_write", Description: "Write a file in a running session; the write joins its changeset."}, t.write)
+	mcp.AddTool(s, &mcp.Tool{Name: "file_list", Description: "List a directory in a running session."}, t.listDir)
+	mcp.AddTool(s, &mcp.Tool{Name: "diff", Description: "Show a session's changeset: what its commands and writes changed in the workspace, as a unified diff (or stat, name-status)."}, t.diff)
+	if c.Apply {
+		mcp.AddTool(s, &mcp.Tool{Name: "apply", Description: "Apply a stopped session's changeset to the workspace."}, t.apply)
+		mcp.AddTool(s, &mcp.Tool{Name: "discard", Description: "Discard a stopped session's changeset."}, t.discard)
+	}
+	return s
+}
+
+func instructions(apply bool) string {
+	s := "pinfold runs commands in sandboxes and keeps every write to the workspace aside as a changeset. " +
+		"Use run for one command, or session_start, session_exec and the file tools for several, then diff to see the changes."
+	if apply {
+		return s + " apply and discard end a stopped session's changeset."
+	}
+	return s + " A person reviews and applies the changeset (pinfold apply): this server cannot."
+}
+
+type tools struct{ cfg Config }
+
+// apiError is the API's error body, as a tool's error.
+type apiError struct {
+	Code, Message, Fix string
+}
+
+func (e *apiError) Error() string {
+	s := e.Code + " " + e.Message
+	if e.Fix != "" {
+		s += " (" + e.Fix + ")"
+	}
+	return s
+}
+
+// recorder is the answer of a request served in this process.
+type recorder struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	return r.body.Write(p)
+}
+func (r *recorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
+
+// call serves one API request; an answer of 400 or more is an *apiError.
+func (t *tools) call(ctx context.Context, method, path string, q url.Values, body io.Reader) ([]byte, error) {
+	u := "http://pinfold" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	rec := &recorder{h: http.Header{}}
+	t.cfg.API.ServeHTTP(rec, req)
+	if rec.status == 0 {
+		rec.status = 200
+	}
+	if rec.status >= 400 {
+		var e struct{ Error client.Error }
+		if json.Unmarshal(rec.body.Bytes(), &e) == nil && e.Error.Code != "" {
+			return nil, &apiError{Code: e.Error.Code, Message: e.Error.Message, Fix: e.Error.Fix}
+		}
+		return nil, fmt.Errorf("%s %s: %d %s", method, path, rec.status, strings.TrimSpace(rec.body.String()))
+	}
+	return rec.body.Bytes(), nil
+}
+
+// callJSON sends v as JSON and decodes the answer into out (if not nil).
+func (t *tools) callJSON(ctx context.Context, method, path string, v, out any) error {
+	var body io.Reader
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	data, err := t.call(ctx, method, path, nil, body)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+func sandboxPath(id string, more ...string) string {
+	return "/v1/sandboxes/" + url.PathEscape(id) + strings.Join(more, "")
+}
+
+// Session is a session as the tools report it.
+type Session struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	State     string `json:"state"`
+	Workspace string `json:"workspace"`
+	Changeset string `json:"changeset,omitempty" jsonschema:"the changeset that keeps the session's writes"`
+	Added     int    `json:"added,omitempty"`
+	Modified  int    `json:"modified,omitempty"`
+	Deleted   int    `json:"deleted,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// StartIn is session_start's input.
+type StartIn struct {
+	Name string `json:"name,omitempty" jsonschema:"a name for the session (letters, digits, - and _)"`
+}
+
+func (t *tools) create(ctx context.Context, name string) (*Session, error) {
+	var s Session
+	err := t.callJSON(ctx, "POST", "/v1/sandboxes", client.CreateRequest{Name: name, Workspace: t.cfg.Workspace}, &s)
+	return &s, err
+}
+
+func (t *tools) start(ctx context.Context, _ *mcp.CallToolRequest, in StartIn) (*mcp.CallToolResult, *Session, error) {
+	s, err := t.create(ctx, in.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, s, nil
+}
+
+// ExecIn is session_exec's input.
+type ExecIn struct {
+	Session string   `json:"session" jsonschema:"the session's id or name"`
+	Command []string `json:"command" jsonschema:"the command and its arguments, not a shell line (use [\"sh\", \"-c\", LINE] for one)"`
+	Stdin   string   `json:"stdin,omitempty" jsonschema:"text given on standard input"`
+	Dir     string   `json:"dir,omitempty" jsonschema:"the working directory inside the sandbox"`
+	Env     []string `json:"env,omitempty" jsonschema:"more environment variables, NAME=VALUE"`
+	Timeout string   `json:"timeout,omitempty" jsonschema:"a duration after which the command is killed, like 30s"`
+}
+
+func (t *tools) execIn(ctx context.Context, in ExecIn) (*client.ExecResult, error) {
+	if len(in.Command) == 0 {
+		return nil, errors.New("command is empty")
+	}
+	var res client.ExecResult
+	err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/exec"),
+		client.ExecRequest{Args: in.Command, Env: in.Env, Dir: in.Dir, Stdin: in.Stdin, Timeout: in.Timeout}, &res)
+	return &res, err
+}
+
+// result is an exec's answer: its output as text for the model, with
+// IsError when the command failed, and the whole as structured content.
+func result[T any](out T, r *client.ExecResult) (*mcp.CallToolResult, T, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit status %d", r.ExitCode)
+	if r.TimedOut {
+		b.WriteString(" (timed out)")
+	}
+	if r.Stdout != "" {
+		b.WriteString("\nstdout:\n" + r.Stdout)
+	}
+	if r.Stderr != "" {
+		b.WriteString("\nstderr:\n" + r.Stderr)
+	}
+	js, _ := json.Marshal(out)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}, &mcp.TextContent{Text: string(js)}},
+		IsError: r.ExitCode != 0 || r.Signal != 0 || r.TimedOut}, out, nil
+}
+
+func (t *tools) exec(ctx context.Context, _ *mcp.CallToolRequest, in ExecIn) (*mcp.CallToolResult, *client.ExecResult, error) {
+	r, err := t.execIn(ctx, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return result(r, r)
+}
+
+// RunIn is run's input.
+type RunIn struct {
+	Command []string `json:"command" jsonschema:"the command and its arguments, not a shell line (use [\"sh\", \"-c\", LINE] for one)"`
+	Stdin   string   `json:"stdin,omitempty" jsonschema:"text given on standard input"`
+	Env     []string `json:"env,omitempty" jsonschema:"more environment variables, NAME=VALUE"`
+	Timeout string   `json:"timeout,omitempty" jsonschema:"a duration after which the command is killed, like 30s"`
+}
+
+// RunOut is run's answer: the command's, and the session it ran in.
+type RunOut struct {
+	client.ExecResult
+	Session Session `json:"session" jsonschema:"the stopped session the command ran in: its id names the changeset to diff"`
+}
+
+// run is a session started, used once and stopped: the session is what
+// keeps the changeset, as pinfold run's is kept.
+func (t *tools) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, *RunOut, error) {
+	if len(in.Command) == 0 {
+		return nil, nil, errors.New("command is empty")
+	}
+	s, err := t.create(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := t.execIn(ctx, ExecIn{Session: s.ID, Command: in.Command, Stdin: in.Stdin, Env: in.Env, Timeout: in.Timeout})
+	stopped, serr := t.stopID(context.WithoutCancel(ctx), s.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if serr != nil {
+		return nil, nil, serr
+	}
+	return result(&RunOut{ExecResult: *r, Session: *stopped}, r)
+}
+
+// SessionIn names a session.
+type SessionIn struct {
+	Session string `json:"session" jsonschema:"the session's id or name"`
+}
+
+func (t *tools) stopID(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	err := t.callJSON(ctx, "DELETE", sandboxPath(id), nil, &s)
+	return &s, err
+}
+
+func (t *tools) stop(ctx context.Context, _ *mcp.CallToolRequest, in SessionIn) (*mcp.CallToolResult, *Session, error) {
+	s, err := t.stopID(ctx, in.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, s, nil
+}
+
+// ListIn is session_list's input.
+type ListIn struct {
+	All bool `json:"all,omitempty" jsonschema:"also the stopped sessions"`
+}
+
+// ListOut is session_list's answer.
+type ListOut struct {
+	Sessions []Session `json:"sessions"`
+}
+
+func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListIn) (*mcp.CallToolResult, *ListOut, error) {
+	q := url.Values{}
+	if in.All {
+		q.Set("all", "true")
+	}
+	data, err := t.call(ctx, "GET", "/v1/sandboxes", q, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &ListOut{Sessions: []Session{}}
+	if err := json.Unmarshal(data, &out.Sessions); err != nil {
+		return nil, nil, err
+	}
+	return nil, out, nil
+}
+
+// FileIn names a file in a session.
+type FileIn struct {
+	Session string `json:"session" jsonschema:"the session's id or name"`
+	Path    string `json:"path" jsonschema:"a path inside the sandbox; a relative one is in the workspace"`
+}
+
+// FileOut is a file's content.
+type FileOut struct {
+	Content string `json:"content"`
+}
+
+func (t *tools) read(ctx context.Context, _ *mcp.CallToolRequest, in FileIn) (*mcp.CallToolResult, *FileOut, error) {
+	data, err := t.call(ctx, "GET", sandboxPath(in.Session, "/files"), url.Values{"path": {in.Path}}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}, &FileOut{Content: string(data)}, nil
+}
+
+// WriteIn is file_write's input.
+type WriteIn struct {
+	Session string `json:"session" jsonschema:"the session's id or name"`
+	Path    string `json:"path" jsonschema:"a path inside the sandbox; a relative one is in the workspace"`
+	Content string `json:"content" jsonschema:"the file's whole new content"`
+	Mode    string `json:"mode,omitempty" jsonschema:"octal permissions, like 0755 (default 0644)"`
+}
+
+// Done says a tool did what it was asked.
+type Done struct {
+	OK bool `json:"ok"`
+}
+
+func (t *tools) write(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (*mcp.CallToolResult, *Done, error) {
+	q := url.Values{"path": {in.Path}}
+	if in.Mode != "" {
+		q.Set("mode", in.Mode)
+	}
+	if _, err := t.call(ctx, "PUT", sandboxPath(in.Session, "/files"), q, strings.NewReader(in.Content)); err != nil {
+		return nil, nil, err
+	}
+	return nil, &Done{OK: true}, nil
+}
+
+// Entry is a file of a listed directory.
+type Entry struct {
+	Name     string    `json:"name"`
+	Type     string    `json:"type" jsonschema:"file, dir, symlink or other"`
+	Size     int64     `json:"size"`
+	Mode     uint32    `json:"mode"`
+	Target   string    `json:"target,omitempty"`
+	Modified time.Time `json:"modified"`
+}
+
+// DirOut is file_list's answer.
+type DirOut struct {
+	Entries []Entry `json:"entries"`
+}
+
+func (t *tools) listDir(ctx context.Context, _ *mcp.CallToolRequest, in FileIn) (*mcp.CallToolResult, *DirOut, error) {
+	if in.Path == "" {
+		in.Path = "."
+	}
+	data, err := t.call(ctx, "GET", sandboxPath(in.Session, "/files/list"), url.Values{"path": {in.Path}}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := &DirOut{Entries: []Entry{}}
+	if err := json.Unmarshal(data, &out.Entries); err != nil {
+		return nil, nil, err
+	}
+	return nil, out, nil
+}
+
+// DiffIn is diff's input.
+type DiffIn struct {
+	Session string `json:"session" jsonschema:"the session's id or name"`
+	Format  string `json:"format,omitempty" jsonschema:"diff (the default), stat or name-status"`
+}
+
+// DiffOut is a changeset's diff.
+type DiffOut struct {
+	Diff string `json:"diff"`
+}
+
+func (t *tools) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) (*mcp.CallToolResult, *DiffOut, error) {
+	q := url.Values{}
+	if in.Format != "" {
+		q.Set("format", in.Format)
+	}
+	data, err := t.call(ctx, "GET", sandboxPath(in.Session, "/changeset"), q, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	text := string(data)
+	if text == "" {
+		text = "(no changes)"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, &DiffOut{Diff: string(data)}, nil
+}
+
+// Finished is apply's or discard's answer.
+type Finished struct {
+	Changeset string `json:"changeset"`
+	Applied   int    `json:"applied,omitempty"`
+	Discarded bool   `json:"discarded,omitempty"`
+}
+
+func (t *tools) apply(ctx context.Context, _ *mcp.CallToolRequest, in SessionIn) (*mcp.CallToolResult, *Finished, error) {
+	var f Finished
+	if err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/changeset/apply"), nil, &f); err != nil {
+		return nil, nil, err
+	}
+	return nil, &f, nil
+}
+
+func (t *tools) discard(ctx context.Context, _ *mcp.CallToolRequest, in SessionIn) (*mcp.CallToolResult, *Finished, error) {
+	var f Finished
+	if err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/changeset/discard"), nil, &f); err != nil {
+		return nil, nil, err
+	}
+	return nil, &f, nil
+}
