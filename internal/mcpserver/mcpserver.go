@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -334,7 +335,7 @@ func (t *tools) read(ctx context.Context, _ *mcp.CallToolRequest, in FileIn) (*m
 type WriteIn struct {
 	Session string `json:"session" jsonschema:"the session's id or name"`
 	Path    string `json:"path" jsonschema:"a path inside the sandbox; a relative one is in the workspace"`
-	Content string `json:"content" jsonschema:"the file's whole new content"`
+	Content string `json:"content" jsonschema:"the file's whole new content (missing directories are made)"`
 	Mode    string `json:"mode,omitempty" jsonschema:"octal permissions, like 0755 (default 0644)"`
 }
 
@@ -347,6 +348,20 @@ func (t *tools) write(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (
 	q := url.Values{"path": {in.Path}}
 	if in.Mode != "" {
 		q.Set("mode", in.Mode)
+	}
+	// An agent writes new files in new directories: they are made in
+	// the sandbox first, as the agent's own mkdir -p would (the agent's
+	// upload makes none).
+	if dir := path.Dir(in.Path); dir != "." && dir != "/" {
+		if _, err := t.call(ctx, "GET", sandboxPath(in.Session, "/files/stat"), url.Values{"path": {dir}}, nil); err != nil {
+			r, err := t.execIn(ctx, ExecIn{Session: in.Session, Command: []string{"mkdir", "-p", "--", dir}})
+			if err != nil {
+				return nil, nil, err
+			}
+			if r.ExitCode != 0 {
+				return nil, nil, fmt.Errorf("cannot make %s: %s", dir, strings.TrimSpace(r.Stderr))
+			}
+		}
 	}
 	if _, err := t.call(ctx, "PUT", sandboxPath(in.Session, "/files"), q, strings.NewReader(in.Content)); err != nil {
 		return nil, nil, err

@@ -1,0 +1,337 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pinfold/pinfold/internal/nettest"
+)
+
+// pinfold is the binary the tests run, built with pinfold-api beside it.
+var pinfold string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("skipping: pinfold mcp's tests run real sandboxes, as root")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "pinfold-mcp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755)
+	if pinfold, err = nettest.BuildPinfold(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// workspace makes a workspace with a.txt and, if yaml is given, a
+// pinfold.yaml.
+func workspace(t *testing.T, yaml string) string {
+	t.Helper()
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if yaml != "" {
+		if err := os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
+// stdio connects the Go SDK's client to a real `pinfold mcp` in ws.
+func stdio(t *testing.T, store, ws string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(pinfold, "mcp")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
+	cmd.Stderr = os.Stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to pinfold mcp: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func tools(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// call calls a tool; out, if not nil, receives its structured content.
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+type session struct {
+	ID, State, Changeset string
+}
+
+// useSession is what an agent does in a session: write a file, run a
+// command that reads it and writes another, list and read, stop, and
+// look at the diff. It returns the session's id.
+func useSession(t *testing.T, cs *mcp.ClientSession) string {
+	t.Helper()
+	var s session
+	if res := call(t, cs, "session_start", map[string]any{}, &s); res.IsError || s.ID == "" || s.State != "running" {
+		t.Fatalf("session_start: %s", text(res))
+	}
+	if res := call(t, cs, "file_write", map[string]any{"session": s.ID, "path": "notes/hello.txt", "content": "hello from the agent\n"}, nil); res.IsError {
+		t.Fatalf("file_write: %s", text(res))
+	}
+	var x struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+	}
+	res := call(t, cs, "session_exec", map[string]any{"session": s.ID, "command": []string{"sh", "-c", "cat notes/hello.txt; cat; echo made > made.txt"}, "stdin": "in\n"}, &x)
+	if res.IsError || x.ExitCode != 0 || x.Stdout != "hello from the agent\nin\n" {
+		t.Errorf("session_exec: %+v %s", x, text(res))
+	}
+	res = call(t, cs, "session_exec", map[string]any{"session": s.ID, "command": []string{"sh", "-c", "exit 7"}}, &x)
+	if !res.IsError || x.ExitCode != 7 {
+		t.Errorf("session_exec exit 7: %+v %s", x, text(res))
+	}
+	var dir struct{ Entries []struct{ Name, Type string } }
+	call(t, cs, "file_list", map[string]any{"session": s.ID, "path": "."}, &dir)
+	var names []string
+	for _, e := range dir.Entries {
+		names = append(names, e.Name)
+	}
+	for _, want := range []string{"made.txt", "notes"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("file_list: no %s in %q", want, names)
+		}
+	}
+	var f struct{ Content string }
+	if call(t, cs, "file_read", map[string]any{"session": s.ID, "path": "notes/hello.txt"}, &f); f.Content != "hello from the agent\n" {
+		t.Errorf("file_read: %q", f.Content)
+	}
+	if res := call(t, cs, "file_read", map[string]any{"session": s.ID, "path": "missing"}, nil); !res.IsError {
+		t.Errorf("file_read of a missing file: %s", text(res))
+	}
+	if res := call(t, cs, "session_stop", map[string]any{"session": s.ID}, &s); res.IsError || s.State == "running" {
+		t.Errorf("session_stop: %s", text(res))
+	}
+	var d struct{ Diff string }
+	call(t, cs, "diff", map[string]any{"session": s.ID}, &d)
+	for _, want := range []string{"notes/hello.txt", "+hello from the agent", "made.txt", "+made"} {
+		if !strings.Contains(d.Diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, d.Diff)
+		}
+	}
+	return s.ID
+}
+
+// TestStdio drives a real `pinfold mcp` with the Go SDK's client: the
+// tools, a session's writes in its changeset's diff and not in the
+// workspace, a one-shot run, apply not offered, and a run pinfold.yaml
+// refuses.
+func TestStdio(t *testing.T) {
+	store := t.TempDir()
+	ws := workspace(t, "")
+	cs := stdio(t, store, ws)
+	want := []string{"diff", "file_list", "file_read", "file_write", "run", "session_exec", "session_list", "session_start", "session_stop"}
+	if got := tools(t, cs); !slices.Equal(got, want) {
+		t.Errorf("tools: %q, want %q (no apply or discard without mcp.apply)", got, want)
+	}
+	id := useSession(t, cs)
+	if _, err := os.Stat(filepath.Join(ws, "notes")); err == nil {
+		t.Error("a session's write reached the workspace")
+	}
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "apply", Arguments: map[string]any{"session": id}}); err == nil && !res.IsError {
+		t.Error("apply was called without mcp.apply")
+	}
+	// The changeset is pinfold's own: the CLI sees it.
+	cmd := exec.Command(pinfold, "changes")
+	cmd.Dir, cmd.Env = ws, append(os.Environ(), "PINFOLD_STORE="+store)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "session "+id) {
+		t.Errorf("pinfold changes: %v\n%s", err, out)
+	}
+
+	var r struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+		Session  session
+	}
+	res := call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo ran > run.txt; cat a.txt; exit 3"}}, &r)
+	if !res.IsError || r.ExitCode != 3 || r.Stdout != "one\n" || r.Session.State == "running" || r.Session.Changeset == "" {
+		t.Errorf("run: %+v %s", r, text(res))
+	}
+	var d struct{ Diff string }
+	if call(t, cs, "diff", map[string]any{"session": r.Session.ID}, &d); !strings.Contains(d.Diff, "+ran") {
+		t.Errorf("run's diff: %q", d.Diff)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "run.txt")); err == nil {
+		t.Error("run's write reached the workspace")
+	}
+
+	// pinfold.yaml's policy holds: a host backend with no host.allow
+	// runs nothing.
+	cs2 := stdio(t, store, workspace(t, "version: 1\nbackend: host\n"))
+	res = call(t, cs2, "run", map[string]any{"command": []string{"true"}}, nil)
+	if !res.IsError || !strings.Contains(text(res), "PF174") || !strings.Contains(text(res), "host.allow") {
+		t.Errorf("run refused by the policy: %s", text(res))
+	}
+}
+
+// TestStdioApply: with mcp: {apply: true}, apply and discard are tools,
+// and apply writes the changeset into the workspace.
+func TestStdioApply(t *testing.T) {
+	store := t.TempDir()
+	ws := workspace(t, "version: 1\nmcp:\n  apply: true\n")
+	cs := stdio(t, store, ws)
+	if got := tools(t, cs); !slices.Contains(got, "apply") || !slices.Contains(got, "discard") {
+		t.Fatalf("tools with mcp.apply: %q", got)
+	}
+	id := useSession(t, cs)
+	if res := call(t, cs, "apply", map[string]any{"session": id}, nil); res.IsError {
+		t.Fatalf("apply: %s", text(res))
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "notes/hello.txt")); err != nil || string(b) != "hello from the agent\n" {
+		t.Errorf("applied file: %q %v", b, err)
+	}
+	var r struct{ Session session }
+	call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo x > gone.txt"}}, &r)
+	if res := call(t, cs, "discard", map[string]any{"session": r.Session.ID}, nil); res.IsError {
+		t.Fatalf("discard: %s", text(res))
+	}
+	if res := call(t, cs, "diff", map[string]any{"session": r.Session.ID}, nil); !res.IsError {
+		t.Errorf("diff of a discarded changeset: %s", text(res))
+	}
+	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); err == nil {
+		t.Error("a discarded write reached the workspace")
+	}
+}
+
+// serve starts a real pinfold serve on loopback with one tenant's token
+// and returns its address.
+func serve(t *testing.T, token string) string {
+	t.Helper()
+	store := t.TempDir()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("agent "+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.Command(pinfold, "serve", "--socket", filepath.Join(t.TempDir(), "api.sock"), "--listen", "127.0.0.1:0", "--tokens", tokens)
+	srv.Dir = t.TempDir()
+	srv.Env = append(os.Environ(), "PINFOLD_STORE="+store)
+	errp, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errp)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), " and http://"); ok {
+				addr <- a
+			}
+			fmt.Fprintln(os.Stderr, sc.Text())
+		}
+	}()
+	select {
+	case a := <-addr:
+		return a
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not say where it listens")
+	}
+	return ""
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestHTTP drives serve's /mcp with the Go SDK's streamable HTTP client
+// as a tenant; a wrong token is refused.
+func TestHTTP(t *testing.T) {
+	const token = "mcp-agent-0123456789abcdef"
+	addr := serve(t, token)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wrong := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{"not-the-token-0123456789"}}, MaxRetries: -1}
+	if cs, err := c.Connect(ctx, wrong, nil); err == nil {
+		cs.Close()
+		t.Error("a wrong token was served")
+	}
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}}
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	if got := tools(t, cs); slices.Contains(got, "apply") {
+		t.Errorf("tools over HTTP: %q", got)
+	}
+	useSession(t, cs)
+	var l struct{ Sessions []session }
+	if call(t, cs, "session_list", map[string]any{"all": true}, &l); len(l.Sessions) != 1 {
+		t.Errorf("the tenant's sessions: %+v", l.Sessions)
+	}
+}
