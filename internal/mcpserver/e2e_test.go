@@ -335,3 +335,41 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("the tenant's sessions: %+v", l.Sessions)
 	}
 }
+
+// TestTypeScriptClient runs testdata/client.cjs, an agent through the
+// official TypeScript SDK's client (npm @modelcontextprotocol/sdk, which
+// scripts/test-setup.sh installs into /var/cache/pinfold-tools/mcp-ts;
+// PINFOLD_MCP_TS names another directory), against pinfold mcp on stdio
+// and serve's /mcp with a token. Missing node or the SDK fails the test
+// under CI=true and skips it otherwise.
+func TestTypeScriptClient(t *testing.T) {
+	dir := os.Getenv("PINFOLD_MCP_TS")
+	if dir == "" {
+		dir = "/var/cache/pinfold-tools/mcp-ts"
+	}
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "node_modules/@modelcontextprotocol/sdk/package.json"))
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node or the TypeScript MCP SDK is missing (scripts/test-setup.sh installs them): %v", err)
+		}
+		t.Skipf("node or the TypeScript MCP SDK is missing (scripts/test-setup.sh installs them): %v", err)
+	}
+	const token = "mcp-ts-agent-0123456789abcdef"
+	addr := serve(t, token)
+	script, err := filepath.Abs("testdata/client.cjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "PINFOLD="+pinfold,
+		"WS="+workspace(t, ""), "PINFOLD_STORE="+t.TempDir(), "MCP_URL=http://"+addr+"/mcp", "MCP_TOKEN="+token)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stdio: ok") || !strings.Contains(string(out), "http: ok") {
+		t.Errorf("node %s: %v\n%s", script, err, out)
+	}
+}
