@@ -191,6 +191,14 @@ func TestStdio(t *testing.T) {
 	if got := tools(t, cs); !slices.Equal(got, want) {
 		t.Errorf("tools: %q, want %q (no apply or discard without mcp.apply)", got, want)
 	}
+	var live session
+	call(t, cs, "session_start", map[string]any{"name": "agent"}, &live)
+	ls := exec.Command(pinfold, "session", "ls")
+	ls.Dir, ls.Env = ws, append(os.Environ(), "PINFOLD_STORE="+store)
+	if out, err := ls.CombinedOutput(); err != nil || live.ID == "" || !strings.Contains(string(out), live.ID) {
+		t.Errorf("pinfold session ls: %v\n%s", err, out)
+	}
+	call(t, cs, "session_stop", map[string]any{"session": "agent"}, nil)
 	id := useSession(t, cs)
 	if _, err := os.Stat(filepath.Join(ws, "notes")); err == nil {
 		t.Error("a session's write reached the workspace")
