@@ -268,13 +268,13 @@ func TestStdioApply(t *testing.T) {
 	}
 }
 
-// serve starts a real pinfold serve on loopback with one tenant's token
-// and returns its address.
-func serve(t *testing.T, token string) string {
+// serve starts a real pinfold serve on loopback with tenant agent's token
+// (and more "TENANT TOKEN" lines) and returns its address.
+func serve(t *testing.T, token string, more ...string) string {
 	t.Helper()
 	store := t.TempDir()
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("agent "+token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("agent "+token+"\n"+strings.Join(more, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := exec.Command(pinfold, "serve", "--socket", filepath.Join(t.TempDir(), "api.sock"), "--listen", "127.0.0.1:0", "--tokens", tokens)
@@ -318,8 +318,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestHTTP drives serve's /mcp with the Go SDK's streamable HTTP client
 // as a tenant; a wrong token is refused.
 func TestHTTP(t *testing.T) {
-	const token = "mcp-agent-0123456789abcdef"
-	addr := serve(t, token)
+	const token, other = "mcp-agent-0123456789abcdef", "mcp-other-0123456789abcdef"
+	addr := serve(t, token, "other "+other)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -337,10 +337,34 @@ func TestHTTP(t *testing.T) {
 	if got := tools(t, cs); slices.Contains(got, "apply") {
 		t.Errorf("tools over HTTP: %q", got)
 	}
-	useSession(t, cs)
+	id := useSession(t, cs)
 	var l struct{ Sessions []session }
 	if call(t, cs, "session_list", map[string]any{"all": true}, &l); len(l.Sessions) != 1 {
 		t.Errorf("the tenant's sessions: %+v", l.Sessions)
+	}
+
+	// Another tenant sees none of it.
+	tr2 := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{other}}}
+	cs2, err := c.Connect(ctx, tr2, nil)
+	if err != nil {
+		t.Fatalf("connect as the other tenant: %v", err)
+	}
+	defer cs2.Close()
+	if res := call(t, cs2, "diff", map[string]any{"session": id}, nil); !res.IsError || !strings.Contains(text(res), "PF") {
+		t.Errorf("another tenant's diff: %s", text(res))
+	}
+	if call(t, cs2, "session_list", map[string]any{"all": true}, &l); len(l.Sessions) != 0 {
+		t.Errorf("another tenant lists: %+v", l.Sessions)
+	}
+
+	// Without a token, nothing of MCP is served.
+	resp, err := http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token: %s", resp.Status)
 	}
 }
 
