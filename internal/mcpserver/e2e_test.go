@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pinfold/pinfold/internal/nettest"
+	"github.com/pinfold/pinfold/internal/session"
 )
 
 // pinfold is the binary the tests run, built with pinfold-api beside it.
@@ -60,9 +61,27 @@ func workspace(t *testing.T, yaml string) string {
 	return ws
 }
 
+// stopAll stops, when the test ends, what sessions of the store's owner
+// and tenants the test left running (it stops each it starts, unless it
+// failed half-way): sessions outlive their servers.
+func stopAll(t *testing.T, store string) {
+	t.Cleanup(func() {
+		st := session.Open(store)
+		for _, tenant := range []string{"", "agent", "other"} {
+			list, _ := st.List(tenant)
+			for _, r := range list {
+				if r.Live() {
+					session.Stop(context.Background(), st, r, 5*time.Second)
+				}
+			}
+		}
+	})
+}
+
 // stdio connects the Go SDK's client to a real `pinfold mcp` in ws.
 func stdio(t *testing.T, store, ws string) *mcp.ClientSession {
 	t.Helper()
+	stopAll(t, store)
 	cmd := exec.Command(pinfold, "mcp")
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), "PINFOLD_STORE="+store)
@@ -133,6 +152,10 @@ func useSession(t *testing.T, cs *mcp.ClientSession) string {
 	if res := call(t, cs, "session_start", map[string]any{}, &s); res.IsError || s.ID == "" || s.State != "running" {
 		t.Fatalf("session_start: %s", text(res))
 	}
+	// Stopped even when the test fails half-way: sessions outlive it.
+	t.Cleanup(func() {
+		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_stop", Arguments: map[string]any{"session": s.ID}})
+	})
 	if res := call(t, cs, "file_write", map[string]any{"session": s.ID, "path": "notes/hello.txt", "content": "hello from the agent\n"}, nil); res.IsError {
 		t.Fatalf("file_write: %s", text(res))
 	}
@@ -193,6 +216,9 @@ func TestStdio(t *testing.T) {
 	}
 	var live session
 	call(t, cs, "session_start", map[string]any{"name": "agent"}, &live)
+	t.Cleanup(func() {
+		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_stop", Arguments: map[string]any{"session": "agent"}})
+	})
 	ls := exec.Command(pinfold, "session", "ls")
 	ls.Dir, ls.Env = ws, append(os.Environ(), "PINFOLD_STORE="+store)
 	if out, err := ls.CombinedOutput(); err != nil || live.ID == "" || !strings.Contains(string(out), live.ID) {
@@ -273,6 +299,7 @@ func TestStdioApply(t *testing.T) {
 func serve(t *testing.T, token string, more ...string) string {
 	t.Helper()
 	store := t.TempDir()
+	stopAll(t, store)
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("agent "+token+"\n"+strings.Join(more, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -395,11 +422,13 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := t.TempDir()
+	stopAll(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "PINFOLD="+pinfold,
-		"WS="+workspace(t, ""), "PINFOLD_STORE="+t.TempDir(), "MCP_URL=http://"+addr+"/mcp", "MCP_TOKEN="+token)
+		"WS="+workspace(t, ""), "PINFOLD_STORE="+store, "MCP_URL=http://"+addr+"/mcp", "MCP_TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "stdio: ok") || !strings.Contains(string(out), "http: ok") {
 		t.Errorf("node %s: %v\n%s", script, err, out)
