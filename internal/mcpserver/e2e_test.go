@@ -139,7 +139,7 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
-type session struct {
+type sess struct {
 	ID, State, Changeset string
 }
 
@@ -148,7 +148,7 @@ type session struct {
 // look at the diff. It returns the session's id.
 func useSession(t *testing.T, cs *mcp.ClientSession) string {
 	t.Helper()
-	var s session
+	var s sess
 	if res := call(t, cs, "session_start", map[string]any{}, &s); res.IsError || s.ID == "" || s.State != "running" {
 		t.Fatalf("session_start: %s", text(res))
 	}
@@ -214,7 +214,7 @@ func TestStdio(t *testing.T) {
 	if got := tools(t, cs); !slices.Equal(got, want) {
 		t.Errorf("tools: %q, want %q (no apply or discard without mcp.apply)", got, want)
 	}
-	var live session
+	var live sess
 	call(t, cs, "session_start", map[string]any{"name": "agent"}, &live)
 	t.Cleanup(func() {
 		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_stop", Arguments: map[string]any{"session": "agent"}})
@@ -242,7 +242,7 @@ func TestStdio(t *testing.T) {
 	var r struct {
 		ExitCode int    `json:"exit_code"`
 		Stdout   string `json:"stdout"`
-		Session  session
+		Session  sess
 	}
 	res := call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo ran > run.txt; cat a.txt; exit 3"}}, &r)
 	if !res.IsError || r.ExitCode != 3 || r.Stdout != "one\n" || r.Session.State == "running" || r.Session.Changeset == "" {
@@ -281,7 +281,7 @@ func TestStdioApply(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "notes/hello.txt")); err != nil || string(b) != "hello from the agent\n" {
 		t.Errorf("applied file: %q %v", b, err)
 	}
-	var r struct{ Session session }
+	var r struct{ Session sess }
 	call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo x > gone.txt"}}, &r)
 	if res := call(t, cs, "discard", map[string]any{"session": r.Session.ID}, nil); res.IsError {
 		t.Fatalf("discard: %s", text(res))
@@ -365,7 +365,7 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("tools over HTTP: %q", got)
 	}
 	id := useSession(t, cs)
-	var l struct{ Sessions []session }
+	var l struct{ Sessions []sess }
 	if call(t, cs, "session_list", map[string]any{"all": true}, &l); len(l.Sessions) != 1 {
 		t.Errorf("the tenant's sessions: %+v", l.Sessions)
 	}
