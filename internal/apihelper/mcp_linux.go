@@ -47,14 +47,18 @@ func mcpMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	srv, err := localServer(*version)
+	bin, err := pinfoldBinary()
+	if err != nil {
+		return fail("%v", err)
+	}
+	srv, err := localServer(*version, bin)
 	if err != nil {
 		return fail("%v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	s := mcpserver.New(mcpserver.Config{API: srv.AsTenant(""), Workspace: dir, Apply: apply, Version: *version})
+	s := mcpserver.New(mcpserver.Config{API: srv.AsTenant(""), Workspace: dir, Apply: apply, Version: *version, Pinfold: bin})
 	// stdout is the protocol's: the server writes its notes on stderr.
 	if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 		return fail("%v", err)
@@ -63,7 +67,7 @@ func mcpMain(args []string) int {
 }
 
 // localServer is the API served in this process to its owner.
-func localServer(version string) (*server.Server, error) {
+func localServer(version, pinfold string) (*server.Server, error) {
 	dir, err := store.DefaultDir()
 	if err != nil {
 		return nil, err
@@ -71,11 +75,7 @@ func localServer(version string) (*server.Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	cfg := server.Config{Store: dir, Version: version}
-	if cfg.Pinfold, err = pinfoldBinary(); err != nil {
-		return nil, err
-	}
-	return server.New(cfg), nil
+	return server.New(server.Config{Store: dir, Version: version, Pinfold: pinfold}), nil
 }
 
 // mcpApply says whether the pinfold.yaml that governs dir (found as a
@@ -96,9 +96,9 @@ func mcpApply(dir string) (bool, error) {
 // server's authentication. It is stateless: every request gets a server
 // of its own for the tenant it was authenticated as, so that no MCP
 // session id can carry one tenant's requests into another's tools. The
-// owner's sessions start in dir (serve's working directory), whose
-// pinfold.yaml says whether apply and discard are offered.
-func mcpHandler(srv *server.Server, dir string, apply bool, version string) http.Handler {
+// owner's sessions and runs start in dir (serve's working directory),
+// whose pinfold.yaml says whether apply and discard are offered.
+func mcpHandler(srv *server.Server, dir, pinfold string, apply bool, version string) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		t, ok := server.Tenant(r)
 		if !ok {
@@ -106,7 +106,7 @@ func mcpHandler(srv *server.Server, dir string, apply bool, version string) http
 		}
 		c := mcpserver.Config{API: srv.AsTenant(t), Apply: apply, Version: version}
 		if t == "" {
-			c.Workspace = dir
+			c.Workspace, c.Pinfold = dir, pinfold
 		}
 		return mcpserver.New(c)
 	}, &mcp.StreamableHTTPOptions{Stateless: true})

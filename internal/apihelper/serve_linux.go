@@ -101,7 +101,7 @@ func serve(args []string) int {
 		// The API serves without it: /mcp only keeps apply off.
 		fmt.Fprintf(os.Stderr, "pinfold: /mcp offers no apply tool: pinfold.yaml: %v\n", err)
 	}
-	srv.Handle("/mcp", mcpHandler(srv, wd, apply, c.Version))
+	srv.Handle("/mcp", mcpHandler(srv, wd, cfg.Pinfold, apply, c.Version))
 	if err := server.ServeLimited(ctx, srv, lim, ls...); err != nil {
 		return fail("%v", err)
 	}

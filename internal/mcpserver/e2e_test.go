@@ -240,26 +240,41 @@ func TestStdio(t *testing.T) {
 	}
 
 	var r struct {
-		ExitCode int    `json:"exit_code"`
-		Stdout   string `json:"stdout"`
-		Session  sess
+		ExitCode  int    `json:"exit_code"`
+		Stdout    string `json:"stdout"`
+		Changeset struct{ ID string }
 	}
 	res := call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo ran > run.txt; cat a.txt; exit 3"}}, &r)
-	if !res.IsError || r.ExitCode != 3 || r.Stdout != "one\n" || r.Session.State == "running" || r.Session.Changeset == "" {
+	if !res.IsError || r.ExitCode != 3 || r.Stdout != "one\n" || r.Changeset.ID == "" {
 		t.Errorf("run: %+v %s", r, text(res))
 	}
 	var d struct{ Diff string }
-	if call(t, cs, "diff", map[string]any{"session": r.Session.ID}, &d); !strings.Contains(d.Diff, "+ran") {
+	if call(t, cs, "diff", map[string]any{"changeset": r.Changeset.ID}, &d); !strings.Contains(d.Diff, "+ran") {
 		t.Errorf("run's diff: %q", d.Diff)
+	}
+	if call(t, cs, "diff", map[string]any{"changeset": r.Changeset.ID, "format": "name-status"}, &d); !strings.Contains(d.Diff, "run.txt") {
+		t.Errorf("run's diff --name-status: %q", d.Diff)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "run.txt")); err == nil {
 		t.Error("run's write reached the workspace")
 	}
 
-	// pinfold.yaml's policy holds: a host backend with no host.allow
-	// runs nothing.
-	cs2 := stdio(t, store, workspace(t, "version: 1\nbackend: host\n"))
-	res = call(t, cs2, "run", map[string]any{"command": []string{"true"}}, nil)
+	// run is pinfold run: pinfold.yaml's dispatch picks the profile, and
+	// the host profile runs only what its allow-list names.
+	cs2 := stdio(t, store, workspace(t, `version: 1
+profiles:
+  onhost:
+    backend: host
+    host:
+      allow: ["echo allowed*"]
+dispatch:
+  - command: echo
+    profile: onhost
+`))
+	if res = call(t, cs2, "run", map[string]any{"command": []string{"echo", "allowed", "here"}}, &r); res.IsError || r.Stdout != "allowed here\n" {
+		t.Errorf("run allowed on the host: %s", text(res))
+	}
+	res = call(t, cs2, "run", map[string]any{"command": []string{"echo", "refused"}}, nil)
 	if !res.IsError || !strings.Contains(text(res), "PF174") || !strings.Contains(text(res), "host.allow") {
 		t.Errorf("run refused by the policy: %s", text(res))
 	}
@@ -281,12 +296,12 @@ func TestStdioApply(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "notes/hello.txt")); err != nil || string(b) != "hello from the agent\n" {
 		t.Errorf("applied file: %q %v", b, err)
 	}
-	var r struct{ Session sess }
+	var r struct{ Changeset struct{ ID string } }
 	call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "echo x > gone.txt"}}, &r)
-	if res := call(t, cs, "discard", map[string]any{"session": r.Session.ID}, nil); res.IsError {
+	if res := call(t, cs, "discard", map[string]any{"changeset": r.Changeset.ID}, nil); res.IsError {
 		t.Fatalf("discard: %s", text(res))
 	}
-	if res := call(t, cs, "diff", map[string]any{"session": r.Session.ID}, nil); !res.IsError {
+	if res := call(t, cs, "diff", map[string]any{"changeset": r.Changeset.ID}, nil); !res.IsError {
 		t.Errorf("diff of a discarded changeset: %s", text(res))
 	}
 	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); err == nil {

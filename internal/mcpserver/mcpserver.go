@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path"
 	"strings"
 	"time"
@@ -39,6 +40,11 @@ type Config struct {
 	Apply bool
 	// Version is the server's version, as the initialize answer gives it.
 	Version string
+	// Pinfold is the pinfold binary, for the owner only: run is then
+	// pinfold run itself in Workspace (dispatch, hooks and the host
+	// backend's allow-list as on the command line), and diff, apply and
+	// discard also take the changeset it returns.
+	Pinfold string
 }
 
 // New makes an MCP server with pinfold's tools.
@@ -46,8 +52,8 @@ func New(c Config) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "pinfold", Title: "pinfold sandboxes", Version: c.Version},
 		&mcp.ServerOptions{Instructions: instructions(c.Apply)})
 	t := &tools{cfg: c}
-	mcp.AddTool(s, &mcp.Tool{Name: "run", Description: "Run one command in a fresh sandbox under the workspace's pinfold.yaml policy " +
-		"and return its output and exit status. Its writes are kept as a changeset (see the diff tool with the session it returns), never written to the workspace."}, t.run)
+	mcp.AddTool(s, &mcp.Tool{Name: "run", Description: "Run one command in a fresh sandbox under the workspace's pinfold.yaml policy, " +
+		"as pinfold run does, and return its output and exit status. Its writes are kept as a changeset (see the diff tool with the changeset or session it returns), never written to the workspace."}, t.run)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_start", Description: "Start a sandbox session that stays up between commands; returns its id."}, t.start)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_exec", Description: "Run a command in a running session and return its output and exit status."}, t.exec)
 	mcp.AddTool(s, &mcp.Tool{Name: "session_stop", Description: "Stop a session. Its changeset is kept for review."}, t.stop)
@@ -55,10 +61,10 @@ func New(c Config) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "file_read", Description: "Read a file in a running session (a path inside the sandbox)."}, t.read)
 	mcp.AddTool(s, &mcp.Tool{Name: "file_write", Description: "Write a file in a running session; the write joins its changeset."}, t.write)
 	mcp.AddTool(s, &mcp.Tool{Name: "file_list", Description: "List a directory in a running session."}, t.listDir)
-	mcp.AddTool(s, &mcp.Tool{Name: "diff", Description: "Show a session's changeset: what its commands and writes changed in the workspace, as a unified diff (or stat, name-status)."}, t.diff)
+	mcp.AddTool(s, &mcp.Tool{Name: "diff", Description: "Show a changeset, a session's or a run's: what its commands and writes changed in the workspace, as a unified diff (or stat, name-status)."}, t.diff)
 	if c.Apply {
-		mcp.AddTool(s, &mcp.Tool{Name: "apply", Description: "Apply a stopped session's changeset to the workspace."}, t.apply)
-		mcp.AddTool(s, &mcp.Tool{Name: "discard", Description: "Discard a stopped session's changeset."}, t.discard)
+		mcp.AddTool(s, &mcp.Tool{Name: "apply", Description: "Apply a changeset (a stopped session's or a run's) to the workspace."}, t.apply)
+		mcp.AddTool(s, &mcp.Tool{Name: "discard", Description: "Discard a changeset (a stopped session's or a run's)."}, t.discard)
 	}
 	return s
 }
@@ -205,23 +211,20 @@ func (t *tools) execIn(ctx context.Context, in ExecIn) (*client.ExecResult, erro
 	return &res, err
 }
 
-// result is an exec's answer: its output as text for the model, with
+// result is a command's answer: its output as text for the model, with
 // IsError when the command failed, and the whole as structured content.
-func result[T any](out T, r *client.ExecResult) (*mcp.CallToolResult, T, error) {
+func result[T any](out T, code int, failed bool, stdout, stderr string) (*mcp.CallToolResult, T, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "exit status %d", r.ExitCode)
-	if r.TimedOut {
-		b.WriteString(" (timed out)")
+	fmt.Fprintf(&b, "exit status %d", code)
+	if stdout != "" {
+		b.WriteString("\nstdout:\n" + stdout)
 	}
-	if r.Stdout != "" {
-		b.WriteString("\nstdout:\n" + r.Stdout)
-	}
-	if r.Stderr != "" {
-		b.WriteString("\nstderr:\n" + r.Stderr)
+	if stderr != "" {
+		b.WriteString("\nstderr:\n" + stderr)
 	}
 	js, _ := json.Marshal(out)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}, &mcp.TextContent{Text: string(js)}},
-		IsError: r.ExitCode != 0 || r.Signal != 0 || r.TimedOut}, out, nil
+		IsError: code != 0 || failed}, out, nil
 }
 
 func (t *tools) exec(ctx context.Context, _ *mcp.CallToolRequest, in ExecIn) (*mcp.CallToolResult, *client.ExecResult, error) {
@@ -229,7 +232,7 @@ func (t *tools) exec(ctx context.Context, _ *mcp.CallToolRequest, in ExecIn) (*m
 	if err != nil {
 		return nil, nil, err
 	}
-	return result(r, r)
+	return result(r, r.ExitCode, r.Signal != 0 || r.TimedOut, r.Stdout, r.Stderr)
 }
 
 // RunIn is run's input.
@@ -240,17 +243,36 @@ type RunIn struct {
 	Timeout string   `json:"timeout,omitempty" jsonschema:"a duration after which the command is killed, like 30s"`
 }
 
-// RunOut is run's answer: the command's, and the session it ran in.
+// RunOut is run's answer.
 type RunOut struct {
-	client.ExecResult
-	Session Session `json:"session" jsonschema:"the stopped session the command ran in: its id names the changeset to diff"`
+	ExitCode  int      `json:"exit_code"`
+	Signal    string   `json:"signal,omitempty" jsonschema:"the signal that ended the command"`
+	Stdout    string   `json:"stdout"`
+	Stderr    string   `json:"stderr" jsonschema:"the command's, and pinfold's notes (the changeset's summary, what the policy blocked)"`
+	Truncated bool     `json:"truncated,omitempty" jsonschema:"an output was over 8 MiB and is cut"`
+	TimedOut  bool     `json:"timed_out,omitempty"`
+	LimitsHit []string `json:"limits_hit,omitempty" jsonschema:"the limits the command hit: memory, pids, tmp, timeout, disk"`
+	Blocked   int      `json:"blocked,omitempty" jsonschema:"how many connections the network policy blocked"`
+	// Changeset is the owner's run's: pinfold run's own.
+	Changeset *RunChangeset `json:"changeset,omitempty" jsonschema:"the changeset that keeps what the command wrote: its id is diff's changeset"`
+	// Session is a tenant's run's: the stopped session it ran in.
+	Session *Session `json:"session,omitempty" jsonschema:"the stopped session the command ran in: its id is diff's session"`
 }
 
-// run is a session started, used once and stopped: the session is what
-// keeps the changeset, as pinfold run's is kept.
+// run is pinfold run for the owner (pinfoldRun). A tenant, who reaches
+// nothing of the host, gets a session started in a fresh workspace
+// within the operator's policy, used once and stopped: the session keeps
+// the changeset.
 func (t *tools) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp.CallToolResult, *RunOut, error) {
 	if len(in.Command) == 0 {
 		return nil, nil, errors.New("command is empty")
+	}
+	if t.cfg.Pinfold != "" {
+		r, err := t.pinfoldRun(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		return result(r, r.ExitCode, r.Signal != "" || r.TimedOut, r.Stdout, r.Stderr)
 	}
 	s, err := t.create(ctx, "")
 	if err != nil {
@@ -264,7 +286,11 @@ func (t *tools) run(ctx context.Context, _ *mcp.CallToolRequest, in RunIn) (*mcp
 	if serr != nil {
 		return nil, nil, serr
 	}
-	return result(&RunOut{ExecResult: *r, Session: *stopped}, r)
+	out := &RunOut{ExitCode: r.ExitCode, Stdout: r.Stdout, Stderr: r.Stderr, Truncated: r.Truncated, TimedOut: r.TimedOut, Session: stopped}
+	if r.Signal != 0 {
+		out.Signal = fmt.Sprint(r.Signal)
+	}
+	return result(out, r.ExitCode, r.Signal != 0 || r.TimedOut, r.Stdout, r.Stderr)
 }
 
 // SessionIn names a session.
@@ -401,8 +427,9 @@ func (t *tools) listDir(ctx context.Context, _ *mcp.CallToolRequest, in FileIn) 
 
 // DiffIn is diff's input.
 type DiffIn struct {
-	Session string `json:"session" jsonschema:"the session's id or name"`
-	Format  string `json:"format,omitempty" jsonschema:"diff (the default), stat or name-status"`
+	Session   string `json:"session,omitempty" jsonschema:"the session's id or name"`
+	Changeset string `json:"changeset,omitempty" jsonschema:"or a changeset's id, as run returns it"`
+	Format    string `json:"format,omitempty" jsonschema:"diff (the default), stat or name-status"`
 }
 
 // DiffOut is a changeset's diff.
@@ -411,11 +438,25 @@ type DiffOut struct {
 }
 
 func (t *tools) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) (*mcp.CallToolResult, *DiffOut, error) {
-	q := url.Values{}
-	if in.Format != "" {
-		q.Set("format", in.Format)
+	var data []byte
+	var err error
+	if in.Changeset != "" {
+		args := []string{"diff", in.Changeset}
+		switch in.Format {
+		case "", "diff":
+		case "stat", "name-status":
+			args = append(args, "--"+in.Format)
+		default:
+			return nil, nil, errors.New("unknown format " + in.Format + ": use diff, stat or name-status")
+		}
+		data, err = t.cli(ctx, in, args...)
+	} else {
+		q := url.Values{}
+		if in.Format != "" {
+			q.Set("format", in.Format)
+		}
+		data, err = t.call(ctx, "GET", sandboxPath(in.Session, "/changeset"), q, nil)
 	}
-	data, err := t.call(ctx, "GET", sandboxPath(in.Session, "/changeset"), q, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -426,25 +467,63 @@ func (t *tools) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffIn) (*m
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, &DiffOut{Diff: string(data)}, nil
 }
 
+// cli runs pinfold ARGS in the workspace for the owner (a changeset named
+// by its id is the CLI's business); its error is what pinfold said.
+func (t *tools) cli(ctx context.Context, in DiffIn, args ...string) ([]byte, error) {
+	if in.Session != "" {
+		return nil, errors.New("give a session or a changeset, not both")
+	}
+	if t.cfg.Pinfold == "" {
+		return nil, errors.New("a tenant names its changesets by their session: give session")
+	}
+	cmd := exec.CommandContext(ctx, t.cfg.Pinfold, args...)
+	cmd.Dir = t.cfg.Workspace
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(stderr.String()), "pinfold: "))
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, errors.New(msg)
+	}
+	return append(out, stderr.Bytes()...), nil
+}
+
+// FinishIn names the changeset apply or discard ends.
+type FinishIn struct {
+	Session   string `json:"session,omitempty" jsonschema:"a stopped session's id or name"`
+	Changeset string `json:"changeset,omitempty" jsonschema:"or a changeset's id, as run returns it"`
+}
+
 // Finished is apply's or discard's answer.
 type Finished struct {
 	Changeset string `json:"changeset"`
 	Applied   int    `json:"applied,omitempty"`
 	Discarded bool   `json:"discarded,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
-func (t *tools) apply(ctx context.Context, _ *mcp.CallToolRequest, in SessionIn) (*mcp.CallToolResult, *Finished, error) {
+func (t *tools) finish(ctx context.Context, in FinishIn, verb string) (*mcp.CallToolResult, *Finished, error) {
+	if in.Changeset != "" {
+		out, err := t.cli(ctx, DiffIn{Session: in.Session}, verb, in.Changeset)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, &Finished{Changeset: in.Changeset, Discarded: verb == "discard", Message: strings.TrimSpace(string(out))}, nil
+	}
 	var f Finished
-	if err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/changeset/apply"), nil, &f); err != nil {
+	if err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/changeset/"+verb), nil, &f); err != nil {
 		return nil, nil, err
 	}
 	return nil, &f, nil
 }
 
-func (t *tools) discard(ctx context.Context, _ *mcp.CallToolRequest, in SessionIn) (*mcp.CallToolResult, *Finished, error) {
-	var f Finished
-	if err := t.callJSON(ctx, "POST", sandboxPath(in.Session, "/changeset/discard"), nil, &f); err != nil {
-		return nil, nil, err
-	}
-	return nil, &f, nil
+func (t *tools) apply(ctx context.Context, _ *mcp.CallToolRequest, in FinishIn) (*mcp.CallToolResult, *Finished, error) {
+	return t.finish(ctx, in, "apply")
+}
+
+func (t *tools) discard(ctx context.Context, _ *mcp.CallToolRequest, in FinishIn) (*mcp.CallToolResult, *Finished, error) {
+	return t.finish(ctx, in, "discard")
 }

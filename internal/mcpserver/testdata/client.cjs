@@ -37,7 +37,11 @@ async function use(transport, label) {
   r = await c.callTool({ name: 'run', arguments: { command: ['sh', '-c', 'echo via-run > ran.txt; echo out'] } });
   assert.ok(!r.isError, `${label}: run: ${JSON.stringify(r)}`);
   assert.strictEqual(r.structuredContent.stdout, 'out\n');
-  const d = await c.callTool({ name: 'diff', arguments: { session: r.structuredContent.session.id, format: 'name-status' } });
+  // The owner's run is pinfold run, with a changeset; a tenant's is a session.
+  const ran = r.structuredContent;
+  const ref = ran.changeset ? { changeset: ran.changeset.id } : { session: ran.session.id };
+  assert.strictEqual(!!ran.changeset, label === 'stdio', `${label}: run: ${JSON.stringify(ran)}`);
+  const d = await c.callTool({ name: 'diff', arguments: { ...ref, format: 'name-status' } });
   assert.match(d.structuredContent.diff, /ran\.txt/);
 
   // apply is no tool here: an error, whichever way the SDK reports it.
