@@ -109,5 +109,10 @@ func mcpHandler(srv *server.Server, dir, pinfold string, apply bool, version str
 			c.Workspace, c.Pinfold = dir, pinfold
 		}
 		return mcpserver.New(c)
-	}, &mcp.StreamableHTTPOptions{Stateless: true})
+	}, &mcp.StreamableHTTPOptions{Stateless: true,
+		// The SDK's check of the Host header guards servers that trust
+		// whoever reaches localhost (DNS rebinding); here every TCP request
+		// needs a token a browser does not have, and the check would
+		// refuse a serve on loopback behind a reverse proxy.
+		DisableLocalhostProtection: true})
 }
