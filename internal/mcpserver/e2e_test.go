@@ -258,6 +258,11 @@ func TestStdio(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "run.txt")); err == nil {
 		t.Error("run's write reached the workspace")
 	}
+	// pinfold run's result line is not part of the output, even when the
+	// output has no newline of its own; stdin is given.
+	if res = call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "printf no-newline; cat >&2"}, "stdin": "to stderr"}, &r); res.IsError || r.Stdout != "no-newline" || !strings.Contains(text(res), "to stderr") {
+		t.Errorf("run without a newline: %+v %s", r, text(res))
+	}
 
 	// run is pinfold run: pinfold.yaml's dispatch picks the profile, and
 	// the host profile runs only what its allow-list names.

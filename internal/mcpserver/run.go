@@ -92,6 +92,9 @@ func (t *tools) pinfoldRun(ctx context.Context, in RunIn) (*RunOut, error) {
 	if in.Timeout != "" {
 		args = append(args, "--timeout", in.Timeout)
 	}
+	if in.Stdin != "" {
+		args = append(args, "--interactive") // else pinfold run gives none
+	}
 	cmd := exec.CommandContext(ctx, t.cfg.Pinfold, append(append(args, "--"), in.Command...)...)
 	cmd.Dir = t.cfg.Workspace
 	// Never this process's stdin and stdout: they are the protocol's.
