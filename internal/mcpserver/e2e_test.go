@@ -61,6 +61,22 @@ func workspace(t *testing.T, yaml string) string {
 	return ws
 }
 
+// storeDir is a store for a test. pinfold empties an applied or
+// discarded changeset's trash in the background, which may still be at
+// work when the test ends: the directory is removed once it is done.
+func storeDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for range 100 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return dir
+}
+
 // stopAll stops, when the test ends, what sessions of the store's owner
 // and tenants the test left running (it stops each it starts, unless it
 // failed half-way): sessions outlive their servers.
@@ -207,7 +223,7 @@ func useSession(t *testing.T, cs *mcp.ClientSession) string {
 // workspace, a one-shot run, apply not offered, and a run pinfold.yaml
 // refuses.
 func TestStdio(t *testing.T) {
-	store := t.TempDir()
+	store := storeDir(t)
 	ws := workspace(t, "")
 	cs := stdio(t, store, ws)
 	want := []string{"diff", "file_list", "file_read", "file_write", "run", "session_exec", "session_list", "session_start", "session_stop"}
@@ -288,7 +304,7 @@ dispatch:
 // TestStdioApply: with mcp: {apply: true}, apply and discard are tools,
 // and apply writes the changeset into the workspace.
 func TestStdioApply(t *testing.T) {
-	store := t.TempDir()
+	store := storeDir(t)
 	ws := workspace(t, "version: 1\nmcp:\n  apply: true\n")
 	cs := stdio(t, store, ws)
 	if got := tools(t, cs); !slices.Contains(got, "apply") || !slices.Contains(got, "discard") {
@@ -318,7 +334,7 @@ func TestStdioApply(t *testing.T) {
 // (and more "TENANT TOKEN" lines) and returns its address.
 func serve(t *testing.T, token string, more ...string) string {
 	t.Helper()
-	store := t.TempDir()
+	store := storeDir(t)
 	stopAll(t, store)
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("agent "+token+"\n"+strings.Join(more, "\n")+"\n"), 0o600); err != nil {
@@ -442,7 +458,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := t.TempDir()
+	store := storeDir(t)
 	stopAll(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
