@@ -56,6 +56,29 @@ if [ ! -x "$tools/cosign" ]; then
 	rm -f "$log"
 fi
 
+# The official TypeScript MCP SDK's client, for TestTypeScriptClient
+# (internal/mcpserver): node and npm from Debian if missing, the SDK from
+# the npm registry npm is configured with, pinned, into
+# /var/cache/pinfold-tools/mcp-ts (kept between runs). The test fails
+# under CI=true without it.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+mcpts=$tools/mcp-ts
+mcpsdk=1.32.2
+if ! grep -qs "\"version\": \"$mcpsdk\"" "$mcpts/node_modules/@modelcontextprotocol/sdk/package.json"; then
+	mkdir -p "$mcpts"
+	log=$(mktemp)
+	if npm install --prefix "$mcpts" --no-audit --no-fund "@modelcontextprotocol/sdk@$mcpsdk" >"$log" 2>&1; then
+		echo "installed @modelcontextprotocol/sdk@$mcpsdk in $mcpts"
+	else
+		tail -n 5 "$log"
+		echo "warning: could not install @modelcontextprotocol/sdk; TestTypeScriptClient fails under CI=true"
+	fi
+	rm -f "$log"
+fi
+
 # The docker tests start a dockerd of their own (internal/conformance);
 # the benchmarks need the machine's: see docs/backends.md.
 ./scripts/setup.sh --all

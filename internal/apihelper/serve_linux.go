@@ -93,7 +93,18 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	if err := server.ServeLimited(ctx, server.New(cfg), lim, ls...); err != nil {
+	srv := server.New(cfg)
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail("%v", err)
+	}
+	apply, err := mcpApply(wd)
+	if err != nil {
+		// The API serves without it: /mcp only keeps apply off.
+		fmt.Fprintf(os.Stderr, "pinfold: /mcp offers no apply tool: pinfold.yaml: %v\n", err)
+	}
+	srv.Handle("/mcp", mcpHandler(srv, wd, cfg.Pinfold, apply, c.Version))
+	if err := server.ServeLimited(ctx, srv, lim, ls...); err != nil {
 		return fail("%v", err)
 	}
 	return 0

@@ -83,6 +83,7 @@ func commands() []command {
 		execCommand(),
 		shellCommand(),
 		serveCommand(),
+		mcpCommand(),
 		finishCommand(),
 		appUnpackCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {

@@ -41,7 +41,7 @@ var SessionLocal = []string{"rm", "snapshots", "port"}
 // and cobra's completion (TestRemoteKnowsEveryCommand there keeps them
 // one list).
 var LinuxOnly = []string{"run", "plan", "changes", "diff", "apply", "discard", "export", "init", "doctor", "shim",
-	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "__finish", "__app-unpack",
+	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "mcp", "__finish", "__app-unpack",
 	"completion"}
 
 // NeedsLinux is the refusal of a command that needs a local Linux host
