@@ -3,6 +3,9 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,5 +130,84 @@ func TestE2BLoad(t *testing.T) {
 				t.Errorf("a supervisor of the test's store still runs: %s", pid)
 			}
 		}
+	}
+}
+
+// TestE2BErrors: what pinfold refuses of E2B's protocol is refused in
+// E2B's error shape with pinfold's code, and tenants stay apart.
+func TestE2BErrors(t *testing.T) {
+	tokA, tokB := "token-of-e2b-tenant-a-0123456789", "token-of-e2b-tenant-b-0123456789"
+	pol := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(pol, []byte(`{"templates": {"base": {}}}`), 0o600)
+	p, err := server.ReadPolicy(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, server.Config{Tokens: map[string]string{tokA: "a", tokB: "b"}, Policy: p})
+	call := func(method, path, body string, hdr ...string) (int, map[string]any, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.tcp+path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		return resp.StatusCode, m, resp.Header
+	}
+	pf := func(m map[string]any) string { s, _ := m["pinfoldCode"].(string); return s }
+	if st, m, _ := call("GET", "/v2/sandboxes", ""); st != 401 || m["code"] != float64(401) || pf(m) != "PF193" {
+		t.Errorf("no key: %d %v", st, m)
+	}
+	if st, m, _ := call("POST", "/v2/sandboxes", `{"templateID":"gpu"}`, "X-API-KEY", tokA); st != 403 || pf(m) != "PF189" {
+		t.Errorf("a template not granted: %d %v", st, m)
+	}
+	if st, m, _ := call("POST", "/v2/sandboxes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`, "X-API-KEY", tokA); st != 501 || pf(m) != "PF158" {
+		t.Errorf("volume mounts: %d %v", st, m)
+	}
+	st, m, _ := call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":60}`, "X-API-KEY", tokA)
+	if st != 201 || m["envdAccessToken"] == "" {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	id, access := m["sandboxID"].(string), m["envdAccessToken"].(string)
+	defer call("DELETE", "/sandboxes/"+id, "", "X-API-KEY", tokA)
+	if st, m, _ := call("POST", "/sandboxes/"+id+"/fork", `{}`, "X-API-KEY", tokA); st != 501 || pf(m) != "PF158" {
+		t.Errorf("fork: %d %v", st, m)
+	}
+	// Tenant b sees nothing of a's sandbox, on either plane.
+	if st, m, _ := call("GET", "/sandboxes/"+id, "", "X-API-KEY", tokB); st != 404 || m["code"] != float64(404) {
+		t.Errorf("b's info of a's sandbox: %d %v", st, m)
+	}
+	stat := `{"path":"/"}`
+	if st, _, _ := call("POST", "/filesystem.Filesystem/Stat", stat, "X-API-KEY", tokB, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 502 {
+		t.Errorf("b's Stat in a's sandbox: %d", st)
+	}
+	if st, _, _ := call("POST", "/filesystem.Filesystem/Stat", stat, "X-Access-Token", "wrong", "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 401 {
+		t.Errorf("a wrong access token: %d", st)
+	}
+	if st, m, _ := call("POST", "/filesystem.Filesystem/Stat", stat, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 200 || m["entry"] == nil {
+		t.Errorf("Stat with the access token: %d %v", st, m)
+	}
+	if st, m, _ := call("POST", "/filesystem.Filesystem/CreateWatcher", stat, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 501 || m["code"] != "unimplemented" {
+		t.Errorf("an RPC pinfold does not serve: %d %v", st, m)
+	}
+	// A stream ends with its end envelope, here carrying the error.
+	req, _ := http.NewRequest("POST", ts.tcp+"/process.Process/Connect", bytes.NewReader(append([]byte{0, 0, 0, 0, 21}, `{"process":{"pid":9}}`...)))
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("E2b-Sandbox-Id", id)
+	req.Header.Set("X-Access-Token", access)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(b) < 5 || b[0] != 2 || !strings.Contains(string(b), "not_found") {
+		t.Errorf("Connect to no process: %d %q", resp.StatusCode, b)
 	}
 }
