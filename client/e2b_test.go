@@ -102,6 +102,22 @@ func TestE2BSDK(t *testing.T) {
 	if err != nil || !strings.Contains(diff, "notes/a.txt") || !strings.Contains(diff, "alpha") {
 		t.Fatalf("its changeset: %q %v", diff, err)
 	}
+	// And pinfold's command line: the operator's session ls and diff.
+	pf := func(args ...string) string {
+		cmd := exec.Command(filepath.Join(bin, "pinfold"), args...)
+		cmd.Env = append(os.Environ(), "PINFOLD_STORE="+ts.store)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pinfold %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := pf("session", "ls", "--all", "--tenant", "agents"); !strings.Contains(out, id) {
+		t.Errorf("session ls --tenant agents:\n%s", out)
+	}
+	if out := pf("diff", sb.Changeset); !strings.Contains(out, "alpha") {
+		t.Errorf("pinfold diff %s:\n%s", sb.Changeset, out)
+	}
 	if err := c.Discard(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +136,9 @@ func TestE2BLoad(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(ts.store, "sessions"))
 	if len(ents) != 0 {
 		t.Errorf("%d session records left", len(ents))
+	}
+	if ws, _ := filepath.Glob(filepath.Join(server.TenantsDir(ts.store), "agents", "ws-*")); len(ws) != 0 {
+		t.Errorf("%d tenant workspaces left", len(ws))
 	}
 	if n := mounts(); n != before {
 		t.Errorf("%d mounts of the store left", n-before)
@@ -195,6 +214,22 @@ func TestE2BErrors(t *testing.T) {
 	}
 	if st, m, _ := call("POST", "/filesystem.Filesystem/CreateWatcher", stat, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 501 || m["code"] != "unimplemented" {
 		t.Errorf("an RPC pinfold does not serve: %d %v", st, m)
+	}
+	// E2B's timeout ends a sandbox, as E2B's does.
+	st, m, _ = call("POST", "/v2/sandboxes", `{"templateID":"base","timeout":1}`, "X-API-KEY", tokA)
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	short := m["sandboxID"].(string)
+	for i := 0; ; i++ {
+		st, _, _ := call("GET", "/sandboxes/"+short, "", "X-API-KEY", tokA)
+		if st == 404 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("a sandbox of timeout 1 s still answers %d after 10 s", st)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// A stream ends with its end envelope, here carrying the error.
 	req, _ := http.NewRequest("POST", ts.tcp+"/process.Process/Connect", bytes.NewReader(append([]byte{0, 0, 0, 0, 21}, `{"process":{"pid":9}}`...)))
