@@ -161,5 +161,20 @@ async function load(total, parallel) {
   ok('load')
 }
 
-if (mode === 'load') await load(Number(process.argv[3] || 100), Number(process.argv[4] || 20))
+// Rounds of create, commands.run('true') and kill, one at a time: the
+// milliseconds of each, for bench/e2b.
+async function bench(n) {
+  const times = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
+    await sbx.commands.run('true')
+    await sbx.kill()
+    times.push((performance.now() - t0).toFixed(3))
+  }
+  console.log('bench ' + times.join(' '))
+}
+
+if (mode === 'bench') await bench(Number(process.argv[3] || 10))
+else if (mode === 'load') await load(Number(process.argv[3] || 100), Number(process.argv[4] || 20))
 else await functions()
