@@ -28,6 +28,10 @@ async function functions() {
   await assert.rejects(sbx.commands.run('echo out; exit 3'), (e) => e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'out\n')
   ok('run non-zero exit')
 
+  // A user (sent as Basic auth) is accepted; commands run as the session's.
+  r = await sbx.commands.run('echo ok', { user: 'root' })
+  assert.equal(r.stdout, 'ok\n')
+
   // cwd
   r = await sbx.commands.run('pwd', { cwd: '/tmp' })
   assert.equal(r.stdout, '/tmp\n')
@@ -91,6 +95,14 @@ async function functions() {
   assert.equal(await sbx.files.exists('notes/b2.txt'), false)
   assert.equal(await sbx.files.makeDir('made/deep'), true)
   assert.equal(await sbx.files.makeDir('made/deep'), false)
+  // The octet-stream upload, gzip-compressed, and a gzip download.
+  await sbx.files.write('deep/new/z.txt', 'zipped '.repeat(100), { gzip: true })
+  assert.equal(await sbx.files.read('deep/new/z.txt', { gzip: true }), 'zipped '.repeat(100))
+  const bytes = await sbx.files.read('deep/new/z.txt', { format: 'bytes' })
+  assert.equal(bytes.length, 700)
+  const info = await sbx.files.getInfo('deep/new/z.txt')
+  assert.equal(info.type, 'file')
+  assert.equal(info.size, 700)
   r = await sbx.commands.run('cat notes/a.txt')
   assert.equal(r.stdout, 'alpha')
   ok('files')
@@ -105,12 +117,22 @@ async function functions() {
   ok('watch')
 
   // Info, list, timeout, metrics.
-  const info = await sbx.getInfo()
-  assert.equal(info.sandboxId, sbx.sandboxId)
-  assert.equal(info.templateId, 'base')
-  assert.deepEqual(info.metadata, { purpose: 'e2e' })
+  const sinfo = await sbx.getInfo()
+  assert.equal(sinfo.sandboxId, sbx.sandboxId)
+  assert.equal(sinfo.templateId, 'base')
+  assert.deepEqual(sinfo.metadata, { purpose: 'e2e' })
   const page = await Sandbox.list({ query: { metadata: { purpose: 'e2e' } } }).nextItems()
   assert.ok(page.some((s) => s.sandboxId === sbx.sandboxId))
+  // Paging: two sandboxes of this metadata, one a page.
+  const other = await Sandbox.create('base', { timeoutMs: 60_000, metadata: { purpose: 'e2e' } })
+  const pager = Sandbox.list({ query: { metadata: { purpose: 'e2e' } }, limit: 1 })
+  const seen = [...(await pager.nextItems())]
+  assert.equal(seen.length, 1)
+  assert.equal(pager.hasNext, true)
+  seen.push(...(await pager.nextItems()))
+  assert.equal(pager.hasNext, false)
+  assert.deepEqual(seen.map((s) => s.sandboxId).sort(), [sbx.sandboxId, other.sandboxId].sort())
+  await other.kill()
   await sbx.setTimeout(60_000)
   await sbx.getMetrics()
   assert.equal(await sbx.isRunning(), true)
