@@ -78,9 +78,24 @@ func (s *Server) e2bAccess(r *http.Request) (string, bool) {
 
 // e2bState is the server's state of the E2B sandboxes it serves.
 type e2bState struct {
-	once  sync.Once
-	mu    sync.Mutex
-	procs map[string]*procTable // session id -> its processes
+	once      sync.Once
+	mu        sync.Mutex
+	procs     map[string]*procTable // session id -> its processes
+	done      chan struct{}         // closed by close: the reaper ends
+	closeOnce sync.Once
+}
+
+func (e *e2bState) init() {
+	e.mu.Lock()
+	if e.done == nil {
+		e.done = make(chan struct{})
+	}
+	e.mu.Unlock()
+}
+
+func (e *e2bState) close() {
+	e.init()
+	e.closeOnce.Do(func() { close(e.done) })
 }
 
 func (s *Server) e2bMetaPath(id string) string { return filepath.Join(s.st.Path(id), "e2b.json") }
@@ -138,6 +153,7 @@ func e2bUnsupported(w http.ResponseWriter, what string) {
 
 // serveE2B serves an E2B request of tenant t.
 func (s *Server) serveE2B(w http.ResponseWriter, r *http.Request, t string) {
+	s.e2b.init()
 	s.e2b.once.Do(func() { go s.e2bReaper() })
 	p := r.URL.Path
 	if strings.HasPrefix(p, "/process.Process/") || strings.HasPrefix(p, "/filesystem.Filesystem/") {
@@ -503,8 +519,14 @@ func (s *Server) e2bEnd(ctx context.Context, rec *session.Record, t string) erro
 // e2bReaper kills the E2B sandboxes whose timeout passed, as E2B does.
 // It reads the records, so it survives the server's restarts.
 func (s *Server) e2bReaper() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
 	for {
-		time.Sleep(time.Second)
+		select {
+		case <-s.e2b.done:
+			return
+		case <-t.C:
+		}
 		ents, _ := os.ReadDir(s.st.Dir)
 		for _, e := range ents {
 			m, ok := s.e2bMeta(e.Name())

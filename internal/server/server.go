@@ -900,6 +900,7 @@ func (s *Server) closePorts(id string) {
 // Close closes the published ports. Sessions keep running: they outlive
 // the server (their supervisors are processes of their own).
 func (s *Server) Close() {
+	s.e2b.close()
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.ports))
 	for id := range s.ports {

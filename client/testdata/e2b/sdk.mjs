@@ -32,6 +32,10 @@ async function functions() {
   r = await sbx.commands.run('echo ok', { user: 'root' })
   assert.equal(r.stdout, 'ok\n')
 
+  // Without stdin: true, a command reads an empty stdin.
+  r = await sbx.commands.run('cat; echo done')
+  assert.equal(r.stdout, 'done\n')
+
   // cwd
   r = await sbx.commands.run('pwd', { cwd: '/tmp' })
   assert.equal(r.stdout, '/tmp\n')
