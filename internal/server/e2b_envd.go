@@ -96,18 +96,15 @@ func (s *Server) e2bRPC(w http.ResponseWriter, r *http.Request, t string) {
 	}
 	if stream {
 		if len(body) < 5 || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:5])) != len(body)-5 {
-			// connect-web reads no body of a failed stream: the status says it.
-			http.Error(w, "one uncompressed envelope expected", http.StatusBadRequest)
+			// connect-web reads no body of a failed stream, only the
+			// status; the JSON is for other clients.
+			writeRPCError(w, rpcErr("invalid_argument", "one uncompressed envelope expected"))
 			return
 		}
 		body = body[5:]
 	}
 	rec, rerr := s.envdSandbox(r, t)
 	if rerr != nil {
-		if stream {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
 		writeRPCError(w, rerr)
 		return
 	}
@@ -121,7 +118,7 @@ func (s *Server) e2bRPC(w http.ResponseWriter, r *http.Request, t string) {
 		case "filesystem.Filesystem/WatchDir":
 			run = func(ctx context.Context, sw *streamWriter) *rpcError { return s.watchDir(ctx, rec, body, sw) }
 		default:
-			w.WriteHeader(http.StatusNotFound) // connect-web: unimplemented
+			writeRPCError(w, rpcErr("unimplemented", "%s: %s is not supported by pinfold's E2B API (docs/e2b.md)", fault.E2BUnsupported, method))
 			return
 		}
 		w.Header().Set("Content-Type", "application/connect+json")
