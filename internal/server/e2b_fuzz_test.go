@@ -89,4 +89,3 @@ func endsWithEnd(b []byte) bool {
 	}
 	return last == 2
 }
-
