@@ -279,18 +279,14 @@ type procTable struct {
 	procs map[uint32]*proc
 }
 
+// procs is sandbox id's table (an empty one when it runs nothing).
 func (s *Server) procs(id string) *procTable {
 	s.e2b.mu.Lock()
 	defer s.e2b.mu.Unlock()
-	if s.e2b.procs == nil {
-		s.e2b.procs = map[string]*procTable{}
+	if pt := s.e2b.procs[id]; pt != nil {
+		return pt
 	}
-	pt := s.e2b.procs[id]
-	if pt == nil {
-		pt = &procTable{procs: map[uint32]*proc{}}
-		s.e2b.procs[id] = pt
-	}
-	return pt
+	return &procTable{procs: map[uint32]*proc{}}
 }
 
 // dropProcs hangs up the processes of a sandbox that ends.
@@ -397,22 +393,52 @@ func (s *Server) procStart(ctx context.Context, rec *session.Record, body []byte
 	if req.Tag != nil {
 		p.tag = *req.Tag
 	}
-	pt := s.procs(rec.ID)
-	pt.mu.Lock()
-	pt.procs[pid] = p
-	pt.mu.Unlock()
+	s.addProc(rec.ID, p)
 	ch := p.subscribe()
-	go s.pump(pt, p, req.Pty != nil)
+	go s.pump(rec.ID, p, req.Pty != nil)
 	return p.stream(ctx, ch, sw)
 }
 
+// addProc puts p in sandbox id's table.
+func (s *Server) addProc(id string, p *proc) {
+	s.e2b.mu.Lock()
+	defer s.e2b.mu.Unlock()
+	if s.e2b.procs == nil {
+		s.e2b.procs = map[string]*procTable{}
+	}
+	pt := s.e2b.procs[id]
+	if pt == nil {
+		pt = &procTable{procs: map[uint32]*proc{}}
+		s.e2b.procs[id] = pt
+	}
+	pt.mu.Lock()
+	pt.procs[p.pid] = p
+	pt.mu.Unlock()
+}
+
+// removeProc takes p out of sandbox id's table, and the table once empty.
+func (s *Server) removeProc(id string, p *proc) {
+	s.e2b.mu.Lock()
+	defer s.e2b.mu.Unlock()
+	pt := s.e2b.procs[id]
+	if pt == nil {
+		return
+	}
+	pt.mu.Lock()
+	if pt.procs[p.pid] == p {
+		delete(pt.procs, p.pid)
+	}
+	if len(pt.procs) == 0 {
+		delete(s.e2b.procs, id)
+	}
+	pt.mu.Unlock()
+}
+
 // pump reads the agent's frames of p into events until it ends.
-func (s *Server) pump(pt *procTable, p *proc, tty bool) {
+func (s *Server) pump(id string, p *proc, tty bool) {
 	defer close(p.done)
 	defer func() {
-		pt.mu.Lock()
-		delete(pt.procs, p.pid)
-		pt.mu.Unlock()
+		s.removeProc(id, p)
 		p.conn.Close()
 	}()
 	for {
