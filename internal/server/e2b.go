@@ -421,8 +421,8 @@ func (s *Server) e2bList(w http.ResponseWriter, r *http.Request, t string) {
 		}
 	}
 	states := []string{session.StateRunning, session.StatePaused}
-	if st := q.Get("state"); st != "" {
-		states = strings.Split(st, ",")
+	if st := q["state"]; len(st) > 0 {
+		states = strings.Split(strings.Join(st, ","), ",")
 	}
 	out := []e2bSandbox{}
 	sort.Slice(list, func(i, j int) bool {

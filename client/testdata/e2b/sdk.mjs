@@ -145,6 +145,8 @@ async function functions() {
   // Pause and resume: the files and the sandbox are as they were.
   await sbx.pause()
   assert.equal(await sbx.isRunning(), false)
+  const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+  assert.deepEqual(paused.map((s) => [s.sandboxId, s.state]), [[sbx.sandboxId, 'paused']])
   const back = await Sandbox.connect(sbx.sandboxId)
   assert.equal(await back.files.read('notes/a.txt'), 'alpha')
   ok('pause resume')
