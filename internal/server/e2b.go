@@ -510,7 +510,7 @@ func (s *Server) e2bEnd(ctx context.Context, rec *session.Record, t string) erro
 			return err
 		}
 		if t != "" {
-			s.dropTenantWorkspace(rec, t)
+			s.dropTenantWorkspace(ctx, rec, t)
 		}
 	}
 	return nil
