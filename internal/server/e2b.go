@@ -506,8 +506,17 @@ func (s *Server) e2bEnd(ctx context.Context, rec *session.Record, t string) erro
 		return err
 	}
 	if rec.Changeset == "" {
-		if err := s.st.Remove(rec); err != nil {
-			return err
+		// The record says stopped a moment before its supervisor has
+		// written its last (the record's final save): a removal that
+		// meets a file made meanwhile is tried again.
+		for i := 0; ; i++ {
+			if err = s.st.Remove(rec); err == nil {
+				break
+			}
+			if i == 20 {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		if t != "" {
 			s.dropTenantWorkspace(ctx, rec, t)
