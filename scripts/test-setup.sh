@@ -79,6 +79,24 @@ if ! grep -qs "\"version\": \"$mcpsdk\"" "$mcpts/node_modules/@modelcontextproto
 	rm -f "$log"
 fi
 
+# E2B's SDK, for the test that runs it unmodified against pinfold serve
+# (TestE2BSDK, TestE2BLoad in client/e2b_test.go): node and npm as
+# above, and e2b@2.51.0 from the npm registry the machine is
+# configured with, once, into $tools/e2b-node. On CI a missing SDK fails
+# those tests.
+e2b=$tools/e2b-node
+if [ "$(cat "$e2b/node_modules/e2b/package.json" 2>/dev/null | grep -o '"version": *"[^"]*"' | head -n 1)" != '"version": "2.51.0"' ]; then
+	mkdir -p "$e2b"
+	log=$(mktemp)
+	if npm install --prefix "$e2b" --no-audit --no-fund e2b@2.51.0 >"$log" 2>&1; then
+		echo "installed e2b@2.51.0 in $e2b"
+	else
+		tail -n 5 "$log"
+		echo "warning: could not install e2b@2.51.0; the E2B tests will fail on CI"
+	fi
+	rm -f "$log"
+fi
+
 # The docker tests start a dockerd of their own (internal/conformance);
 # the benchmarks need the machine's: see docs/backends.md.
 ./scripts/setup.sh --all

@@ -200,17 +200,19 @@ func running(r *session.Record) error {
 }
 
 func sessionLsCommand() command {
-	return command{name: "ls", interspersed: true, aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json]",
+	return command{name: "ls", interspersed: true, aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json] [--tenant NAME]",
 		setup: func(fs *flagSet) runner {
 			var all, asJSON bool
+			var tenant string
 			fs.Bool(&all, "all", 'a', "also list ended sessions")
+			fs.String(&tenant, "tenant", 0, "NAME", "list a tenant's sessions of pinfold serve (its API's and E2B's sandboxes) instead of your own")
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
 				if len(args) > 0 {
 					return fail(io, fs.errorf("pinfold session ls takes no arguments, not %q", strings.Join(args, " ")))
 				}
 				st, _ := sessionStore()
-				list, err := st.List("")
+				list, err := st.List(tenant)
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err))
 				}

@@ -82,6 +82,7 @@ type Server struct {
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
 	lim   Bounds                          // ServeLimited's
+	e2b   e2bState                        // the E2B protocol's (e2b.go)
 }
 
 // The request and answer bodies are the client package's, so that the
@@ -197,12 +198,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ok = ci.uidOK && (ci.uid == os.Getuid() || ci.uid == 0)
 	default:
 		tenant, ok = s.token(r.Header.Get("Authorization"))
+		if k := r.Header.Get("X-API-KEY"); !ok && k != "" && isE2B(r.URL.Path) {
+			tenant, ok = s.token("Bearer " + k) // E2B's SDK sends its key so
+		}
+		if !ok && isE2B(r.URL.Path) {
+			tenant, ok = s.e2bAccess(r) // and a sandbox's token to the sandbox
+		}
+	}
+	if !ok && isE2B(r.URL.Path) {
+		w.Header().Set("Connection", "close")
+		writeE2BError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized: send the tenant's token as E2B_API_KEY")
+		return
 	}
 	if !ok {
 		// Nothing of a stranger's body is read, not even to keep the
 		// connection: it is closed after the answer.
 		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
+		return
+	}
+	if isE2B(r.URL.Path) {
+		s.serveE2B(w, r, tenant)
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
@@ -848,6 +864,7 @@ func (s *Server) closePorts(id string) {
 // Close closes the published ports. Sessions keep running: they outlive
 // the server (their supervisors are processes of their own).
 func (s *Server) Close() {
+	s.e2b.close()
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.ports))
 	for id := range s.ports {
