@@ -10,6 +10,7 @@ import (
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/gvisor"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
@@ -80,6 +81,14 @@ still running are not touched.`,
 					if err != nil {
 						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that `"+rt.Name()+" ps` works", err))
 					}
+				}
+				// gVisor sandboxes of killed runs.
+				names, err := gvisor.Clean(ctx)
+				for _, n := range names {
+					fmt.Fprintf(io.Stdout, "removed gvisor sandbox %s\n", n)
+				}
+				if err != nil {
+					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check what holds the path (findmnt, fuser -m PATH) and remove it by hand", err))
 				}
 				// Pods of killed runs (and their secrets and policies) on the
 				// cluster pinfold is configured for.

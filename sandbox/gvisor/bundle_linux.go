@@ -26,12 +26,12 @@ type ociSpec struct {
 }
 
 type ociProcess struct {
-	User         ociUser   `json:"user"`
-	Args         []string  `json:"args"`
-	Env          []string  `json:"env"`
-	Cwd          string    `json:"cwd"`
-	NoNewPrivs   bool      `json:"noNewPrivileges"`
-	Capabilities ociCaps   `json:"capabilities"`
+	User         ociUser  `json:"user"`
+	Args         []string `json:"args"`
+	Env          []string `json:"env"`
+	Cwd          string   `json:"cwd"`
+	NoNewPrivs   bool     `json:"noNewPrivileges"`
+	Capabilities ociCaps  `json:"capabilities"`
 }
 
 type ociUser struct {

@@ -12,3 +12,9 @@ import (
 func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	return nil, &sandbox.CheckError{Runtime: Name, What: "gVisor runs on Linux only"}
 }
+
+// Leftovers finds nothing: nothing runs here.
+func Leftovers(ctx context.Context) ([]string, error) { return nil, nil }
+
+// Clean removes nothing.
+func Clean(ctx context.Context) ([]string, error) { return nil, nil }
