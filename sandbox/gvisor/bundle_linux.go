@@ -231,7 +231,10 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 	})
 	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
 		Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(sp.Limits.TmpSize, 10)}}
-	s.lay.mounts = append([]ociMount{{Destination: "/proc", Type: "proc", Source: "proc"}, tmp}, ms...)
+	// gVisor's own sysfs describes its virtual machine, not the host's;
+	// a native sandbox's /sys is empty, and so is this one.
+	sys := ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0555"}}
+	s.lay.mounts = append([]ociMount{{Destination: "/proc", Type: "proc", Source: "proc"}, sys, tmp}, ms...)
 	s.lay.mounts = append(s.lay.mounts, own...)
 	return nil
 }
