@@ -300,6 +300,7 @@ func (p *Process) Wait() (*sandbox.Result, error) {
 
 func (p *Process) wait() (*sandbox.Result, error) {
 	err := p.cmd.Wait()
+	p.errs.flush()
 	close(p.done)
 	if p.timer != nil {
 		p.timer.Stop()
@@ -331,37 +332,65 @@ func (p *Process) wait() (*sandbox.Result, error) {
 }
 
 // runscErrors passes stderr on, except runsc's own fatal line ("running
-// container: ..."), which it keeps for Wait.
+// container: ..."), which it keeps for Wait. A line that may still become
+// that one is held until it ends (at most 64 KiB).
 type runscErrors struct {
 	w    io.Writer
 	mu   sync.Mutex
-	line []byte // a partial line that may be runsc's
+	mid  bool   // the last byte passed on was not a newline
+	line []byte // the start of a line that may be runsc's
 	last string
 }
 
 const runscFatal = "running container: "
 
+func mayBeFatal(l []byte) bool {
+	return bytes.HasPrefix(l, []byte(runscFatal)) || bytes.HasPrefix([]byte(runscFatal), l)
+}
+
 func (e *runscErrors) Write(b []byte) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := len(b)
-	if len(e.line) > 0 || bytes.HasPrefix(b, []byte(runscFatal)) || bytes.HasPrefix([]byte(runscFatal), b) {
-		e.line = append(e.line, b...)
-		i := bytes.IndexByte(e.line, '\n')
-		if i < 0 && len(e.line) < 64<<10 && (bytes.HasPrefix(e.line, []byte(runscFatal)) || bytes.HasPrefix([]byte(runscFatal), e.line)) {
-			return n, nil
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i+1]
 		}
-		if i >= 0 && bytes.HasPrefix(e.line, []byte(runscFatal)) {
-			e.last = string(e.line[:i])
-			b, e.line = e.line[i+1:], nil
-		} else {
-			b, e.line = e.line, nil
+		b = b[len(chunk):]
+		if e.mid {
+			e.pass(chunk)
+			continue
 		}
-	}
-	if e.w != nil && len(b) > 0 {
-		e.w.Write(b)
+		e.line = append(e.line, chunk...)
+		switch {
+		case !mayBeFatal(e.line) || len(e.line) > 64<<10:
+			e.pass(e.line)
+			e.line = nil
+		case i >= 0:
+			e.last = string(bytes.TrimSuffix(e.line, []byte("\n")))
+			e.line = nil
+		}
 	}
 	return n, nil
+}
+
+// flush passes on a held line the output ended in.
+func (e *runscErrors) flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.line) > 0 {
+		e.pass(e.line)
+		e.line = nil
+	}
+}
+
+func (e *runscErrors) pass(b []byte) {
+	if e.w != nil {
+		e.w.Write(b)
+	}
+	e.mid = b[len(b)-1] != '\n'
 }
 
 func (e *runscErrors) failed() string {
