@@ -305,7 +305,11 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		// runsc run destroys its container when it ends, unless it was
+		// killed (a timeout, a cancel): then its state is removed here.
+		exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
+	}
 	removeTree(p.bundle)
 	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout}
 	var ee *exec.ExitError
