@@ -55,6 +55,10 @@ type Target struct {
 	// kernel of its own (gVisor's Sentry). The root-only files must stay
 	// unreadable all the same; the host ids are its own tests' concern.
 	GuestKernel string
+	// TTYUnnamed, when set, says why the target's terminal works (sizes,
+	// input, output) but has no name under /dev/pts inside: a known gap
+	// the tty scenario reports instead of failing on.
+	TTYUnnamed string
 }
 
 // Scenario is one behaviour every runtime must have.

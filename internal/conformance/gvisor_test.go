@@ -31,7 +31,8 @@ func TestGVisor(t *testing.T) {
 	}
 	conformance.Run(t, conformance.Target{Backend: gvisor.Name, Runtime: rt,
 		Pinfold: filepath.Join(tools, "pinfold"), Tools: tools, Leftovers: gvisor.Leftovers,
-		GuestKernel: "gVisor's Sentry answers the command's system calls: the ids it sees are its own kernel's, and its Sentry and gofer run as the sandbox range (TestHostIDs in sandbox/gvisor)"})
+		GuestKernel: "gVisor's Sentry answers the command's system calls: the ids it sees are its own kernel's, and its Sentry and gofer run as the sandbox range (TestHostIDs in sandbox/gvisor)",
+		TTYUnnamed:  "runsc gives the command a host terminal, which gVisor's kernel shows as a host descriptor, not as one of its /dev/pts"})
 }
 
 func fileExists(p string) bool {

@@ -32,6 +32,13 @@ type ociProcess struct {
 	Cwd          string   `json:"cwd"`
 	NoNewPrivs   bool     `json:"noNewPrivileges"`
 	Capabilities ociCaps  `json:"capabilities"`
+	Terminal     bool     `json:"terminal,omitempty"`
+	ConsoleSize  *ociSize `json:"consoleSize,omitempty"`
+}
+
+type ociSize struct {
+	Height uint16 `json:"height"`
+	Width  uint16 `json:"width"`
 }
 
 type ociUser struct {
@@ -243,7 +250,7 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
 	env := cmd.Env
 	if env == nil {
-		env = sandbox.DefaultEnv(&s.spec, false)
+		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
 	}
 	dir := cmd.Dir
 	if dir == "" {
@@ -267,6 +274,10 @@ func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
 			// host root.
 			UIDMappings: ids, GIDMappings: ids,
 		},
+	}
+	if cmd.TTY {
+		spec.Process.Terminal = true
+		spec.Process.ConsoleSize = &ociSize{Height: cmd.Rows, Width: cmd.Cols}
 	}
 	return json.Marshal(&spec)
 }

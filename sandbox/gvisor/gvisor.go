@@ -67,6 +67,7 @@ func (r *Runtime) Features() sandbox.Features {
 		Mounts:         true,
 		WritableMounts: true,
 		Hostname:       true,
+		TTY:            true,
 		Timeout:        true,
 	}
 }

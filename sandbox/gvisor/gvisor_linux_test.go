@@ -109,15 +109,6 @@ func TestRefused(t *testing.T) {
 			t.Errorf("%+v: got %v, want a refusal", sp, err)
 		}
 	}
-	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	var ue *sandbox.UnsupportedError
-	if _, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"true"}, TTY: true}); !errors.As(err, &ue) {
-		t.Errorf("a terminal: got %v, want a refusal", err)
-	}
 }
 
 // TestRunscErrors: runsc's fatal line is kept from the command's stderr

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,10 +206,26 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	}
 	state := filepath.Join(s.dir, "state")
 	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout}
-	c := exec.Command(s.rt.runsc, p.global("run", "--bundle", bundle, id)...)
-	c.Stdin, c.Stdout = cmd.Stdin, cmd.Stdout
+	run := []string{"run", "--bundle", bundle}
+	var console *net.UnixListener
+	if cmd.TTY {
+		// runsc sends the terminal's master end to this socket.
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bundle, "console"), Net: "unix"})
+		if err != nil {
+			os.RemoveAll(bundle)
+			return nil, err
+		}
+		console = l
+		run = append(run, "--console-socket", filepath.Join(bundle, "console"))
+	}
+	c := exec.Command(s.rt.runsc, p.global(append(run, id)...)...)
 	p.errs = &runscErrors{w: cmd.Stderr}
 	c.Stderr = p.errs
+	if !cmd.TTY {
+		c.Stdin, c.Stdout = cmd.Stdin, cmd.Stdout
+	} else {
+		p.errs.w = cmd.Stdout // runsc's own messages; the command has the terminal
+	}
 	// runsc run is attached: its sandbox and gofer die with it, and it
 	// dies with this thread's process.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -218,6 +235,13 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	}
 	p.cmd = c
 	p.start = time.Now()
+	if console != nil {
+		if err := p.terminal(console, cmd); err != nil {
+			p.kill()
+			p.Wait()
+			return nil, err
+		}
+	}
 	if cmd.Timeout > 0 {
 		p.timer = time.AfterFunc(cmd.Timeout, func() {
 			p.timedOut.Store(true)
@@ -242,6 +266,8 @@ type Process struct {
 	runsc, state, id, bundle string
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
+	pty                      *os.File // the terminal's master end (Cmd.TTY)
+	ttyOut                   chan struct{}
 	start                    time.Time
 	timeout                  time.Duration
 	timer                    *time.Timer
@@ -289,8 +315,93 @@ func (p *Process) Signal(sig os.Signal) error {
 // kill ends runsc run, whose sandbox dies with it.
 func (p *Process) kill() { unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL) }
 
-// Resize fails: Features refuses terminals.
-func (p *Process) Resize(rows, cols uint16) error { return errors.New("the command has no terminal") }
+// terminal receives the master end of the command's terminal from runsc
+// and connects it to cmd's streams.
+func (p *Process) terminal(l *net.UnixListener, cmd *sandbox.Cmd) error {
+	defer l.Close()
+	exited := make(chan struct{})
+	go func() { // runsc failing before it sends the terminal: wait
+		// without reaping it, which Wait does
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		close(exited)
+	}()
+	type got struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		f, err := receiveFile(l)
+		ch <- got{f, err}
+	}()
+	var g got
+	select {
+	case g = <-ch:
+	case <-exited:
+		l.Close()
+		g = <-ch
+		if g.err == nil {
+			g.f.Close()
+		}
+		return fmt.Errorf("runsc ended before it made the terminal: %s", p.errs.failed())
+	case <-time.After(30 * time.Second):
+		return errors.New("runsc did not send the terminal within 30s")
+	}
+	if g.err != nil {
+		return fmt.Errorf("receiving the terminal from runsc: %w", g.err)
+	}
+	p.pty = g.f
+	// runsc leaves the terminal's size at 0x0 (consoleSize is not read).
+	if cmd.Rows > 0 && cmd.Cols > 0 {
+		p.Resize(cmd.Rows, cmd.Cols)
+	}
+	if cmd.Stdout != nil {
+		p.ttyOut = make(chan struct{})
+		go func() {
+			io.Copy(cmd.Stdout, p.pty)
+			close(p.ttyOut)
+		}()
+	}
+	if cmd.Stdin != nil {
+		go io.Copy(p.pty, cmd.Stdin)
+	}
+	return nil
+}
+
+// receiveFile accepts one connection on l and reads the descriptor it
+// carries.
+func receiveFile(l *net.UnixListener) (*os.File, error) {
+	c, err := l.AcceptUnix()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, fmt.Errorf("no descriptor in runsc's message (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("no descriptor in runsc's message (%v)", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "pty master"), nil
+}
+
+// Resize changes the size of the command's terminal.
+func (p *Process) Resize(rows, cols uint16) error {
+	if p.pty == nil {
+		return errors.New("the command has no terminal")
+	}
+	return unix.IoctlSetWinsize(int(p.pty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+}
 
 // Wait waits for the command and reports how it ended.
 func (p *Process) Wait() (*sandbox.Result, error) {
@@ -304,6 +415,15 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	close(p.done)
 	if p.timer != nil {
 		p.timer.Stop()
+	}
+	if p.ttyOut != nil {
+		select {
+		case <-p.ttyOut:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if p.pty != nil {
+		p.pty.Close()
 	}
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		// runsc run destroys its container when it ends, unless it was
