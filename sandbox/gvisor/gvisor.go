@@ -16,8 +16,10 @@
 // command writes belongs to the workspace's owner.
 //
 // What it cannot enforce yet is refused by its Features, never run with
-// less: limits, networks other than none, published ports, terminals,
-// capabilities, a scratch /tmp, base writes. It runs as root only.
+// less: limits, networks other than none, published ports,
+// capabilities, a scratch /tmp, base writes. It runs as root only. A
+// terminal (Cmd.TTY) is runsc's host pseudo-terminal, whose master end
+// runsc hands over on a socket.
 package gvisor
 
 import (
