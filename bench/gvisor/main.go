@@ -45,6 +45,7 @@ func main() {
 	pinfold := flag.String("pinfold", "pinfold", "the pinfold binary")
 	runsc := flag.String("runsc", "/var/cache/pinfold-tools/runsc", "the runsc binary")
 	rounds := flag.Int("rounds", 50, "paired rounds")
+	build := flag.String("build", "", "DIR:PKG: time a cold go build of PKG in module DIR instead")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "run as root: the gvisor backend runs as root only")
@@ -61,6 +62,25 @@ func main() {
 	store, _ := os.MkdirTemp("", "pinfold-bench-store-")
 	defer os.RemoveAll(store)
 	env := []string{"PINFOLD_RUNSC=" + *runsc, "PINFOLD_STORE=" + store}
+	if *build != "" {
+		dir, pkg, _ := strings.Cut(*build, ":")
+		modcache := strings.TrimSpace(output("go", "env", "GOMODCACHE"))
+		goroot := strings.TrimSpace(output("go", "env", "GOROOT"))
+		args := func(backend string) []string {
+			return []string{"run", "--backend", backend, "--access", "ro", "--mount", modcache + ":" + modcache + ":ro",
+				"--env", "GOCACHE=/tmp/gocache", "--env", "GOMODCACHE=" + modcache, "--env", "GOTOOLCHAIN=local",
+				"--env", "GOFLAGS=-mod=readonly", "--env", "PATH=" + goroot + "/bin:/usr/bin:/bin", "--", "go", "build", pkg}
+		}
+		gv := command(dir, env, *pinfold, args("gvisor")...)
+		gv.name = "go build under gvisor"
+		nat := command(dir, env, *pinfold, args("native")...)
+		nat.name = "go build under native"
+		rs := []*runner{gv, nat}
+		rounds := measure(rs, *rounds)
+		report(rs, rounds)
+		fmt.Printf("gvisor / native: %.2fx\n", ratio(gv, nat))
+		return
+	}
 	do := command(ws, env, *runsc, "--root", state, "--network=none", "--platform=systrap", "do", "true")
 	do.name = "runsc do"
 	gv := command(ws, env, *pinfold, "run", "--backend", "gvisor", "--", "true")
@@ -70,13 +90,22 @@ func main() {
 	nat := command(ws, env, *pinfold, "run", "--backend", "native", "--", "true")
 	nat.name = "pinfold native"
 	rs := []*runner{do, gv, gvro, nat}
+	measure(rs, *rounds)
+	report(rs, *rounds)
+	fmt.Printf("pinfold gvisor / runsc do:           %.2fx\n", ratio(gv, do))
+	fmt.Printf("pinfold gvisor --access ro / runsc do: %.2fx\n", ratio(gvro, do))
+	fmt.Printf("pinfold gvisor / pinfold native:     %.2fx\n", ratio(gv, nat))
+}
+
+// measure warms every runner up once, then runs rounds in rotating order.
+func measure(rs []*runner, rounds int) int {
 	for _, r := range rs { // warm up: the first runs page the binaries in
 		if err := r.run(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
-	for i := range *rounds {
+	for i := range rounds {
 		for j := range rs {
 			r := rs[(i+j)%len(rs)]
 			start := time.Now()
@@ -87,14 +116,24 @@ func main() {
 			r.d = append(r.d, time.Since(start))
 		}
 	}
+	return rounds
+}
+
+func report(rs []*runner, rounds int) {
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("rounds %d, load %s, %s\n", *rounds, strings.Join(strings.Fields(string(load))[:3], " "), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("rounds %d, load %s, %s\n", rounds, strings.Join(strings.Fields(string(load))[:3], " "), time.Now().UTC().Format(time.RFC3339))
 	for _, r := range rs {
-		fmt.Printf("%-28s median %7.1f ms  p90 %7.1f ms  (%s)\n", r.name, ms(median(r.d)), ms(pct(r.d, 0.9)), r.command)
+		fmt.Printf("%-28s median %9.1f ms  p90 %9.1f ms  (%s)\n", r.name, ms(median(r.d)), ms(pct(r.d, 0.9)), r.command)
 	}
-	fmt.Printf("pinfold gvisor / runsc do:           %.2fx\n", ratio(gv, do))
-	fmt.Printf("pinfold gvisor --access ro / runsc do: %.2fx\n", ratio(gvro, do))
-	fmt.Printf("pinfold gvisor / pinfold native:     %.2fx\n", ratio(gv, nat))
+}
+
+func output(name string, args ...string) string {
+	b, err := exec.Command(name, args...).Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name, err)
+		os.Exit(1)
+	}
+	return string(b)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
