@@ -142,3 +142,31 @@ func TestRunscErrorsFlush(t *testing.T) {
 		t.Errorf("held %q", out.String())
 	}
 }
+
+// TestCloseWhileRunning: a command started before Close runs to its end,
+// and the sandbox's directory goes with its last command.
+func TestCloseWhileRunning(t *testing.T) {
+	rt := runtime(t)
+	ws := t.TempDir()
+	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := sb.(*Sandbox).dir
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 1; echo after"}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	if _, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("run after close: %v", err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 || out.String() != "after\n" {
+		t.Fatalf("after close: %+v %v %q", res, err, out.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the sandbox's directory is left: %v", err)
+	}
+}

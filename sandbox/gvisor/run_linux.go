@@ -66,6 +66,9 @@ type Sandbox struct {
 	ids     *container.IDMounts
 	release func() // lets the store's collector have the base again
 	closed  atomic.Bool
+	cleaned sync.Once
+	mu      sync.Mutex
+	running int // processes not yet waited for
 }
 
 func (s *Sandbox) setup(ctx context.Context) error {
@@ -129,22 +132,47 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	return b.Root, nil
 }
 
-// Close detaches the idmapped mounts and removes the skeleton (running
-// sandboxes keep their own binds).
+// Close releases the idmapped mounts, the base and the sandbox's
+// directory, once the commands still running have ended (their runsc
+// needs its state and bundle until then).
 func (s *Sandbox) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	if s.ids != nil {
-		s.ids.Release()
-	}
-	if s.release != nil {
-		s.release()
-	}
-	if s.dir != "" {
-		return removeTree(s.dir)
+	s.mu.Lock()
+	idle := s.running == 0
+	s.mu.Unlock()
+	if idle {
+		return s.cleanup()
 	}
 	return nil
+}
+
+// ended is called by each process's Wait.
+func (s *Sandbox) ended() {
+	s.mu.Lock()
+	s.running--
+	idle := s.running == 0
+	s.mu.Unlock()
+	if idle && s.closed.Load() {
+		s.cleanup()
+	}
+}
+
+func (s *Sandbox) cleanup() error {
+	var err error
+	s.cleaned.Do(func() {
+		if s.ids != nil {
+			s.ids.Release()
+		}
+		if s.release != nil {
+			s.release()
+		}
+		if s.dir != "" {
+			err = removeTree(s.dir)
+		}
+	})
+	return err
 }
 
 // removeTree removes a sandbox's directory, which holds only what
@@ -181,9 +209,22 @@ func mountPointsUnder(dir string) []string {
 
 // Run starts cmd in a new runsc sandbox.
 func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, error) {
+	s.mu.Lock()
 	if s.closed.Load() {
+		s.mu.Unlock()
 		return nil, sandbox.ErrClosed
 	}
+	s.running++
+	s.mu.Unlock()
+	p, err := s.run(ctx, cmd)
+	if err != nil {
+		s.ended()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -238,10 +279,11 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if console != nil {
 		if err := p.terminal(console, cmd); err != nil {
 			p.kill()
-			p.Wait()
+			p.Wait() // Run's caller ends it as a failed start
 			return nil, err
 		}
 	}
+	p.sb = s
 	if cmd.Timeout > 0 {
 		p.timer = time.AfterFunc(cmd.Timeout, func() {
 			p.timedOut.Store(true)
@@ -264,6 +306,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 // Process is a command running under runsc.
 type Process struct {
 	runsc, state, id, bundle string
+	sb                       *Sandbox
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
 	pty                      *os.File // the terminal's master end (Cmd.TTY)
@@ -431,6 +474,9 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
 	}
 	removeTree(p.bundle)
+	if p.sb != nil {
+		p.sb.ended()
+	}
 	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
