@@ -26,8 +26,8 @@ func Leftovers(ctx context.Context) ([]string, error) {
 }
 
 // Clean kills the runsc processes of killed runs, removes their
-// directories and returns what it removed.
-func Clean(ctx context.Context) ([]string, error) {
+// directories and returns what it removed (a sandbox.Cleaner).
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
 	var removed []string
 	for _, d := range deadDirs() {
 		for _, pid := range processesUnder(d) {
@@ -36,7 +36,7 @@ func Clean(ctx context.Context) ([]string, error) {
 		if err := removeTree(d); err != nil {
 			return removed, err
 		}
-		removed = append(removed, d)
+		removed = append(removed, "gvisor sandbox "+d)
 	}
 	return removed, nil
 }

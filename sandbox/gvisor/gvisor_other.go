@@ -17,4 +17,4 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 func Leftovers(ctx context.Context) ([]string, error) { return nil, nil }
 
 // Clean removes nothing.
-func Clean(ctx context.Context) ([]string, error) { return nil, nil }
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return nil, nil }
