@@ -97,6 +97,29 @@ if [ "$(cat "$e2b/node_modules/e2b/package.json" 2>/dev/null | grep -o '"version
 	rm -f "$log"
 fi
 
+# runsc, gVisor's runtime, for the gvisor backend's tests (its conformance
+# target and sandbox/gvisor, which fail without it on CI) and benchmarks:
+# built once from the gVisor module pinfold's go.mod pins (the version
+# pinfold-net's netstack comes from) into /var/cache/pinfold-tools (about
+# a minute and a half cold), and linked beside pinfold in /usr/local/bin,
+# where pinfold finds it.
+runsc_version=$(awk '$1 == "gvisor.dev/gvisor" { print $2 }' go.mod)
+if [ ! -x "$tools/runsc" ] || [ "$(cat "$tools/runsc.version" 2>/dev/null)" != "$runsc_version" ]; then
+	mkdir -p "$tools"
+	log=$(mktemp)
+	if ! CGO_ENABLED=0 GOBIN="$tools" go install "gvisor.dev/gvisor/runsc@$runsc_version" >"$log" 2>&1; then
+		tail -n 20 "$log"
+		rm -f "$log"
+		echo "could not build runsc $runsc_version"
+		exit 1
+	fi
+	rm -f "$log"
+	echo "$runsc_version" >"$tools/runsc.version"
+	echo "built $tools/runsc ($runsc_version)"
+fi
+
 # The docker tests start a dockerd of their own (internal/conformance);
 # the benchmarks need the machine's: see docs/backends.md.
 ./scripts/setup.sh --all
+# pinfold finds runsc beside itself (the gvisor backend).
+ln -sf "$tools/runsc" /usr/local/bin/runsc

@@ -73,7 +73,7 @@ still running are not touched.`,
 // cleanFix is what to do when a runtime cannot clean up.
 func cleanFix(runtime string) string {
 	switch runtime {
-	case "native":
+	case "native", "gvisor":
 		if os.Geteuid() == 0 {
 			return "check what holds the path (findmnt, fuser -m PATH) and remove it by hand"
 		}

@@ -62,7 +62,7 @@ func runFlags(fs *flagSet, name string, o *runOptions) {
 	if name == "run" {
 		fs.Bool(&o.quiet, "quiet", 'q', "print only errors: no progress, notices or changeset summary")
 	}
-	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), podman, docker, kubernetes, host or auto")
+	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), gvisor, podman, docker, kubernetes, host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), debian-12, dir:PATH, tar:PATH, oci:PATH[:REF] or oci:HOST/REPO[:TAG|@DIGEST]")
 	fs.Bool(&f.RequirePinnedImage, "require-pinned-image", 0, "refuse an oci: registry image named by tag instead of @sha256:digest")
 	fs.List(&f.VerifyKeys, "verify-key", 0, "FILE", "check the oci: registry image's cosign signature against this PEM public key before using it (repeatable)")

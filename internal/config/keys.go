@@ -49,7 +49,7 @@ var capNames = [...]string{
 
 // Values of the settings that take one of a few words.
 var (
-	backendValues = [...]string{"native", "podman", "docker", "kubernetes", "host", "auto"}
+	backendValues = [...]string{"native", "gvisor", "podman", "docker", "kubernetes", "host", "auto"}
 	accessValues  = [...]string{"changeset", "rw", "ro", "none"}
 	networkValues = [...]string{"none", "host", "outbound", "allow"}
 	roleValues    = [...]string{"install", "run", "build"}

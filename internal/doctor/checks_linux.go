@@ -40,6 +40,7 @@ func Run(ctx context.Context, opt Options) *Report {
 		func() []Check {
 			return []Check{signaturesCheck(), netHelperCheck(), packHelperCheck(), appMountCheck()}
 		},
+		func() []Check { return []Check{gvisorCheck(ctx)} },
 	}
 	if opt.Workspace != "" {
 		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })

@@ -8,7 +8,7 @@ import (
 )
 
 // cleanOrder is the order in which Clean asks the runtimes.
-var cleanOrder = []string{"native", "podman", "docker", "kubernetes"}
+var cleanOrder = []string{"native", "podman", "docker", "gvisor", "kubernetes"}
 
 // CleanError is Clean's error: which runtime could not clean up.
 type CleanError struct {

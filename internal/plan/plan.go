@@ -497,10 +497,10 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	switch backend {
 	case "", "native":
 		p.Backend = "native"
-	case "host", "auto", "podman", "docker", "kubernetes":
+	case "host", "auto", "gvisor", "podman", "docker", "kubernetes":
 		p.Backend = backend
 	default:
-		return badValue("backend", backend, "native, podman, docker, kubernetes, host or auto")
+		return badValue("backend", backend, "native, gvisor, podman, docker, kubernetes, host or auto")
 	}
 	if p.Backend == "host" {
 		p.Mode = "host"

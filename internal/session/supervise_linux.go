@@ -69,6 +69,11 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		return nil, fault.New(fault.SessionRefused, "a session needs a sandbox", "the plan runs on the host (backend host)",
 			"use --backend native, podman or docker", nil)
 	}
+	if p.Backend == "gvisor" {
+		return nil, fault.New(fault.SessionRefused, "sessions do not run on backend gvisor yet",
+			"a session's agent serves the host on a unix socket in a bound directory, which gVisor's sandbox does not share with the host",
+			"use --backend native for sessions; pinfold run --backend gvisor runs single commands", nil)
+	}
 	if p.Sandbox.Limits.Pids > 0 && p.Sandbox.Limits.Pids < 8 {
 		return nil, fault.New(fault.SessionRefused, "a session needs --pids of 8 or more", "its agent runs threads of its own", "raise --pids", nil)
 	}
