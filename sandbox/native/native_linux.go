@@ -285,6 +285,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		return fmt.Errorf("building the seccomp filter: %w", err)
 	}
 	user := ids.user
+	ops, rules := buildRoot(&plan)
 	tmpCheck := "/tmp"
 	if sp.Scratch != "" {
 		tmpCheck = "" // the owner of the scratch directory watches its filesystem
@@ -293,7 +294,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		SpawnConfig:  s.tmpl.SpawnConfig,
 		IDMapUID:     ids.idmapUID,
 		IDMapGID:     ids.idmapGID,
-		Ops:          buildRoot(&plan),
+		Ops:          ops,
 		Hostname:     sp.Hostname,
 		Scratch:      scratchDir(),
 		LoopbackUp:   sp.Network != sandbox.NetworkHost,
@@ -305,6 +306,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		RootReadOnly: true,
 		TmpCheck:     tmpCheck,
 		NoNewPrivs:   true,
+		Landlock:     landlockConfig(sp, s.net == nil, rules),
 	}
 
 	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}

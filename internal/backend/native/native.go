@@ -83,6 +83,8 @@ const (
 	cNNP       = 20
 	cTrace     = 21
 	cTUN       = 22
+	cLandlock  = 23
+	cLLRule    = 24
 
 	tunRoute4 = 1
 	tunAddr6  = 2
@@ -164,6 +166,24 @@ type Config struct {
 	RootReadOnly       bool
 	TmpCheck           string // reported full at exit when no space is left
 	NoNewPrivs         bool
+	// Landlock, when set, has the command restricted by a Landlock
+	// ruleset made once the root is built (NoNewPrivs must be set).
+	Landlock *Landlock
+}
+
+// Landlock is a ruleset: the access rights it handles (denied unless a
+// rule grants them) and the rules, each granting rights beneath a path of
+// the built root. The rights are the kernel's LANDLOCK_ACCESS_* bits.
+type Landlock struct {
+	HandledFS, HandledNet uint64
+	Rules                 []LandlockRule
+}
+
+// LandlockRule grants Access beneath Path (on a file, only the rights a
+// file can have).
+type LandlockRule struct {
+	Path   string
+	Access uint64
 }
 
 // Exec describes the command to start in a sandbox.

@@ -1,0 +1,36 @@
+package landlock
+
+import "testing"
+
+func TestHandled(t *testing.T) {
+	for _, c := range []struct {
+		abi     int
+		fs, net uint64
+	}{
+		{0, 0, 0},
+		{1, 0x1fff, 0},
+		{2, 0x3fff, 0},
+		{3, 0x7fff, 0},
+		{4, 0x7fff, 3},
+		{5, 0xffff, 3},
+		{7, 0xffff, 3},
+	} {
+		if fs, net := HandledFS(c.abi), HandledNet(c.abi); fs != c.fs || net != c.net {
+			t.Errorf("ABI %d: handled %#x %#x, want %#x %#x", c.abi, fs, net, c.fs, c.net)
+		}
+	}
+	if Read&Write != 0 || (Read|Write) != HandledFS(7) {
+		t.Errorf("Read %#x and Write %#x must split the rights %#x", Read, Write, HandledFS(7))
+	}
+}
+
+func TestSwitch(t *testing.T) {
+	t.Setenv(Env, "0")
+	if Active() != 0 {
+		t.Fatal("PINFOLD_LANDLOCK=0 leaves Landlock active")
+	}
+	t.Setenv(Env, "")
+	if Active() != ABI() {
+		t.Fatal("Active differs from ABI without the switch")
+	}
+}
