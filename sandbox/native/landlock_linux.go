@@ -1,8 +1,8 @@
 package native
 
 import (
-	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/agent"
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/landlock"
 	"github.com/pinfold/pinfold/sandbox"
 )

@@ -1495,6 +1495,14 @@ static int stage2(void *arg)
 	 * still has. */
 	if (G.tun && setup_tun() < 0)
 		die(1);
+	/* Landlock's TCP rules do not cover MPTCP sockets (Go's listeners'
+	 * default): with TCP denied, MPTCP is turned off in the sandbox's own
+	 * network namespace, so such sockets fail and programs fall back to
+	 * TCP, which the ruleset denies. Where that fails (a kernel without
+	 * MPTCP has nothing to turn off), the empty network namespace is still
+	 * the first layer. */
+	if (G.ll_net)
+		write_file("/proc/sys/net/mptcp/enabled", "0", 1);
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (G.has_initid) {
