@@ -84,5 +84,18 @@ func Active() int {
 	return ABI()
 }
 
-// Describe names the layer for doctor and pinfold plan: "landlock (ABI 7)".
-func Describe(abi int) string { return "landlock (ABI " + strconv.Itoa(abi) + ")" }
+// Status names the layer as doctor and pinfold plan show it: "landlock
+// (ABI 7)", or why there is none.
+func Status() string {
+	switch {
+	case Disabled():
+		return "no landlock (" + Env + "=0)"
+	case ABI() == 0:
+		return "no landlock (the kernel has none)"
+	}
+	return "landlock (ABI " + strconv.Itoa(ABI()) + ")"
+}
+
+// Layers are the native runtime's layers of isolation on this host:
+// namespaces and seccomp always, Landlock where the kernel has it.
+func Layers() []string { return []string{"namespaces", "seccomp", Status()} }

@@ -34,3 +34,18 @@ func TestSwitch(t *testing.T) {
 		t.Fatal("Active differs from ABI without the switch")
 	}
 }
+
+func TestStatus(t *testing.T) {
+	t.Setenv(Env, "0")
+	if got := Status(); got != "no landlock (PINFOLD_LANDLOCK=0)" {
+		t.Errorf("Status with the switch off: %q", got)
+	}
+	t.Setenv(Env, "")
+	want := "no landlock (the kernel has none)"
+	if ABI() > 0 {
+		want = "landlock (ABI " + string(rune('0'+ABI())) + ")"
+	}
+	if l := Layers(); l[0] != "namespaces" || l[1] != "seccomp" || l[2] != want {
+		t.Errorf("Layers: %q, want namespaces, seccomp, %q", l, want)
+	}
+}

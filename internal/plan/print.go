@@ -132,6 +132,9 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintf(w, "  namespaces: user, mount, pid, ipc, uts, cgroup%s\n", map[bool]string{true: ", net", false: ""}[sp.Network != sandbox.NetworkHost])
 		fmt.Fprintf(w, "  capabilities: %s%s\n", caps, src("cap_add"))
 		fmt.Fprintf(w, "  no_new_privs, seccomp filter, read-only root, own /proc /dev /tmp\n")
+		if len(p.Layers) > 0 {
+			fmt.Fprintf(w, "  layers: %s\n", strings.Join(p.Layers, ", "))
+		}
 	}
 	fmt.Fprintf(w, "env:\n")
 	for _, v := range p.Command.Env {
