@@ -1526,9 +1526,12 @@ static int stage2(void *arg)
 		report(ST_CLONE, r, -1, "cgroup namespace");
 		die(1);
 	}
-	if (build_root() < 0 || landlock_ruleset() < 0)
+	if (build_root() < 0)
 		die(1);
 	tmark(13);
+	if (landlock_ruleset() < 0)
+		die(1);
+	tmark(17);
 	send_simple(M_READY, 0, 0);
 
 	n = recv_msg(execbuf, sizeof execbuf, X.fds, 3, &X.nfds);
