@@ -78,7 +78,7 @@ type Plan struct {
 	// Layers are the native runtime's layers of isolation on this host
 	// ("namespaces", "seccomp", "landlock (ABI 7)"): the engine's resolve
 	// fills them for the native backend.
-	Layers []string `json:"layers,omitempty"`
+	Layers []string
 }
 
 // System is a sandbox's root as the store knows it.

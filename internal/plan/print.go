@@ -246,6 +246,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		Blocked   []string          `json:"host_blocked_env,omitempty"`
 		Refused   []string          `json:"host_unenforced,omitempty"` // limits the host cannot enforce: run refuses
 		System    *System           `json:"system,omitempty"`
+		Layers    []string          `json:"layers,omitempty"`
 		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
 		Refusal   string            `json:"refused,omitempty"` // what run would refuse the plan for
@@ -256,7 +257,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
 		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
 		Audit: p.Audit, Refusal: p.Refused, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
-		Mounts: []mount{}, Env: []env{}, System: p.System, Roots: p.ChangesetRoots(),
+		Mounts: []mount{}, Env: []env{}, System: p.System, Layers: p.Layers, Roots: p.ChangesetRoots(),
 	}
 	if p.Image.RequirePinned || p.Image.Verify {
 		out.Image = &p.Image
