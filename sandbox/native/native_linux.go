@@ -956,6 +956,10 @@ func explainSetup(err error) error {
 		}
 		return fmt.Errorf("%w: %w", ErrAppMount, err)
 	}
+	if se.Step == initp.StepLandlock {
+		return fmt.Errorf("setting up the sandbox: %w (the kernel refused the Landlock layer; "+
+			"PINFOLD_LANDLOCK=0 runs without it, with the namespace layer alone)", err)
+	}
 	return fmt.Errorf("setting up the sandbox: %w", err)
 }
 
