@@ -20,7 +20,7 @@ func landlockConfig(sp *sandbox.Spec, noStack bool, rules []initp.LandlockRule) 
 	}
 	fs := landlock.HandledFS(abi)
 	l := &initp.Landlock{HandledFS: fs, Rules: make([]initp.LandlockRule, 0, len(rules))}
-	if sp.Network == sandbox.NetworkNone && noStack && !isSession(sp) {
+	if landlockTCP(sp, noStack) {
 		l.HandledNet = landlock.HandledNet(abi)
 	}
 	for _, r := range rules {
@@ -39,4 +39,11 @@ func isSession(sp *sandbox.Spec) bool {
 		}
 	}
 	return false
+}
+
+// landlockTCP reports whether the ruleset denies TCP: network none without
+// pinfold's stack (published ports), outside sessions, on ABI 4 or later.
+func landlockTCP(sp *sandbox.Spec, noStack bool) bool {
+	return sp.Network == sandbox.NetworkNone && noStack && !isSession(sp) &&
+		landlock.HandledNet(landlock.Active()) != 0
 }

@@ -166,6 +166,7 @@ func (s *Sandbox) planSpawn() error {
 		SetgroupsDeny: ids.setgroupsDeny,
 		InitID:        ids.initID,
 		Trace:         sp.Trace,
+		NoMPTCP:       landlockTCP(sp, s.net == nil),
 	}
 	if s.net != nil {
 		a6 := netpolicy.SandboxAddr6.As16()

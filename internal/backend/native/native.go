@@ -85,6 +85,7 @@ const (
 	cTUN       = 22
 	cLandlock  = 23
 	cLLRule    = 24
+	cNoMPTCP   = 25
 
 	tunRoute4 = 1
 	tunAddr6  = 2
@@ -133,6 +134,9 @@ type SpawnConfig struct {
 	// TUN has the init create a TUN device in the sandbox's network
 	// namespace and pass it back (Init.TUN).
 	TUN *TUN
+	// NoMPTCP turns MPTCP off in the sandbox's network namespace, which
+	// Landlock's TCP rules (Config.Landlock's HandledNet) do not cover.
+	NoMPTCP bool
 }
 
 // TUN describes the sandbox's TUN device.

@@ -109,6 +109,9 @@ func EncodeSpawn(s *SpawnConfig) ([]byte, error) {
 	if s.Trace {
 		e.flag(cTrace)
 	}
+	if s.NoMPTCP {
+		e.flag(cNoMPTCP)
+	}
 	if t := s.TUN; t != nil {
 		b := make([]byte, 52)
 		binary.NativeEndian.PutUint32(b[0:], t.MTU)

@@ -142,7 +142,7 @@ static struct {
 	u32 seccomp_len;
 	u64 ll_fs, ll_net; /* C_LANDLOCK: handled access; 0 without Landlock */
 	const char *llrules[MAXLLRULES];
-	int nllrules, llfd;
+	int nllrules, llfd, nomptcp;
 	u64 caps;
 	u32 caplast;
 	u32 uid, gid, init_uid, init_gid;
@@ -292,6 +292,9 @@ static int parse_spawn(const char *buf, long n)
 			G.has_initid = 1;
 			G.init_uid = rd32(r.data);
 			G.init_gid = rd32(r.data + 4);
+			break;
+		case C_NOMPTCP:
+			G.nomptcp = 1;
 			break;
 		case C_TRACE:
 			G.trace = 1;
@@ -1498,10 +1501,11 @@ static int stage2(void *arg)
 	/* Landlock's TCP rules do not cover MPTCP sockets (Go's listeners'
 	 * default): with TCP denied, MPTCP is turned off in the sandbox's own
 	 * network namespace, so such sockets fail and programs fall back to
-	 * TCP, which the ruleset denies. Where that fails (a kernel without
-	 * MPTCP has nothing to turn off), the empty network namespace is still
-	 * the first layer. */
-	if (G.ll_net)
+	 * TCP, which the ruleset denies. A kernel without MPTCP has nothing to
+	 * turn off; where the write fails otherwise, the empty network
+	 * namespace is still the first layer. (Asked in M_SPAWN: M_CONFIG may
+	 * not be read yet.) */
+	if (G.nomptcp)
 		write_file("/proc/sys/net/mptcp/enabled", "0", 1);
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -38,6 +38,7 @@
 #define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
 #define C_TRACE 21    /* record timestamps and send them with M_EXIT (benchmarks) */
 #define C_TUN 22      /* struct tunconf: create and configure a TUN device, send it as M_TUN */
+#define C_NOMPTCP 25  /* turn MPTCP off in the new network namespace (Landlock's TCP rules miss it) */
 
 /*
  * C_TUN payload. The device is opened by stage 2 in its new network
