@@ -10,9 +10,7 @@ import (
 // landlockConfig is the second layer of a sandbox, where the kernel has
 // Landlock (and PINFOLD_LANDLOCK=0 does not turn it off): the rules the
 // root's layout granted, every other filesystem access denied, and with
-// network none TCP bind and connect denied too (ABI 4), unless pinfold's
-// network stack serves the sandbox (noStack false: published ports). A session's agent forwards ports into the sandbox's loopback
-// whatever its network, so sessions keep TCP.
+// network none TCP bind and connect denied too (ABI 4; see landlockTCP).
 func landlockConfig(sp *sandbox.Spec, noStack bool, rules []initp.LandlockRule) *initp.Landlock {
 	abi := landlock.Active()
 	if abi == 0 {
@@ -41,9 +39,14 @@ func isSession(sp *sandbox.Spec) bool {
 	return false
 }
 
-// landlockTCP reports whether the ruleset denies TCP: network none without
-// pinfold's stack (published ports), outside sessions, on ABI 4 or later.
+// landlockTCP reports whether the ruleset denies TCP (ABI 4 or later):
+// with network none, unless the plan asks for TCP inside the sandbox's own
+// network all the same: published ports (pinfold's stack serves them), a
+// session (its agent forwards ports into loopback), or a network
+// capability granted (--cap-add NET_BIND_SERVICE to serve on port 80).
 func landlockTCP(sp *sandbox.Spec, noStack bool) bool {
-	return sp.Network == sandbox.NetworkNone && noStack && !isSession(sp) &&
+	const netCaps = 1<<10 | 1<<11 | 1<<12 | 1<<13 // NET_BIND_SERVICE, NET_BROADCAST, NET_ADMIN, NET_RAW
+	caps, _ := capMask(sp.Capabilities)
+	return sp.Network == sandbox.NetworkNone && noStack && !isSession(sp) && caps&netCaps == 0 &&
 		landlock.HandledNet(landlock.Active()) != 0
 }

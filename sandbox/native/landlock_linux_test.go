@@ -43,7 +43,8 @@ func TestLandlockRulesFollowThePlan(t *testing.T) {
 	}
 
 	// TCP is handled (denied) only for network none without the stack,
-	// and never for a session, whose agent forwards ports into loopback.
+	// a network capability or a session (whose agent forwards ports into
+	// loopback).
 	t.Setenv(landlock.Env, "")
 	if landlock.ABI() >= 4 {
 		sp := &sandbox.Spec{Network: sandbox.NetworkNone}
@@ -53,6 +54,11 @@ func TestLandlockRulesFollowThePlan(t *testing.T) {
 		if l := landlockConfig(sp, false, rules); l.HandledNet != 0 {
 			t.Error("network none with published ports: TCP handled")
 		}
+		sp.Capabilities = []string{"NET_BIND_SERVICE"}
+		if l := landlockConfig(sp, true, rules); l.HandledNet != 0 {
+			t.Error("NET_BIND_SERVICE granted: TCP handled")
+		}
+		sp.Capabilities = nil
 		sp.Mounts = []sandbox.Mount{{Source: "/bin/true", Target: "/.pinfold/agent", ReadOnly: true}}
 		if l := landlockConfig(sp, true, rules); l.HandledNet != 0 {
 			t.Error("a session: TCP handled")
