@@ -340,7 +340,10 @@ func landlockCheck() Check {
 	if errno == 0 {
 		c.Status = Pass
 		c.Detail = "ABI version " + strconv.Itoa(int(v)) + "; native sandboxes' layers: " + strings.Join(landlock.Layers(), ", ")
-		if int(v) < 4 {
+		if int(v) < landlock.MinABI {
+			c.Status = Warn
+			c.Fix = "a kernel of Linux 5.19 or later (Landlock ABI 2) for a second layer under the native runtime"
+		} else if int(v) < 4 {
 			c.Detail += " (TCP rules need ABI 4: network none relies on its empty namespace alone)"
 		}
 		if landlock.Disabled() {

@@ -75,10 +75,15 @@ const Env = "PINFOLD_LANDLOCK"
 // Disabled reports whether Env turns the layer off.
 func Disabled() bool { return os.Getenv(Env) == "0" }
 
+// MinABI is the oldest ABI the sandboxes use: ABI 1 refuses every rename
+// or link between directories (it cannot tell which are allowed), which
+// would break ordinary commands (mv) in the workspace.
+const MinABI = 2
+
 // Active returns the ABI version the native runtime's sandboxes use: the
-// kernel's, or 0 when it has no Landlock or Env turns it off.
+// kernel's, or 0 when it has no usable Landlock or Env turns it off.
 func Active() int {
-	if Disabled() {
+	if Disabled() || ABI() < MinABI {
 		return 0
 	}
 	return ABI()
@@ -92,6 +97,8 @@ func Status() string {
 		return "no landlock (" + Env + "=0)"
 	case ABI() == 0:
 		return "no landlock (the kernel has none)"
+	case ABI() < MinABI:
+		return "no landlock (the kernel's ABI " + strconv.Itoa(ABI()) + " cannot allow renames; 2 or later is used)"
 	}
 	return "landlock (ABI " + strconv.Itoa(ABI()) + ")"
 }

@@ -43,7 +43,7 @@ func withLandlock(t *testing.T, spec func() sandbox.Spec, args ...string) (on, o
 // A path the sandbox shows but the ruleset does not grant is unreadable:
 // only Landlock stands between the command and the file.
 func TestLandlockUngrantedMount(t *testing.T) {
-	requireLandlock(t, 1)
+	requireLandlock(t, landlock.MinABI)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("s3cret"), 0o644); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestLandlockUngrantedMount(t *testing.T) {
 // A writable mount granted only reading refuses writes: the mount allows
 // them, Landlock does not.
 func TestLandlockReadOnlyGrant(t *testing.T) {
-	requireLandlock(t, 1)
+	requireLandlock(t, landlock.MinABI)
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	native.SetTestLandlock(t, nil, []string{"/rw"})
