@@ -75,6 +75,10 @@ type Plan struct {
 	// builds: Resolve leaves it nil; the engine's resolve fills it from the
 	// store and the workspace.
 	System *System
+	// Layers are the native runtime's layers of isolation on this host
+	// ("namespaces", "seccomp", "landlock (ABI 7)"): the engine's resolve
+	// fills them for the native backend.
+	Layers []string
 }
 
 // System is a sandbox's root as the store knows it.
