@@ -126,7 +126,7 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &wrapped) != nil || wrapped.Error.Code == "" {
-			wrapped.Error = Error{Code: "PF194", Message: strings.TrimSpace(string(b))}
+			wrapped.Error = Error{Code: CodeAPI, Message: strings.TrimSpace(string(b))}
 		}
 		wrapped.Error.Status = resp.StatusCode
 		return nil, &wrapped.Error

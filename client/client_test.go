@@ -516,3 +516,23 @@ func TestTenantRemoveAndOversizedUpload(t *testing.T) {
 		t.Errorf("the removed sandbox's changeset is still there: %v", err)
 	}
 }
+
+// An upload the agent refuses before it has read it (its directory is
+// missing) is answered with the agent's reason, not a broken pipe.
+func TestUploadIntoMissingDirectory(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	ctx := context.Background()
+	c := unixClient(t, ts)
+	s, err := c.Create(ctx, client.CreateRequest{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, s.ID)
+	for i := 0; i < 5; i++ {
+		err := c.WriteFile(ctx, s.ID, "/tmp/no/such/dir/f", 0, bytes.NewReader(make([]byte, 8<<20)))
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status >= 500 || strings.Contains(err.Error(), "broken pipe") {
+			t.Fatalf("upload %d into a missing directory: %v", i, err)
+		}
+	}
+}

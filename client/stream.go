@@ -72,7 +72,7 @@ func (c *Client) Start(ctx context.Context, id string, r StreamRequest, stdin io
 			}
 			wrapped.Error.Status = resp.StatusCode
 			if wrapped.Error.Code == "" {
-				wrapped.Error.Code, wrapped.Error.Message = "PF194", err.Error()
+				wrapped.Error.Code, wrapped.Error.Message = CodeAPI, err.Error()
 			}
 			return nil, &wrapped.Error
 		}

@@ -59,6 +59,7 @@ for t in \
 	FuzzOpenArchive:./internal/oci/ FuzzOpenLayout:./internal/oci/ \
 	FuzzReadArchive:./internal/pack/ FuzzReadAppRoot:./internal/pack/ \
 	FuzzTenantCreate:./internal/server/ FuzzTenantRoutes:./internal/server/ \
+	FuzzE2BRoutes:./internal/server/ \
 	FuzzRequest:./internal/agent/ FuzzFrames:./internal/agent/ \
 	FuzzWire:./internal/kube/ FuzzHelperMessage:./internal/netpolicy/; do
 	CGO_ENABLED=0 go test -run '^$' -fuzz "^${t%%:*}\$" -fuzztime 12s "${t#*:}"

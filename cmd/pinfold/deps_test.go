@@ -34,6 +34,7 @@ func TestHelperExclusions(t *testing.T) {
 		{"the image writer", "pinfold-pack", "github.com/pinfold/pinfold/internal/packer"},
 		{"net/http", "pinfold-api", "net/http"},
 		{"the API's WebSocket", "pinfold-api", "github.com/coder/websocket"},
+		{"the MCP SDK", "pinfold-api", "github.com/modelcontextprotocol/go-sdk/"},
 		{"the kube helper's WebSocket", "pinfold-kube", "github.com/gorilla/websocket"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,39 +3,20 @@ package agent
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 
+	"github.com/pinfold/pinfold/internal/helper"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
 // Binary finds pinfold's binary, which a session's agent is: PINFOLD_AGENT,
-// the running binary when it is pinfold, a pinfold beside it, or one on
-// PATH.
+// the running binary when it is pinfold (it is beside itself), a pinfold
+// beside it, or one on PATH.
 func Binary() (string, error) {
-	if p := os.Getenv("PINFOLD_AGENT"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		if filepath.Base(exe) == "pinfold" {
-			return exe, nil
-		}
-		if p := filepath.Join(filepath.Dir(exe), "pinfold"); isFile(p) {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pinfold"); err == nil {
+	if p, err := helper.Find("pinfold", "PINFOLD_AGENT"); err == nil {
 		return p, nil
 	}
 	return "", errors.New("a session runs pinfold's binary inside as its agent, and none was found (this program is not pinfold, none is beside it or on PATH): install pinfold (scripts/setup.sh), or set PINFOLD_AGENT to its path")
-}
-
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
 }
 
 // SessionDirs makes the run and home directories of a session's host

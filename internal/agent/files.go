@@ -180,6 +180,12 @@ func upload(ctx context.Context, sock string, req *Request, r io.Reader, limit i
 				return 0, nil, ErrTooLarge // closing drops the upload
 			}
 			if err := fw.frame(FrameStdin, buf[:k]); err != nil {
+				// The agent answered (a refusal: a missing directory,
+				// a path it may not write) and closed before taking
+				// the rest: its answer says why, not the broken pipe.
+				if t, b, rerr := readFrame(bufio.NewReader(c), nil); rerr == nil {
+					return t, b, nil
+				}
 				return 0, nil, err
 			}
 		}
@@ -191,6 +197,9 @@ func upload(ctx context.Context, sock string, req *Request, r io.Reader, limit i
 		}
 	}
 	if err := fw.frame(FrameStdinEOF, nil); err != nil {
+		if t, b, rerr := readFrame(bufio.NewReader(c), nil); rerr == nil {
+			return t, b, nil
+		}
 		return 0, nil, err
 	}
 	return readFrame(bufio.NewReader(c), nil)

@@ -5,6 +5,7 @@
 //
 //	pinfold-api serve [the flags of pinfold serve: internal/serveconf]
 //	pinfold-api client session|exec|shell ARGS...
+//	pinfold-api mcp [--workspace DIR] (pinfold mcp: MCP on stdin and stdout)
 //
 // The server runs on Linux only (serve_linux.go); the client builds for
 // macOS and Windows too, where pinfold drives a remote server with it.
@@ -19,6 +20,9 @@ import (
 func Main() int {
 	if len(os.Args) >= 2 && os.Args[1] == "client" {
 		return clientMain(os.Args[2:])
+	}
+	if len(os.Args) >= 2 && os.Args[1] == "mcp" {
+		return mcpMain(os.Args[2:])
 	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: pinfold-api serve [--socket PATH] [--listen ADDR --tokens FILE [--policy FILE]] [--max-upload BYTES] [--max-body BYTES]")

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"golang.org/x/term"
-
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
 // clientMain runs pinfold's session commands against the server named by
@@ -26,7 +25,7 @@ func clientMain(args []string) int {
 	}
 	c, err := client.New(host, opts...)
 	if err != nil {
-		return failf("PF102 PINFOLD_HOST: %v", err)
+		return failf("%s PINFOLD_HOST: %v", client.CodeBadValue, err)
 	}
 	ctx := context.Background()
 	if len(args) == 0 {
@@ -45,7 +44,7 @@ func clientMain(args []string) int {
 }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "pinfold: PF101 with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop|pause|resume|snapshot, exec, shell")
+	fmt.Fprintln(os.Stderr, "pinfold: "+client.CodeUsage+" with PINFOLD_HOST, the commands are: session start|ls|status|logs|stop|pause|resume|snapshot, exec, shell")
 	fmt.Fprintln(os.Stderr, "  Fix: unset PINFOLD_HOST for the others (session rm, snapshots, port), which work on the local store")
 	return 125
 }
@@ -63,7 +62,7 @@ func apiFail(err error) int {
 		}
 		return 125
 	}
-	return failf("PF194 %v", err)
+	return failf("%s %v", client.CodeAPI, err)
 }
 
 func printJSON(v any) {
@@ -219,7 +218,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 			i = len(rest)
 		case a == "-e" || a == "--env" || a == "-w" || a == "--workdir":
 			if i+1 >= len(rest) {
-				return failf("PF101 %s needs a value", a)
+				return failf("%s %s needs a value", client.CodeUsage, a)
 			}
 			if a == "-e" || a == "--env" {
 				env = append(env, rest[i+1])
@@ -240,20 +239,16 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	}
 	if shell {
 		interactive = true
-		tty = isTerminal(os.Stdin) && isTerminal(os.Stdout)
+		tty = terminal.Is(os.Stdin) && terminal.Is(os.Stdout)
 		cmd = []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l"}
 	}
 	if ref == "" || len(cmd) == 0 {
-		return failf("PF101 pinfold exec needs a session and a command")
+		return failf("%s pinfold exec needs a session and a command", client.CodeUsage)
 	}
 	r := client.StreamRequest{Args: cmd, Env: env, Dir: dir, TTY: tty}
 	if tty {
-		r.Rows, r.Cols, _ = size()
-		t := os.Getenv("TERM")
-		if t == "" {
-			t = "xterm"
-		}
-		r.Env = append([]string{"TERM=" + t}, r.Env...)
+		r.Rows, r.Cols, _ = terminal.Size(os.Stdout)
+		r.Env = append([]string{"TERM=" + terminal.Term()}, r.Env...)
 	}
 	var stdin io.Reader
 	if interactive {
@@ -263,7 +258,7 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 		defer enableVT()()
 	}
 	if tty && interactive {
-		if restore := raw(os.Stdin); restore != nil {
+		if restore := terminal.Raw(os.Stdin); restore != nil {
 			defer restore()
 		}
 	}
@@ -275,44 +270,22 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 	e, err := p.Wait()
 	stop()
 	if err != nil {
-		return failf("PF192 %v", err)
+		return failf("%s %v", client.CodeEnded, err)
 	}
 	if e.Truncated {
 		fmt.Fprintln(os.Stderr, "pinfold: output cut off: a process the command left running held it open (redirect its output)")
 	}
 	switch {
 	case e.NotFound:
-		fmt.Fprintf(os.Stderr, "pinfold: PF150 command not found in the session: %s\n", cmd[0])
+		fmt.Fprintf(os.Stderr, "pinfold: %s command not found in the session: %s\n", client.CodeNotFound, cmd[0])
 		return 127
 	case e.NotExecutable:
-		fmt.Fprintf(os.Stderr, "pinfold: PF151 cannot execute %s in the session\n", cmd[0])
+		fmt.Fprintf(os.Stderr, "pinfold: %s cannot execute %s in the session\n", client.CodeCannotExec, cmd[0])
 		return 126
 	case e.BadDir:
-		return failf("PF102 the working directory %s does not exist in the session: %s", dir, e.Error)
+		return failf("%s the working directory %s does not exist in the session: %s", client.CodeBadValue, dir, e.Error)
 	case e.Error != "":
-		return failf("PF191 %s", e.Error)
+		return failf("%s %s", client.CodeRefused, e.Error)
 	}
 	return e.Code
-}
-
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
-
-// size is the terminal's size on stdout.
-func size() (rows, cols uint16, ok bool) {
-	w, h, err := term.GetSize(int(os.Stdout.Fd()))
-	if err != nil || w <= 0 || h <= 0 || w > 0xffff || h > 0xffff {
-		return 0, 0, false
-	}
-	return uint16(h), uint16(w), true
-}
-
-// raw puts the terminal f in raw mode (as cfmakeraw does) and returns
-// what restores it, or nil when f is not a terminal.
-func raw(f *os.File) func() {
-	fd := int(f.Fd())
-	old, err := term.MakeRaw(fd)
-	if err != nil {
-		return nil
-	}
-	return func() { term.Restore(fd, old) }
 }

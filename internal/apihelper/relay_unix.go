@@ -4,31 +4,32 @@ package apihelper
 
 import (
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
-// relay forwards the signals pinfold-api gets to the remote command and,
-// for a terminal, the window's new sizes; stop ends it.
+// linuxSignal is s as Linux numbers it, which the server reads: INT,
+// TERM, HUP and QUIT have the same numbers on Linux, macOS and the BSDs,
+// USR1 and USR2 do not (30 and 31 there).
+func linuxSignal(s syscall.Signal) syscall.Signal {
+	switch s {
+	case syscall.SIGUSR1:
+		return 10
+	case syscall.SIGUSR2:
+		return 12
+	}
+	return s
+}
+
+// relay forwards the signals pinfold-api gets to the remote command (the
+// same as a local exec's: terminal.Signals) and, for a terminal, the
+// window's new sizes; stop ends it.
 func relay(p *client.Process, tty bool) (stop func()) {
-	sigs := make(chan os.Signal, 8)
-	// The numbers of these four are the same on Linux, macOS and the BSDs:
-	// the server reads them as Linux's.
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-	go func() {
-		for s := range sigs {
-			if s == syscall.SIGWINCH {
-				if rows, cols, ok := size(); ok {
-					p.Resize(rows, cols)
-				}
-				continue
-			}
-			p.Signal(s.(syscall.Signal))
-		}
-	}()
-	return func() { signal.Stop(sigs) }
+	f := terminal.Catch(tty, os.Stdout)
+	go f.Relay(nil, func(s syscall.Signal) { p.Signal(linuxSignal(s)) }, func(rows, cols uint16) { p.Resize(rows, cols) })
+	return f.Stop
 }
 
 // enableVT is for Windows' console; a Unix terminal reads escapes as is.

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
 // relay forwards Ctrl-C (and Ctrl-Break) to the remote command as SIGINT
@@ -34,13 +35,13 @@ func relay(p *client.Process, tty bool) (stop func()) {
 	}()
 	if tty {
 		go func() {
-			rows, cols, _ := size()
+			rows, cols, _ := terminal.Size(os.Stdout)
 			t := time.NewTicker(500 * time.Millisecond)
 			defer t.Stop()
 			for {
 				select {
 				case <-t.C:
-					if r, c, ok := size(); ok && (r != rows || c != cols) {
+					if r, c, ok := terminal.Size(os.Stdout); ok && (r != rows || c != cols) {
 						rows, cols = r, c
 						p.Resize(rows, cols)
 					}

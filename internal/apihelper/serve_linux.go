@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pinfold/pinfold/client"
+	"github.com/pinfold/pinfold/internal/helper"
 	"github.com/pinfold/pinfold/internal/serveconf"
 	"github.com/pinfold/pinfold/internal/server"
 	"github.com/pinfold/pinfold/internal/store"
@@ -28,7 +30,7 @@ func serve(args []string) int {
 	}
 	lim := server.Bounds{MaxConns: c.MaxConns, HeaderTimeout: c.HeaderTimeout, BodyTimeout: c.BodyTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout}
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(os.Stderr, "pinfold: PF194 "+format+"\n", a...)
+		fmt.Fprintf(os.Stderr, "pinfold: "+client.CodeAPI+" "+format+"\n", a...)
 		return 125
 	}
 	if err := c.Check(); err != nil {
@@ -91,26 +93,26 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
-	if err := server.ServeLimited(ctx, server.New(cfg), lim, ls...); err != nil {
+	srv := server.New(cfg)
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail("%v", err)
+	}
+	apply, err := mcpApply(wd)
+	if err != nil {
+		// The API serves without it: /mcp only keeps apply off.
+		fmt.Fprintf(os.Stderr, "pinfold: /mcp offers no apply tool: pinfold.yaml: %v\n", err)
+	}
+	srv.Handle("/mcp", mcpHandler(srv, wd, cfg.Pinfold, apply, c.Version))
+	if err := server.ServeLimited(ctx, srv, lim, ls...); err != nil {
 		return fail("%v", err)
 	}
 	return 0
 }
 
-// pinfoldBinary finds pinfold, which supervises the sessions: beside this
-// binary, else on PATH (PINFOLD_BINARY overrides).
-func pinfoldBinary() (string, error) {
-	if p := os.Getenv("PINFOLD_BINARY"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "pinfold")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return exec.LookPath("pinfold")
-}
+// pinfoldBinary finds pinfold, which supervises the sessions
+// (PINFOLD_BINARY, beside this binary, on PATH: helper.Find).
+func pinfoldBinary() (string, error) { return helper.Find("pinfold", "PINFOLD_BINARY") }
 
 // startPool starts the kubernetes helper's pool keeper (pinfold-kube pool)
 // and has the sessions this server starts claim its warm pods (their
@@ -118,18 +120,9 @@ func pinfoldBinary() (string, error) {
 // The keeper ends when its stdin does: when stop closes it, or when this
 // process is gone, however it ended; it deletes its pods as it ends.
 func startPool(store string, size int) (stop func(), err error) {
-	bin := os.Getenv("PINFOLD_KUBE_HELPER")
-	if bin == "" {
-		if exe, err := os.Executable(); err == nil {
-			if p := filepath.Join(filepath.Dir(exe), "pinfold-kube"); fileExists(p) {
-				bin = p
-			}
-		}
-	}
-	if bin == "" {
-		if bin, err = exec.LookPath("pinfold-kube"); err != nil {
-			return nil, fmt.Errorf("--kube-pool needs the kubernetes helper pinfold-kube: %v", err)
-		}
+	bin, err := helper.Find("pinfold-kube", "PINFOLD_KUBE_HELPER")
+	if err != nil {
+		return nil, fmt.Errorf("--kube-pool needs the kubernetes helper pinfold-kube: %v", err)
 	}
 	// Unique among the servers of a namespace: in a pod, this process is
 	// pid 1 and the host name is the pod's.
@@ -160,9 +153,4 @@ func startPool(store string, size int) (stop func(), err error) {
 			cmd.Process.Kill()
 		}
 	}, nil
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/terminal"
 )
 
 // recovered returns the CLI's engine once what killed runs left half done
@@ -400,26 +401,25 @@ run, listing the conflicts. With PATHS, applies only those; the changeset stays 
 				if err != nil {
 					return fail(io, err)
 				}
-				unlock, err := engine.Lock(cs)
-				if err != nil {
-					return fail(io, err)
-				}
-				defer unlock()
 				rel := relPaths(cs, paths)
-				if len(rel) > 0 || policy {
+				check := func(cs *changeset.Changeset) error {
+					if len(rel) == 0 && !policy {
+						return nil
+					}
 					// Checked first: a path that matches nothing applies nothing.
 					entries, err := changeset.Scan(ctx, cs.Roots())
 					if err != nil {
-						return fail(io, fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err))
+						return fault.New(fault.Store, "cannot read changeset "+cs.Meta.ID, err.Error(), "", err)
 					}
 					if err := checkPaths(cs, entries, paths, rel, guess, cs.Prefix); err != nil {
-						return fail(io, err)
+						return err
 					}
 					if policy {
 						printPolicyChanges(io, changeset.PolicyChanges(cs.Roots(), entries, rel, cs.Prefix), true)
 					}
+					return nil
 				}
-				res, err := eng.ApplyWith(ctx, cs, engine.ApplyRequest{Paths: rel, Force: force, Policy: policy})
+				res, err := eng.ApplyChangeset(ctx, cs.Meta.ID, engine.ApplyRequest{Paths: rel, Force: force, Policy: policy}, check)
 				if err != nil {
 					return fail(io, err)
 				}
@@ -453,21 +453,16 @@ interrupted: left by a run that was killed).`,
 				if err != nil {
 					return fail(io, err)
 				}
-				unlock, err := engine.Lock(cs)
+				d, err := eng.DiscardChangeset(ctx, cs.Meta.ID)
 				if err != nil {
 					return fail(io, err)
 				}
-				defer unlock()
-				// Still "running" once we hold its lock: its run was killed.
 				note := ""
-				if cs.Meta.Status == changeset.StatusRunning {
+				if d.Interrupted {
 					note = " (interrupted: its run was killed before it finished)"
 				}
-				if _, err := os.Stat(filepath.Join(cs.Dir, "apply.json")); err == nil {
+				if d.PartlyApplied {
 					note = " (its apply had started: the workspace holds part of it, each file whole)"
-				}
-				if err := eng.Drop(cs); err != nil {
-					return fail(io, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
 				}
 				fmt.Fprintf(io.Stderr, "pinfold: discarded changeset %s%s\n", cs.Meta.ID, note)
 				return 0
@@ -508,7 +503,7 @@ deletions), paths from the root of the filesystem.`,
 				if out == "-" {
 					out = "" // standard output, as tar -f - has it
 				}
-				if out == "" && isTerminal(io.Stdout) {
+				if out == "" && terminal.Is(io.Stdout) {
 					return fail(io, fault.New(fault.Usage, "pinfold export writes a tar, and standard output is a terminal",
 						"", "pass -o FILE, or redirect the output (pinfold export > layer.tar)", nil))
 				}

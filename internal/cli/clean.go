@@ -2,16 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/changeset"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/sandbox/container"
-	"github.com/pinfold/pinfold/sandbox/kubernetes"
-	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 func cleanCommand() command {
@@ -60,39 +59,27 @@ still running are not touched.`,
 				if n := initp.RemoveLaunches(filepath.Join(dir, "launch")); n > 0 {
 					fmt.Fprintf(io.Stdout, "removed %d launch records\n", n)
 				}
-				removed, err := native.Clean(ctx, "")
-				for _, r := range removed {
-					fmt.Fprintf(io.Stdout, "removed %s\n", r)
-				}
-				if err != nil {
-					fix := "run pinfold clean as the user (or root) that ran the sandboxes"
-					if os.Geteuid() == 0 {
-						fix = "check what holds the path (findmnt, fuser -m PATH) and remove it by hand"
-					}
-					return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", fix, err))
-				}
-				// Containers of killed runs, in the engines that are here.
-				for _, rt := range []*container.Runtime{container.Podman(), container.Docker()} {
-					names, err := rt.Clean(ctx)
-					for _, n := range names {
-						fmt.Fprintf(io.Stdout, "removed %s container %s\n", rt.Name(), n)
-					}
-					if err != nil {
-						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that `"+rt.Name()+" ps` works", err))
-					}
-				}
-				// Pods of killed runs (and their secrets and policies) on the
-				// cluster pinfold is configured for.
-				if kr := kubernetes.Default(); kr.Configured() {
-					names, err := kr.Clean(ctx)
-					for _, n := range names {
-						fmt.Fprintf(io.Stdout, "removed kubernetes %s\n", n)
-					}
-					if err != nil {
-						return fail(io, fault.New(fault.Store, "cleaning up: "+err.Error(), "", "check that pinfold-kube check works", err))
-					}
+				// What each runtime's killed sandboxes left (a sandbox.Cleaner).
+				err = eng.Clean(ctx, func(what string) { fmt.Fprintf(io.Stdout, "removed %s\n", what) })
+				var ce *engine.CleanError
+				if errors.As(err, &ce) {
+					return fail(io, fault.New(fault.Store, "cleaning up: "+ce.Err.Error(), "", cleanFix(ce.Runtime), err))
 				}
 				return 0
 			}
 		}}
+}
+
+// cleanFix is what to do when a runtime cannot clean up.
+func cleanFix(runtime string) string {
+	switch runtime {
+	case "native", "gvisor":
+		if os.Geteuid() == 0 {
+			return "check what holds the path (findmnt, fuser -m PATH) and remove it by hand"
+		}
+		return "run pinfold clean as the user (or root) that ran the sandboxes"
+	case "kubernetes":
+		return "check that pinfold-kube check works"
+	}
+	return "check that `" + runtime + " ps` works"
 }

@@ -84,6 +84,7 @@ func commands() []command {
 		execCommand(),
 		shellCommand(),
 		serveCommand(),
+		mcpCommand(),
 		finishCommand(),
 		appUnpackCommand(),
 		{name: "version", summary: "print the version", use: "version", setup: func(*flagSet) runner {

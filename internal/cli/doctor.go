@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/pinfold/pinfold/internal/doctor"
-	"github.com/pinfold/pinfold/internal/fault"
-	"github.com/pinfold/pinfold/internal/preflight"
 )
 
 const doctorUsage = `Usage: pinfold doctor [flags]
@@ -187,33 +184,4 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return strconv.Itoa(n) + " " + what + "s"
-}
-
-// preflightFault turns a failed native preflight (*preflight.Error)
-// into a coded error for the user: PF130 when only the requested limits
-// are the problem (as when the sandbox itself refuses them), PF175 when
-// the sandbox itself cannot be built here. Other errors pass through.
-func preflightFault(err error) error {
-	var pe *preflight.Error
-	if !errors.As(err, &pe) {
-		return err
-	}
-	code := fault.Limits
-	var what, why, fix []string
-	for _, c := range pe.Checks {
-		if !strings.HasPrefix(c.ID, "cgroup.") {
-			code = fault.Preflight
-		}
-		what = append(what, c.Title)
-		why = append(why, c.Detail)
-		if c.Fix != "" {
-			fix = append(fix, c.Fix)
-		}
-	}
-	fix = append(fix, "pinfold doctor shows more")
-	what0 := "this host cannot run the sandbox: " + strings.Join(what, ", ")
-	if code == fault.Limits {
-		what0 = "cannot enforce the requested limits"
-	}
-	return fault.New(code, what0, strings.Join(why, "; "), strings.Join(fix, "; "), err)
 }

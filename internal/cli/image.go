@@ -41,7 +41,7 @@ func explainMain(ctx context.Context, io *IO, o *runOptions, rest []string) int 
 	eng := engineFor(io)
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
-		return fail(io, classify(err, nil))
+		return fail(io, engine.Classify(err, nil))
 	}
 	packed := packedFrom(p.Sandbox.Base)
 	st, err := eng.OpenStore()

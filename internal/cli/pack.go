@@ -112,7 +112,7 @@ func packMain(ctx context.Context, io *IO, o *packOptions, args []string, app bo
 	eng := engineFor(io)
 	p, err := resolve(ctx, eng, &o.run, rest)
 	if err != nil {
-		return nil, classify(err, nil)
+		return nil, engine.Classify(err, nil)
 	}
 	out := o.out
 	if out != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 )
@@ -39,7 +40,7 @@ func planMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		p.Refused = refusalText(refused.Err)
 	}
 	if err != nil {
-		return fail(io, classify(err, nil))
+		return fail(io, engine.Classify(err, nil))
 	}
 	if err := appMounts(o.app, p); err != nil {
 		return fail(io, err)

@@ -246,3 +246,25 @@ func TestPlanShowsARefusedInstall(t *testing.T) {
 		t.Errorf("run: %d %s", code, errs)
 	}
 }
+
+// pinfold plan says the native runtime's layers, Landlock's with its ABI
+// or why there is none.
+func TestPlanShowsTheLayers(t *testing.T) {
+	ws := t.TempDir()
+	text, errs, code := pf(t, ws, "plan", "--", "true")
+	if code != 0 {
+		t.Fatalf("plan: %d %s", code, errs)
+	}
+	if !strings.Contains(text, "  layers: namespaces, seccomp, ") || !strings.Contains(text, "landlock") {
+		t.Errorf("plan text lacks the layers:\n%s", text)
+	}
+	t.Setenv("PINFOLD_LANDLOCK", "0")
+	out, _, _ := pf(t, ws, "plan", "--json", "--", "true")
+	var p struct{ Layers []string }
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err, out)
+	}
+	if len(p.Layers) != 3 || p.Layers[2] != "no landlock (PINFOLD_LANDLOCK=0)" {
+		t.Errorf("layers with PINFOLD_LANDLOCK=0: %q", p.Layers)
+	}
+}

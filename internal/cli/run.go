@@ -21,6 +21,7 @@ import (
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/terminal"
 	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -61,7 +62,7 @@ func runFlags(fs *flagSet, name string, o *runOptions) {
 	if name == "run" {
 		fs.Bool(&o.quiet, "quiet", 'q', "print only errors: no progress, notices or changeset summary")
 	}
-	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), podman, docker, kubernetes, host or auto")
+	fs.String(&f.Backend, "backend", 0, "NAME", "native (default), gvisor, podman, docker, kubernetes, host or auto")
 	fs.String(&f.Base, "base", 0, "BASE", "root filesystem: host (default), debian-12, dir:PATH, tar:PATH, oci:PATH[:REF] or oci:HOST/REPO[:TAG|@DIGEST]")
 	fs.Bool(&f.RequirePinnedImage, "require-pinned-image", 0, "refuse an oci: registry image named by tag instead of @sha256:digest")
 	fs.List(&f.VerifyKeys, "verify-key", 0, "FILE", "check the oci: registry image's cosign signature against this PEM public key before using it (repeatable)")
@@ -141,7 +142,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	p, err := resolve(ctx, eng, o, rest)
 	if err != nil {
-		return failRun(io, o, classify(err, nil), nil, nil)
+		return failRun(io, o, engine.Classify(err, nil), nil, nil)
 	}
 	if err := appMounts(o.app, p); err != nil {
 		return failRun(io, o, err, p, nil)
@@ -165,11 +166,9 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		opts.Mark = tr.mark
 	}
 	if p.TTY {
-		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-			opts.Rows, opts.Cols = ws.Row, ws.Col
-		}
+		opts.Rows, opts.Cols, _ = terminal.Size(io.Stdout)
 		if p.Interactive {
-			if restore := rawMode(io.Stdin); restore != nil {
+			if restore := terminal.Raw(io.Stdin); restore != nil {
 				defer restore()
 			}
 		}
@@ -192,21 +191,13 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	// runtime a thread and a handshake per signal: that happens while this
 	// goroutine waits for the sandbox to be built. One arriving earlier
 	// kills pinfold, and with it the sandbox (the parent-death signal).
-	sigs := make(chan os.Signal, 8)
-	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-	if p.TTY {
-		forwarded = append(forwarded, syscall.SIGWINCH)
-	}
-	notified := make(chan struct{})
+	caught := make(chan *terminal.Forwarder, 1)
 	if !handoff {
-		go func() {
-			signal.Notify(sigs, forwarded...)
-			close(notified)
-		}()
+		go func() { caught <- terminal.Catch(p.TTY, io.Stdout) }()
 	}
 	run, err := eng.Start(ctx, p, opts)
 	if err != nil {
-		return failRun(io, o, classify(err, p), p, nil)
+		return failRun(io, o, engine.Classify(err, p), p, nil)
 	}
 	unpackAppLater(o, p)
 	if handoff {
@@ -214,29 +205,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		// the run's own, which dies with this process, cannot be handed
 		// off; nor can a changeset whose lock cannot be kept), so this
 		// process waits for the command and must forward its signals.
-		signal.Notify(sigs, forwarded...)
-		close(notified)
+		caught <- terminal.Catch(p.TTY, io.Stdout)
 	}
+	// The signals stay caught after the command: they end it, not
+	// pinfold's report of it.
 	waited := make(chan struct{})
 	go func() {
-		<-notified
-		for {
-			select {
-			case s := <-sigs:
-				switch {
-				case s == syscall.SIGWINCH:
-					if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-						run.Resize(ws.Row, ws.Col)
-					}
-				case run.SharesTerminal && (s == syscall.SIGINT || s == syscall.SIGQUIT):
-					// The terminal sent it to the command already.
-				default:
-					run.Signal(s)
-				}
-			case <-waited:
-				return
+		(<-caught).Relay(waited, func(s syscall.Signal) {
+			if run.SharesTerminal && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
+				return // the terminal sent it to the command already
 			}
-		}
+			run.Signal(s)
+		}, func(rows, cols uint16) { run.Resize(rows, cols) })
 	}()
 	out, err := run.Wait()
 	close(waited)
@@ -244,7 +224,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		if out != nil && out.Changeset != nil {
 			printChangeset(io, out, p)
 		}
-		return failRun(io, o, classify(err, p), p, out)
+		return failRun(io, o, engine.Classify(err, p), p, out)
 	}
 	res := out.Result
 	report(io, res, p.Disk, o.json)
@@ -294,26 +274,6 @@ func printChangeset(io *IO, out *engine.Outcome, p *plan.Plan) {
 	id := c.ID
 	fmt.Fprintf(io.Stderr, "pinfold: changeset %s: %s; review: pinfold diff %s; apply: pinfold apply %s; discard: pinfold discard %s\n",
 		id, counts, id, id, id)
-}
-
-// rawMode puts a terminal into raw mode and returns how to restore it.
-func rawMode(f *os.File) func() {
-	fd := int(f.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return nil // not a terminal: nothing to do
-	}
-	t := *old
-	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	t.Oflag &^= unix.OPOST
-	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	t.Cflag &^= unix.CSIZE | unix.PARENB
-	t.Cflag |= unix.CS8
-	t.Cc[unix.VMIN], t.Cc[unix.VTIME] = 1, 0
-	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
-		return nil
-	}
-	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }
 
 // failRun is fail for run: with --json, the result line is printed too,
@@ -521,7 +481,7 @@ func finishCommand() command {
 					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
 				}
 				if err != nil {
-					fail(io, classify(err, nil))
+					fail(io, engine.Classify(err, nil))
 				}
 				return status
 			}

@@ -3,11 +3,10 @@ package cli
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/helper"
 	"github.com/pinfold/pinfold/internal/serveconf"
 )
 
@@ -15,19 +14,7 @@ import (
 // that this binary links neither: $PINFOLD_API_HELPER, else beside this
 // binary, else on PATH.
 func apiHelper() (string, error) {
-	if p := os.Getenv("PINFOLD_API_HELPER"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Join(filepath.Dir(exe), "pinfold-api")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pinfold-api"); err == nil {
+	if p, err := helper.Find("pinfold-api", "PINFOLD_API_HELPER"); err == nil {
 		return p, nil
 	}
 	return "", fault.New(fault.API, "pinfold-api is missing", "pinfold serve and PINFOLD_HOST need the API helper",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pinfold/pinfold/internal/agent"
 	"os"
 	"os/signal"
 	"slices"
@@ -15,12 +14,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/session"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/terminal"
 	"github.com/pinfold/pinfold/internal/units"
 )
 
@@ -45,7 +45,7 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 			return fault.ExitUsage, true
 		}
 		eng := engineFor(io)
-		return session.Supervise(ctx, eng, args[1], classify), true
+		return session.Supervise(ctx, eng, args[1]), true
 	}
 	return 0, false
 }
@@ -91,31 +91,10 @@ changeset, as a run's are.`,
 					req.Idle = d
 				}
 				req.Cwd, _ = os.Getwd()
-				eng := engineFor(io)
-				// Refuse a bad plan here, with the run's messages.
-				p, err := session.Resolve(ctx, eng, req, "")
+				st, _ := sessionStore()
+				r, err := session.Start(ctx, engineFor(io), st, req, session.StartOptions{Snapshot: snap})
 				if err != nil {
-					return fail(io, classify(err, nil))
-				}
-				st, dir := sessionStore()
-				var from *session.Snapshot
-				if snap != "" {
-					if from, err = session.OpenSnapshot(st, snap, ""); err == nil {
-						err = from.Fits(p.Sandbox.Workspace)
-					}
-					if err != nil {
-						return fail(io, err)
-					}
-				}
-				r, err := session.Spawn(ctx, st, dir, "", req)
-				if err != nil {
-					return fail(io, classify(err, nil))
-				}
-				if from != nil {
-					if err := session.Restore(ctx, st, r, from); err != nil {
-						session.Abort(ctx, st, r, req.Flags.Changeset == "")
-						return fail(io, classify(err, nil))
-					}
+					return fail(io, err)
 				}
 				if o.json {
 					b, _ := json.MarshalIndent(r, "", "  ")
@@ -221,17 +200,19 @@ func running(r *session.Record) error {
 }
 
 func sessionLsCommand() command {
-	return command{name: "ls", interspersed: true, aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json]",
+	return command{name: "ls", interspersed: true, aliases: []string{"list"}, summary: "list sessions", use: "ls [--all] [--json] [--tenant NAME]",
 		setup: func(fs *flagSet) runner {
 			var all, asJSON bool
+			var tenant string
 			fs.Bool(&all, "all", 'a', "also list ended sessions")
+			fs.String(&tenant, "tenant", 0, "NAME", "list a tenant's sessions of pinfold serve (its API's and E2B's sandboxes) instead of your own")
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
 				if len(args) > 0 {
 					return fail(io, fs.errorf("pinfold session ls takes no arguments, not %q", strings.Join(args, " ")))
 				}
 				st, _ := sessionStore()
-				list, err := st.List("")
+				list, err := st.List(tenant)
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err))
 				}
@@ -414,7 +395,7 @@ its idle time does not count.`,
 					_, err = session.Resume(st, r)
 				}
 				if err != nil {
-					return fail(io, classify(err, nil))
+					return fail(io, engine.Classify(err, nil))
 				}
 				return 0
 			}
@@ -637,16 +618,11 @@ session: the named one, or the newest running one of this workspace.`,
 					return fail(io, fs.errorf("pinfold shell takes one session"))
 				}
 				o.interactive = true
-				o.tty = isTerminal(io.Stdin) && isTerminal(io.Stdout)
+				o.tty = terminal.Is(io.Stdin) && terminal.Is(io.Stdout)
 				ref := first(args)
 				return execMain(ctx, io, &o, ref, []string{"/bin/sh", "-c", `if command -v bash >/dev/null; then exec bash -l; fi; exec sh -l`})
 			}
 		}}
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []string) int {
@@ -676,10 +652,8 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 	}
 	req := &agent.Request{Args: cmd, Env: env, Dir: o.workdir, TTY: o.tty}
 	if o.tty {
-		if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-			req.Rows, req.Cols = ws.Row, ws.Col
-		}
-		req.Env = append([]string{"TERM=" + termOr("xterm")}, req.Env...)
+		req.Rows, req.Cols, _ = terminal.Size(io.Stdout)
+		req.Env = append([]string{"TERM=" + terminal.Term()}, req.Env...)
 	}
 	req.Stdin = o.interactive
 	x, err := agent.StartExec(ctx, st.Sock(r.ID), req)
@@ -688,7 +662,7 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 	}
 	defer x.Close()
 	if o.tty && o.interactive {
-		if restore := rawMode(io.Stdin); restore != nil {
+		if restore := terminal.Raw(io.Stdin); restore != nil {
 			defer restore()
 		}
 	}
@@ -698,24 +672,9 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 			x.Stdin().Close()
 		}()
 	}
-	sigs := make(chan os.Signal, 8)
-	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-	if o.tty {
-		forwarded = append(forwarded, syscall.SIGWINCH)
-	}
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			if s == syscall.SIGWINCH {
-				if ws, err := unix.IoctlGetWinsize(int(io.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
-					x.Resize(ws.Row, ws.Col)
-				}
-				continue
-			}
-			x.Signal(s.(syscall.Signal))
-		}
-	}()
+	fw := terminal.Catch(o.tty, io.Stdout)
+	defer fw.Stop()
+	go fw.Relay(nil, func(s syscall.Signal) { x.Signal(s) }, func(rows, cols uint16) { x.Resize(rows, cols) })
 	e, err := x.Wait(io.Stdout, io.Stderr, nil)
 	if err != nil {
 		return fail(io, fault.New(fault.SessionEnded, "session "+r.ID+": "+err.Error(), "", "pinfold session status "+r.ID, err))
@@ -726,18 +685,11 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 	return execExit(io, e, cmd[0], o.workdir)
 }
 
-func termOr(def string) string {
-	if t := os.Getenv("TERM"); t != "" {
-		return t
-	}
-	return def
-}
-
 // execExit maps how an exec ended to pinfold's exit status.
 func execExit(io *IO, e *agent.Exit, name, dir string) int {
 	switch {
 	case e.BadDir:
-		return fail(io, workdirFault(dir, "session", e.Error, nil))
+		return fail(io, engine.WorkdirFault(dir, "session", e.Error, nil))
 	case e.NotFound:
 		fe := fault.New(fault.NotFound, "command not found in the session: "+name, e.Error, "give the full path, or install it in the session", nil)
 		fe.Exit = fault.ExitNotFound

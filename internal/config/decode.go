@@ -96,6 +96,11 @@ func (d *decoder) file(root *node) (*File, error) {
 			if f.Pack, err = d.pack(k, v); err != nil {
 				return nil, err
 			}
+		case "mcp":
+			var err error
+			if f.MCP, err = d.mcp(k, v); err != nil {
+				return nil, err
+			}
 		default:
 			ok, err := d.setting(&f.Settings, k, v, top)
 			if err != nil {
@@ -182,6 +187,25 @@ func (d *decoder) pack(key, v *node) (*Pack, error) {
 		}
 	}
 	return p, nil
+}
+
+// mcp decodes the top-level mcp: section.
+func (d *decoder) mcp(key, v *node) (*MCP, error) {
+	if err := d.want(v, mapNode, "mcp", "a mapping (apply:)"); err != nil {
+		return nil, err
+	}
+	m := &MCP{Pos: key.pos}
+	for i := 0; i < len(v.items); i += 2 {
+		k, mv := &v.items[i], &v.items[i+1]
+		if k.value != "apply" {
+			return nil, d.unknown(k, where{section: "mcp"}, mcpKeys[:])
+		}
+		var err error
+		if m.Apply, err = d.boolean(mv, "mcp.apply"); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // checkLockfiles refuses require_lockfile: true where no lockfile_files

@@ -7,7 +7,7 @@ package config
 
 var topKeys = [...]string{
 	"access", "allow", "auto", "backend", "base", "caches", "cap_add", "capabilities", "capture", "deny",
-	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mounts", "network", "pack", "ports",
+	"dispatch", "dns", "env", "host", "host_loopback", "hostname", "limits", "lockfile_files", "mcp", "mounts", "network", "pack", "ports",
 	"pre_run", "profiles", "require_lockfile", "require_pinned_image", "role", "secrets", "trusted_keys", "user",
 	"verify_signature", "version", "workdir", "workspace",
 }
@@ -19,6 +19,8 @@ var profileKeys = [...]string{
 }
 
 var packKeys = [...]string{"cmd", "entrypoint", "tag"}
+
+var mcpKeys = [...]string{"apply"}
 
 var envKeys = [...]string{"deny", "pass", "set"}
 
@@ -47,7 +49,7 @@ var capNames = [...]string{
 
 // Values of the settings that take one of a few words.
 var (
-	backendValues = [...]string{"native", "podman", "docker", "kubernetes", "host", "auto"}
+	backendValues = [...]string{"native", "gvisor", "podman", "docker", "kubernetes", "host", "auto"}
 	accessValues  = [...]string{"changeset", "rw", "ro", "none"}
 	networkValues = [...]string{"none", "host", "outbound", "allow"}
 	roleValues    = [...]string{"install", "run", "build"}

@@ -29,6 +29,15 @@ type File struct {
 	Dispatch []Rule    // in file order; the first match wins
 	// Pack is how pinfold pack's images run (top level only).
 	Pack *Pack
+	// MCP is what pinfold mcp's agents may do (top level only).
+	MCP *MCP
+}
+
+// MCP is the mcp: section. Apply offers the apply and discard tools:
+// by default a person, not the agent, decides what reaches the workspace.
+type MCP struct {
+	Pos   Pos
+	Apply bool
 }
 
 // Pack is the pack: section: the entrypoint and cmd of the images

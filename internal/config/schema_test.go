@@ -439,6 +439,7 @@ func decoderTables() map[string][]string {
 		"#/$defs/mountMap":  mountKeys[:],
 		"#/$defs/rule":      ruleKeys[:],
 		"#/properties/pack": packKeys[:],
+		"#/properties/mcp":  mcpKeys[:],
 	}
 }
 

@@ -50,6 +50,15 @@ type Target struct {
 	// (read-only) where the others show an empty /sys: a known gap the
 	// kernel-surfaces scenario reports instead of failing on.
 	SysfsShown string
+	// GuestKernel, when set, says why the ids the command sees inside
+	// (its uid_map) are not host ids: a target whose command runs on a
+	// kernel of its own (gVisor's Sentry). The root-only files must stay
+	// unreadable all the same; the host ids are its own tests' concern.
+	GuestKernel string
+	// TTYUnnamed, when set, says why the target's terminal works (sizes,
+	// input, output) but has no name under /dev/pts inside: a known gap
+	// the tty scenario reports instead of failing on.
+	TTYUnnamed string
 }
 
 // Scenario is one behaviour every runtime must have.

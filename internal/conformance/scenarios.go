@@ -180,6 +180,10 @@ func tty(e *Env) {
 	}
 	got := strings.ReplaceAll(out.String(), "\r", "")
 	for _, w := range []string{"/dev/pts/", "33 99\n", "44 111\n", "got typed\n"} {
+		if w == "/dev/pts/" && e.Target.TTYUnnamed != "" && strings.HasPrefix(got, "not a tty\n") {
+			e.T.Logf("known gap: the terminal has no name: %s", e.Target.TTYUnnamed)
+			continue
+		}
 		if !strings.Contains(got, w) {
 			e.T.Errorf("terminal output lacks %q: %q", w, got)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/appmount"
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/landlock"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/preflight"
@@ -40,6 +41,7 @@ func Run(ctx context.Context, opt Options) *Report {
 		func() []Check {
 			return []Check{signaturesCheck(), netHelperCheck(), packHelperCheck(), appMountCheck()}
 		},
+		func() []Check { return []Check{gvisorCheck(ctx)} },
 	}
 	if opt.Workspace != "" {
 		groups = append(groups, func() []Check { return []Check{h.idmapCheck(ctx, opt.Workspace)} })
@@ -331,13 +333,24 @@ func (h *host) enabledControllers() []string {
 	return on
 }
 
-// landlockCheck asks the kernel for its Landlock ABI version.
+// landlockCheck asks the kernel for its Landlock ABI version: the native
+// runtime's second layer (see docs/security.md), used where it is there.
 func landlockCheck() Check {
 	c := Check{ID: "landlock", Title: "Landlock"}
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno == 0 {
 		c.Status = Pass
-		c.Detail = "ABI version " + strconv.Itoa(int(v)) + " (pinfold does not use Landlock yet)"
+		c.Detail = "ABI version " + strconv.Itoa(int(v)) + "; native sandboxes' layers: " + strings.Join(landlock.Layers(), ", ")
+		if int(v) < landlock.MinABI {
+			c.Status = Warn
+			c.Fix = "a kernel of Linux 5.19 or later (Landlock ABI 2) for a second layer under the native runtime"
+		} else if int(v) < 4 {
+			c.Detail += " (TCP rules need ABI 4: network none relies on its empty namespace alone)"
+		}
+		if landlock.Disabled() {
+			c.Status = Warn
+			c.Fix = "unset " + landlock.Env + " to have sandboxes use Landlock"
+		}
 		return c
 	}
 	c.Status = Warn
@@ -349,8 +362,8 @@ func landlockCheck() Check {
 	default:
 		c.Detail = "not available: " + errno.Error()
 	}
-	c.Detail += "; pinfold does not need it yet"
-	c.Fix = "to prepare for later releases: a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter"
+	c.Detail += "; native sandboxes run with namespaces and seccomp only"
+	c.Fix = "for a second layer under the native runtime: a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot parameter"
 	return c
 }
 

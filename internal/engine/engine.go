@@ -33,6 +33,7 @@ import (
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/gvisor"
 	"github.com/pinfold/pinfold/sandbox/host"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -112,6 +113,12 @@ var (
 	kube     *kubernetes.Runtime
 )
 
+// gvisorRT is the gvisor runtime; it remembers where runsc is.
+var (
+	gvisorOnce sync.Once
+	gvisorRT   *gvisor.Runtime
+)
+
 func Runtimes(name string) (sandbox.Runtime, error) {
 	switch name {
 	case native.Name:
@@ -122,11 +129,14 @@ func Runtimes(name string) (sandbox.Runtime, error) {
 		return podman, nil
 	case container.DockerName:
 		return docker, nil
+	case gvisor.Name:
+		gvisorOnce.Do(func() { gvisorRT = gvisor.NewRuntime() })
+		return gvisorRT, nil
 	case kubernetes.Name:
 		kubeOnce.Do(func() { kube = kubernetes.Default() })
 		return kube, nil
 	}
-	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, podman, docker, kubernetes, host or auto", nil)
+	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, gvisor, podman, docker, kubernetes, host or auto", nil)
 }
 
 func (e *Engine) runtime(name string) (sandbox.Runtime, error) {

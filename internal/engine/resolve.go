@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/config"
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/landlock"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -103,6 +104,9 @@ func (e *Engine) Resolve(ctx context.Context, r *Request) (*plan.Plan, error) {
 			}
 		}
 		p.System = sys
+	}
+	if p.Mode == "sandbox" && p.Backend == "native" {
+		p.Layers = landlock.Layers()
 	}
 	if refused != nil {
 		return nil, refused

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/helper"
 )
 
 // Stack is a sandbox's network, served by the helper process.
@@ -49,19 +51,7 @@ var ErrHelper = errors.New("pinfold's network helper failed")
 // HelperPath finds the helper: $PINFOLD_NET_HELPER, else pinfold-net next
 // to the running binary, else on PATH.
 func HelperPath() (string, error) {
-	if p := os.Getenv("PINFOLD_NET_HELPER"); p != "" {
-		return p, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Join(filepath.Dir(exe), HelperName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(HelperName); err == nil {
+	if p, err := helper.Find(HelperName, "PINFOLD_NET_HELPER"); err == nil {
 		return p, nil
 	}
 	return "", fmt.Errorf("%w: the network modes outbound and allow, and published ports, need it next to the pinfold binary (scripts/build.sh builds both; or set PINFOLD_NET_HELPER)", ErrNoHelper)

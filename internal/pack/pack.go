@@ -12,16 +12,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/helper"
 )
 
-// HelperName is the helper's file name, looked up next to the pinfold
-// binary, then as PINFOLD_PACK_HELPER, then on PATH.
+// HelperName is the helper's file name, looked up as PINFOLD_PACK_HELPER,
+// then next to the pinfold binary, then on PATH.
 const HelperName = "pinfold-pack"
 
 // Job is what the helper is asked to do, as JSON on its stdin.
@@ -192,18 +192,9 @@ const AppFormat = "pinfold-app/1"
 // ErrNoHelper is wrapped when the helper cannot be found.
 var ErrNoHelper = errors.New("the pinfold-pack helper is not installed")
 
-// HelperPath finds the helper.
+// HelperPath finds the helper (helper.Find).
 func HelperPath() (string, error) {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), HelperName)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p := os.Getenv("PINFOLD_PACK_HELPER"); p != "" {
-		return p, nil
-	}
-	p, err := exec.LookPath(HelperName)
+	p, err := helper.Find(HelperName, "PINFOLD_PACK_HELPER")
 	if err != nil {
 		return "", fmt.Errorf("%w: %s is neither beside pinfold nor on PATH", ErrNoHelper, HelperName)
 	}

@@ -75,6 +75,10 @@ type Plan struct {
 	// builds: Resolve leaves it nil; the engine's resolve fills it from the
 	// store and the workspace.
 	System *System
+	// Layers are the native runtime's layers of isolation on this host
+	// ("namespaces", "seccomp", "landlock (ABI 7)"): the engine's resolve
+	// fills them for the native backend.
+	Layers []string
 }
 
 // System is a sandbox's root as the store knows it.
@@ -497,10 +501,10 @@ func resolveSettings(r *Request, ls []layer, p *Plan) error {
 	switch backend {
 	case "", "native":
 		p.Backend = "native"
-	case "host", "auto", "podman", "docker", "kubernetes":
+	case "host", "auto", "gvisor", "podman", "docker", "kubernetes":
 		p.Backend = backend
 	default:
-		return badValue("backend", backend, "native, podman, docker, kubernetes, host or auto")
+		return badValue("backend", backend, "native, gvisor, podman, docker, kubernetes, host or auto")
 	}
 	if p.Backend == "host" {
 		p.Mode = "host"

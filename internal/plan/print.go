@@ -132,6 +132,9 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintf(w, "  namespaces: user, mount, pid, ipc, uts, cgroup%s\n", map[bool]string{true: ", net", false: ""}[sp.Network != sandbox.NetworkHost])
 		fmt.Fprintf(w, "  capabilities: %s%s\n", caps, src("cap_add"))
 		fmt.Fprintf(w, "  no_new_privs, seccomp filter, read-only root, own /proc /dev /tmp\n")
+		if len(p.Layers) > 0 {
+			fmt.Fprintf(w, "  layers: %s\n", strings.Join(p.Layers, ", "))
+		}
 	}
 	fmt.Fprintf(w, "env:\n")
 	for _, v := range p.Command.Env {
@@ -243,6 +246,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		Blocked   []string          `json:"host_blocked_env,omitempty"`
 		Refused   []string          `json:"host_unenforced,omitempty"` // limits the host cannot enforce: run refuses
 		System    *System           `json:"system,omitempty"`
+		Layers    []string          `json:"layers,omitempty"`
 		Roots     []string          `json:"changeset_roots"`
 		Audit     Audit             `json:"audit"`
 		Refusal   string            `json:"refused,omitempty"` // what run would refuse the plan for
@@ -253,7 +257,7 @@ func (p *Plan) JSON(w io.Writer) error {
 		Workdir: p.Command.Dir, Caches: p.Caches, Secrets: p.Secrets, Hooks: p.Hooks,
 		Captures: p.Captures, Changeset: p.Changeset, Apply: p.Apply,
 		Audit: p.Audit, Refusal: p.Refused, Sources: p.Sources, Caps: p.Sandbox.Capabilities,
-		Mounts: []mount{}, Env: []env{}, System: p.System, Roots: p.ChangesetRoots(),
+		Mounts: []mount{}, Env: []env{}, System: p.System, Layers: p.Layers, Roots: p.ChangesetRoots(),
 	}
 	if p.Image.RequirePinned || p.Image.Verify {
 		out.Image = &p.Image

@@ -17,13 +17,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/pinfold/pinfold/internal/fault"
+	"github.com/pinfold/pinfold/internal/helper"
 )
 
 // Version is set at build time with -ldflags "-X ...remote.Version=...".
@@ -41,7 +41,7 @@ var SessionLocal = []string{"rm", "snapshots", "port"}
 // and cobra's completion (TestRemoteKnowsEveryCommand there keeps them
 // one list).
 var LinuxOnly = []string{"run", "plan", "changes", "diff", "apply", "discard", "export", "init", "doctor", "shim",
-	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "__finish", "__app-unpack",
+	"base", "images", "gc", "explain", "capability", "pack", "app", "clean", "serve", "mcp", "__finish", "__app-unpack",
 	"completion"}
 
 // NeedsLinux is the refusal of a command that needs a local Linux host
@@ -169,7 +169,7 @@ See docs/cli.md#pinfold-on-macos-and-windows.
 // this process (Windows has no exec): it waits, ignoring the signals a
 // terminal sends the helper as well, and forwards the others.
 func client(ctx context.Context, stdin, stdout, stderr *os.File, args []string) int {
-	p, err := helper()
+	p, err := apiHelper()
 	if err != nil {
 		fmt.Fprintf(stderr, "pinfold: %s\n", err.Error())
 		return fault.ExitCode(err)
@@ -218,26 +218,9 @@ func exitStatus(err error) int {
 	return ee.ExitCode()
 }
 
-// helper finds pinfold-api: $PINFOLD_API_HELPER, else beside this
-// binary, else on PATH (as Linux's pinfold does).
-func helper() (string, *fault.Error) {
-	if p := os.Getenv("PINFOLD_API_HELPER"); p != "" {
-		return p, nil
-	}
-	name := "pinfold-api"
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Join(filepath.Dir(exe), name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("pinfold-api"); err == nil {
+// apiHelper finds pinfold-api (helper.Find), as Linux's pinfold does.
+func apiHelper() (string, *fault.Error) {
+	if p, err := helper.Find("pinfold-api", "PINFOLD_API_HELPER"); err == nil {
 		return p, nil
 	}
 	return "", fault.New(fault.API, "pinfold-api is missing", "PINFOLD_HOST needs the API helper, which holds the client",

@@ -88,35 +88,31 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, t string, apply 
 			"DELETE /v1/sandboxes/"+rec.ID+" first")
 		return
 	}
-	eng, cs := s.changesetOf(w, rec)
-	if cs == nil {
+	if rec.Changeset == "" {
+		writeError(w, http.StatusNotFound, fault.NoChangeset, "sandbox "+rec.ID+" has no changeset", "its access is not changeset, or it wrote nothing")
 		return
 	}
-	unlock, err := engine.Lock(cs)
-	if err != nil {
-		writeFault(w, err)
-		return
-	}
-	defer unlock()
+	eng := s.engine()
 	if !apply {
-		if err := eng.Drop(cs); err != nil {
-			writeFault(w, fault.New(fault.Store, "cannot remove changeset "+cs.Meta.ID, err.Error(), "", err))
+		d, err := eng.DiscardChangeset(r.Context(), rec.Changeset)
+		if err != nil {
+			writeFault(w, err)
 			return
 		}
-		writeJSON(w, 200, map[string]any{"changeset": cs.Meta.ID, "discarded": true})
+		writeJSON(w, 200, map[string]any{"changeset": d.ID, "discarded": true})
 		return
 	}
 	// A change to pinfold.yaml is refused unless asked for (policy=true):
 	// the host obeys that file on later runs, and a tenant is not the
 	// host's to speak for unless the operator's policy says it may. The
 	// operator applies a tenant's with pinfold apply --policy.
-	res, err := eng.ApplyWith(r.Context(), cs, engine.ApplyRequest{Force: r.URL.Query().Get("force") == "true",
-		Policy: r.URL.Query().Get("policy") == "true" && (t == "" || s.cfg.Policy.ApplyPolicy)})
+	res, err := eng.ApplyChangeset(r.Context(), rec.Changeset, engine.ApplyRequest{Force: r.URL.Query().Get("force") == "true",
+		Policy: r.URL.Query().Get("policy") == "true" && (t == "" || s.cfg.Policy.ApplyPolicy)}, nil)
 	if err != nil {
 		writeFault(w, err)
 		return
 	}
-	writeJSON(w, 200, map[string]any{"changeset": cs.Meta.ID, "applied": res.Applied, "stripped": res.Stripped})
+	writeJSON(w, 200, map[string]any{"changeset": rec.Changeset, "applied": res.Applied, "stripped": res.Stripped})
 }
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, t string) { s.setPaused(w, r, t, true) }

@@ -185,7 +185,7 @@ func (s *Server) bounded(h http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			d := s.lim.BodyTimeout
-			if r.Method == http.MethodPut {
+			if r.Method == http.MethodPut || r.URL.Path == "/files" { // E2B's upload is a POST
 				size := r.ContentLength
 				if size < 0 || size > s.cfg.MaxUpload {
 					size = s.cfg.MaxUpload

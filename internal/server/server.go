@@ -33,7 +33,6 @@ import (
 
 	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/agent"
-	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/serveconf"
@@ -83,6 +82,7 @@ type Server struct {
 	mu    sync.Mutex
 	ports map[string]map[int]net.Listener // session id -> sandbox port
 	lim   Bounds                          // ServeLimited's
+	e2b   e2bState                        // the E2B protocol's (e2b.go)
 }
 
 // The request and answer bodies are the client package's, so that the
@@ -198,12 +198,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ok = ci.uidOK && (ci.uid == os.Getuid() || ci.uid == 0)
 	default:
 		tenant, ok = s.token(r.Header.Get("Authorization"))
+		if k := r.Header.Get("X-API-KEY"); !ok && k != "" && isE2B(r.URL.Path) {
+			tenant, ok = s.token("Bearer " + k) // E2B's SDK sends its key so
+		}
+		if !ok && isE2B(r.URL.Path) {
+			tenant, ok = s.e2bAccess(r) // and a sandbox's token to the sandbox
+		}
+	}
+	if !ok && isE2B(r.URL.Path) {
+		w.Header().Set("Connection", "close")
+		writeE2BError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized: send the tenant's token as E2B_API_KEY")
+		return
 	}
 	if !ok {
 		// Nothing of a stranger's body is read, not even to keep the
 		// connection: it is closed after the answer.
 		w.Header().Set("Connection", "close")
 		writeError(w, http.StatusUnauthorized, fault.APIAuth, "unauthorized", "send Authorization: Bearer TOKEN")
+		return
+	}
+	if isE2B(r.URL.Path) {
+		s.serveE2B(w, r, tenant)
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
@@ -421,40 +436,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, t string) {
 		writeError(w, 400, fault.BadValue, "workspace must be an absolute path", "")
 		return
 	}
-	// Refused plans are refused here, with the run's messages.
-	p, err := session.Resolve(r.Context(), s.engine(), req, "")
-	if err == nil && g != nil {
-		err = g.checkPlan(p)
+	o := session.StartOptions{Snapshot: c.Snapshot, Exe: s.cfg.Pinfold}
+	if g != nil {
+		o.Check = g.checkPlan
 	}
+	// Refused plans are refused here, with the run's messages and codes.
+	rec, err := session.Start(context.WithoutCancel(r.Context()), s.engine(), s.st, req, o)
 	if err != nil {
 		if fresh != "" {
-			os.Remove(fresh) // empty: nothing ran in it
+			os.Remove(fresh) // left only if empty: nothing ran in it
 		}
-		s.refused(w, t, classify(err))
+		s.refused(w, t, err)
 		return
-	}
-	var from *session.Snapshot
-	if c.Snapshot != "" {
-		if from, err = session.OpenSnapshot(s.st, c.Snapshot, t); err == nil {
-			err = from.Fits(p.Sandbox.Workspace)
-		}
-		if err != nil {
-			writeFault(w, err)
-			return
-		}
-	}
-	ctx := context.WithoutCancel(r.Context())
-	rec, err := session.Spawn(ctx, s.st, s.cfg.Store, s.cfg.Pinfold, req)
-	if err != nil {
-		writeFault(w, classify(err))
-		return
-	}
-	if from != nil {
-		if err := session.Restore(ctx, s.st, rec, from); err != nil {
-			session.Abort(ctx, s.st, rec, req.Flags.Changeset == "")
-			writeFault(w, classify(err))
-			return
-		}
 	}
 	writeJSON(w, http.StatusCreated, rec)
 }
@@ -466,14 +459,6 @@ func (s *Server) refused(w http.ResponseWriter, t string, err error) {
 		fmt.Fprintf(s.cfg.Log, "pinfold: tenant %s refused: %s %s\n", t, fe.Code, fe.What)
 	}
 	writeFault(w, err)
-}
-
-func classify(err error) error {
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	return fault.New(fault.SessionRefused, "cannot start the sandbox", err.Error(), "", err)
 }
 
 // tenantWorkspace makes a fresh workspace for a tenant's session, or
@@ -525,7 +510,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 			return
 		}
 		if t != "" {
-			s.dropTenantWorkspace(rec, t)
+			s.dropTenantWorkspace(r.Context(), rec, t)
 		}
 	}
 	writeJSON(w, 200, rec)
@@ -535,14 +520,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, t string) {
 // nothing can reach any more: its open changeset, and the workspace the
 // server made for it, unless another session or a snapshot of the
 // tenant's still uses that workspace.
-func (s *Server) dropTenantWorkspace(rec *session.Record, t string) {
+func (s *Server) dropTenantWorkspace(ctx context.Context, rec *session.Record, t string) {
 	if rec.Changeset != "" {
-		if cs, err := changeset.Open(s.cfg.Store, rec.Changeset); err == nil {
-			if unlock, err := engine.Lock(cs); err == nil {
-				s.engine().Drop(cs)
-				unlock()
-			}
-		}
+		s.engine().DiscardChangeset(ctx, rec.Changeset)
 	}
 	root := s.cfg.Tenants
 	if root == "" {
@@ -884,6 +864,7 @@ func (s *Server) closePorts(id string) {
 // Close closes the published ports. Sessions keep running: they outlive
 // the server (their supervisors are processes of their own).
 func (s *Server) Close() {
+	s.e2b.close()
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.ports))
 	for id := range s.ports {

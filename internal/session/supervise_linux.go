@@ -69,6 +69,11 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		return nil, fault.New(fault.SessionRefused, "a session needs a sandbox", "the plan runs on the host (backend host)",
 			"use --backend native, podman or docker", nil)
 	}
+	if p.Backend == "gvisor" {
+		return nil, fault.New(fault.SessionRefused, "sessions do not run on backend gvisor yet",
+			"a session's agent serves the host on a unix socket in a bound directory, which gVisor's sandbox does not share with the host",
+			"use --backend native for sessions; pinfold run --backend gvisor runs single commands", nil)
+	}
 	// What the runtime cannot give is refused before a session record
 	// is made.
 	if err := eng.Supports(p); err != nil {
@@ -187,8 +192,9 @@ func Spawn(ctx context.Context, st *Store, storeDir, exe string, req *StartReque
 
 // Supervise runs the session id of the store: the supervisor process,
 // started by Spawn with the readiness pipe on fd 3. It returns the exit
-// status.
-func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func(error, *plan.Plan) error) int {
+// status. A failure to start is classified (engine.Classify) here, where
+// the plan is known, and reported to Spawn with its code.
+func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 	st := Open(eng.Store)
 	ready := os.NewFile(3, "ready")
 	report := func(v any) {
@@ -205,9 +211,7 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string, classify func
 	}
 	var p *plan.Plan
 	failed := func(err error) int {
-		if classify != nil {
-			err = classify(err, p)
-		}
+		err = engine.Classify(err, p)
 		se := startError{What: err.Error()}
 		var fe *fault.Error
 		if errors.As(err, &fe) {

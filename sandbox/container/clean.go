@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/pinfold/pinfold/sandbox"
 )
 
 // Leftovers lists this engine's containers (and docker's volumes, as
@@ -70,9 +72,11 @@ func (r *Runtime) volumes(ctx context.Context) []string {
 	return left
 }
 
+var _ sandbox.Cleaner = (*Runtime)(nil)
+
 // Clean removes the containers Leftovers lists, and their volumes, and
-// returns what it removed; it detaches the idmapped mounts of killed runs
-// first (see CleanMounts).
+// returns what it removed ("podman container NAME"); it detaches the
+// idmapped mounts of killed runs first (see CleanMounts).
 func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
 	if _, err := CleanMounts(); err != nil {
 		return nil, err
@@ -95,7 +99,11 @@ func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, &engineError{engine: r.engine, detail: "removing " + strings.Join(left, ", ") + ": " + firstLine(string(out))}
 	}
-	return left, nil
+	removed := make([]string, len(left))
+	for i, n := range left {
+		removed[i] = r.engine + " container " + n
+	}
+	return removed, nil
 }
 
 // ownerAlive reports whether the pinfold process a label names runs.

@@ -302,3 +302,29 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// IDMounts are a sandbox's idmapped views of the caller's directories,
+// for a runtime other than the container engines that runs as root with
+// the sandbox range's ids (sandbox/gvisor). They live beside the
+// containers' (idMountsDir), so that pinfold clean's CleanMounts detaches
+// those a killed run left.
+type IDMounts struct{ m *idMounts }
+
+// SandboxIDs is how many ids a sandbox has from store.RootIDBase on.
+const SandboxIDs = sandboxIDs
+
+// NewIDMounts prepares idmapped mounts that show disk ids uid and gid
+// (the workspace's owner) as the sandbox's root.
+func NewIDMounts(uid, gid uint32) *IDMounts { return &IDMounts{newIDMounts(uid, gid)} }
+
+// Bind shows src idmapped and returns where.
+func (m *IDMounts) Bind(src string) (string, error) { return m.m.bind(src) }
+
+// Overlay mounts an overlay of lower (a view Bind returned) whose writes
+// go to upper, and returns where.
+func (m *IDMounts) Overlay(lower, upper, work string) (string, error) {
+	return m.m.overlay(lower, upper, work)
+}
+
+// Release detaches the mounts.
+func (m *IDMounts) Release() { m.m.release() }

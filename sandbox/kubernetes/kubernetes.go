@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/helper"
 	"github.com/pinfold/pinfold/internal/kube"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
@@ -207,15 +208,9 @@ func (r *Runtime) Features() sandbox.Features {
 // helper finds pinfold-kube.
 func (r *Runtime) helper() (string, error) {
 	if r.opt.Helper != "" {
-		return r.opt.Helper, nil
+		return r.opt.Helper, nil // PINFOLD_KUBE_HELPER, read by New
 	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), kube.HelperName)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return exec.LookPath(kube.HelperName)
+	return helper.Find(kube.HelperName, "")
 }
 
 // Check finds the helper and asks it whether the cluster answers and the
@@ -425,9 +420,21 @@ func (r *Runtime) Leftovers(ctx context.Context) ([]string, error) {
 	return r.leftovers(ctx, "leftovers")
 }
 
-// Clean removes what Leftovers lists and returns it. Without a configured
-// cluster (no helper, no kubeconfig) there is nothing to clean.
-func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return r.leftovers(ctx, "clean") }
+var _ sandbox.Cleaner = (*Runtime)(nil)
+
+// Clean removes what Leftovers lists and returns it ("kubernetes
+// pod/NAME"). Without a configured cluster (Configured; no helper)
+// there is nothing to clean.
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
+	if !r.Configured() {
+		return nil, nil
+	}
+	left, err := r.leftovers(ctx, "clean")
+	for i := range left {
+		left[i] = Name + " " + left[i]
+	}
+	return left, err
+}
 
 // Configured reports whether a cluster is configured for pinfold: a
 // kubeconfig named, or pinfold itself running in a pod.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/appmount"
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/landlock"
 	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
@@ -166,12 +167,14 @@ func (l *layout) placeApp(m *appMount, points []string) {
 			if !is {
 				l.add(initp.Op{Kind: initp.OpBind, A: appStage + dst, B: dst, MountFlags: syscall.MS_REC, Attr: attr,
 					What: "mounting " + dst + " from the app"})
+				l.grant(dst, landlock.Read)
 			}
 		case "file":
 			l.add(initp.Op{Kind: initp.OpMkfile, B: dst, Mode: e.Mode & 0o7777})
 			if !is {
 				l.add(initp.Op{Kind: initp.OpBind, A: appStage + dst, B: dst, Attr: attr,
 					What: "mounting " + dst + " from the app"})
+				l.grant(dst, landlock.Read)
 			}
 		}
 	}

@@ -9,7 +9,13 @@ import (
 
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
 )
+
+var _ sandbox.Cleaner = (*Runtime)(nil)
+
+// Clean is the package's Clean for the default store.
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return Clean(ctx, "") }
 
 // Clean removes what sandboxes of processes that no longer exist left
 // behind: their cgroups and the store's temporary directories. A process

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/landlock"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
 	"golang.org/x/sys/unix"
@@ -163,12 +164,22 @@ func TestEscapeNetwork(t *testing.T) {
 	}()
 	spec := baseSpec(t)
 	addr := ln.Addr().String()
+	// The empty network namespace on its own (Landlock, which denies TCP
+	// before it gets there, is TestLandlockNetworkNone's).
+	t.Setenv(landlock.Env, "0")
 	want(t, attack(t, spec, "connect", "tcp", addr), "connect tcp "+addr, "ECONNREFUSED")
 	want(t, attack(t, spec, "connect", "unix", abstract), "connect unix "+abstract, "ECONNREFUSED")
 	want(t, attack(t, spec, "connect", "tcp", "192.0.2.1:80"), "connect tcp 192.0.2.1:80", "ENETUNREACH")
 	if got := attack(t, spec, "ifaces")["ifaces"]; got.Out != "lo" {
 		t.Errorf("interfaces %q, want lo only", got.Out)
 	}
+	t.Setenv(landlock.Env, "")
+	tcpDenied := "ECONNREFUSED"
+	if landlock.ABI() >= 4 {
+		tcpDenied = "EACCES"
+	}
+	want(t, attack(t, spec, "connect", "tcp", addr), "connect tcp "+addr, tcpDenied)
+	want(t, attack(t, spec, "connect", "unix", abstract), "connect unix "+abstract, "ECONNREFUSED")
 	// Positive control: with the host's network both are reachable.
 	spec.Network = sandbox.NetworkHost
 	for _, c := range [][]string{{"tcp", addr}, {"unix", abstract}} {

@@ -166,6 +166,7 @@ func (s *Sandbox) planSpawn() error {
 		SetgroupsDeny: ids.setgroupsDeny,
 		InitID:        ids.initID,
 		Trace:         sp.Trace,
+		NoMPTCP:       landlockTCP(sp, s.net == nil),
 	}
 	if s.net != nil {
 		a6 := netpolicy.SandboxAddr6.As16()
@@ -285,6 +286,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		return fmt.Errorf("building the seccomp filter: %w", err)
 	}
 	user := ids.user
+	ops, rules := buildRoot(&plan)
 	tmpCheck := "/tmp"
 	if sp.Scratch != "" {
 		tmpCheck = "" // the owner of the scratch directory watches its filesystem
@@ -293,7 +295,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		SpawnConfig:  s.tmpl.SpawnConfig,
 		IDMapUID:     ids.idmapUID,
 		IDMapGID:     ids.idmapGID,
-		Ops:          buildRoot(&plan),
+		Ops:          ops,
 		Hostname:     sp.Hostname,
 		Scratch:      scratchDir(),
 		LoopbackUp:   sp.Network != sandbox.NetworkHost,
@@ -305,6 +307,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		RootReadOnly: true,
 		TmpCheck:     tmpCheck,
 		NoNewPrivs:   true,
+		Landlock:     landlockConfig(sp, s.net == nil, rules),
 	}
 
 	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}
@@ -953,6 +956,10 @@ func explainSetup(err error) error {
 			return fmt.Errorf("%w: %w: the app file changed after pinfold checked it", ErrAppMount, err)
 		}
 		return fmt.Errorf("%w: %w", ErrAppMount, err)
+	}
+	if se.Step == initp.StepLandlock {
+		return fmt.Errorf("setting up the sandbox: %w (the kernel refused the Landlock layer; "+
+			"PINFOLD_LANDLOCK=0 runs without it, with the namespace layer alone)", err)
 	}
 	return fmt.Errorf("setting up the sandbox: %w", err)
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/landlock"
 )
 
 // Mount attributes (MOUNT_ATTR_* of mount_setattr).
@@ -51,6 +52,25 @@ type layout struct {
 	// with the host's ids: as root, the sandbox's own ids may not be able
 	// to traverse a source's parents (pinfold's store is 0700).
 	clone bool
+	// rules are the Landlock layer's grants: what the plan exposes is
+	// readable, what it lets the command write writable, nothing else.
+	rules []initp.LandlockRule
+}
+
+// testLandlock is set by tests only: paths shown but not granted (skip),
+// or granted read-only whatever their mount (readOnly), to show that the
+// Landlock layer denies on its own.
+var testLandlock struct{ skip, readOnly map[string]bool }
+
+// grant lets the command have access beneath path.
+func (l *layout) grant(path string, access uint64) {
+	if testLandlock.skip[path] {
+		return
+	}
+	if testLandlock.readOnly[path] {
+		access &= landlock.Read
+	}
+	l.rules = append(l.rules, initp.LandlockRule{Path: path, Access: access})
 }
 
 // hostBind binds the host path src at dst.
@@ -117,6 +137,7 @@ func (l *layout) placeBase(src, dst string, points []string) {
 		}
 		if !holds {
 			l.hostBind(src, dst, attrRdonly|attrNosuid|attrNodev, "mounting "+src+" from the base")
+			l.grant(dst, landlock.Read)
 			return
 		}
 		entries, err := os.ReadDir(src)
@@ -130,6 +151,7 @@ func (l *layout) placeBase(src, dst string, points []string) {
 		l.add(initp.Op{Kind: initp.OpMkfile, B: dst, Mode: mode})
 		if !is {
 			l.hostBind(src, dst, attrRdonly|attrNosuid|attrNodev, "mounting "+src+" from the base")
+			l.grant(dst, landlock.Read)
 		}
 	}
 	// Sockets, fifos and devices of the base are never shown.
@@ -188,9 +210,13 @@ type rootPlan struct {
 const resolvConf = "# pinfold: names resolve through pinfold's DNS server, which applies the\n" +
 	"# network policy (see docs/network.md).\nnameserver 10.0.2.3\noptions edns0\n"
 
-// buildRoot returns the operations that build the sandbox's root.
-func buildRoot(p *rootPlan) []initp.Op {
+// buildRoot returns the operations that build the sandbox's root and the
+// Landlock rules that grant what it shows.
+func buildRoot(p *rootPlan) ([]initp.Op, []initp.LandlockRule) {
 	l := &layout{made: map[string]bool{"/": true}, ops: make([]initp.Op, 0, 64), clone: p.idmap}
+	// Listing directories is granted everywhere (the root's own
+	// directories hold mount points); reading files only where granted.
+	l.grant("/", landlock.ReadDir)
 	points := make([]string, 0, len(ownMounts)+len(p.binds))
 	points = append(points, ownMounts[:]...)
 	for _, b := range p.binds {
@@ -246,6 +272,9 @@ func buildRoot(p *rootPlan) []initp.Op {
 		l.add(initp.Op{Kind: initp.OpSymlink, A: "/proc/self/fd/" + strconv.Itoa(i), B: "/dev/" + name})
 	}
 	l.add(initp.Op{Kind: initp.OpSymlink, A: "/proc/self/fd", B: "/dev/fd"})
+	// /dev is read-only but for its devices and /dev/shm, which the
+	// command writes (and whose ioctls, a terminal's, it makes).
+	l.grant("/dev", landlock.Read|landlock.Write)
 
 	// /proc of the sandbox's own pid namespace, with the host kernel's
 	// sensitive files hidden and its tunables read-only.
@@ -260,6 +289,7 @@ func buildRoot(p *rootPlan) []initp.Op {
 	for _, path := range procMasked {
 		l.add(initp.Op{Kind: initp.OpMask, B: path, What: "hiding " + path})
 	}
+	l.grant("/proc", landlock.Read|landlock.WriteFile|landlock.Truncate)
 
 	l.mkdirAll("/tmp", 0o1777)
 	switch {
@@ -274,6 +304,7 @@ func buildRoot(p *rootPlan) []initp.Op {
 	default:
 		l.hostBind(p.scratch, "/tmp", attrNosuid|attrNodev, "mounting "+p.scratch+" at /tmp")
 	}
+	l.grant("/tmp", landlock.Read|landlock.Write)
 	if p.hostBase && varTmpPoint {
 		l.add(initp.Op{Kind: initp.OpBind, A: "/tmp", B: "/var/tmp", Attr: attrNosuid | attrNodev,
 			What: "showing /tmp at /var/tmp"})
@@ -295,6 +326,11 @@ func buildRoot(p *rootPlan) []initp.Op {
 			attr |= attrRdonly
 		}
 		what := "mounting " + b.src + " at " + b.dst
+		if b.ro {
+			l.grant(b.dst, landlock.Read)
+		} else {
+			l.grant(b.dst, landlock.Read|landlock.Write)
+		}
 		if p.idmap {
 			l.add(initp.Op{Kind: initp.OpIDMap, A: b.src, B: b.dst, Attr: attr, What: what})
 		} else {
@@ -312,7 +348,7 @@ func buildRoot(p *rootPlan) []initp.Op {
 		l.add(initp.Op{Kind: initp.OpMask, B: h, What: "hiding pinfold's store at " + h})
 	}
 	l.add(initp.Op{Kind: initp.OpSetattr, B: "/dev", Attr: attrRdonly, What: "making /dev read-only"})
-	return l.ops
+	return l.ops, l.rules
 }
 
 // resolvConf shows resolvConf at the base's /etc/resolv.conf: bound over
@@ -338,6 +374,7 @@ func (l *layout) resolvConf(p *rootPlan) {
 		}
 		l.mkdirAll(filepath.Dir(link), 0o755)
 		l.add(initp.Op{Kind: initp.OpMkfile, A: resolvConf, B: link, Mode: 0o644})
+		l.grant(link, landlock.ReadFile)
 		return
 	}
 	if err != nil || !fi.Mode().IsRegular() {
@@ -418,6 +455,7 @@ func (l *layout) overlays(p *rootPlan) {
 		}
 		l.add(initp.Op{Kind: initp.OpMount, A: "overlay", B: o.at(), C: "overlay", D: opts,
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "capturing the writes to " + o.lower})
+		l.grant(o.at(), landlock.Read|landlock.Write)
 	}
 	for _, d := range staged {
 		l.add(initp.Op{Kind: initp.OpUmount, B: d, What: "detaching " + d})

@@ -83,6 +83,9 @@ const (
 	cNNP       = 20
 	cTrace     = 21
 	cTUN       = 22
+	cLandlock  = 23
+	cLLRule    = 24
+	cNoMPTCP   = 25
 
 	tunRoute4 = 1
 	tunAddr6  = 2
@@ -131,6 +134,9 @@ type SpawnConfig struct {
 	// TUN has the init create a TUN device in the sandbox's network
 	// namespace and pass it back (Init.TUN).
 	TUN *TUN
+	// NoMPTCP turns MPTCP off in the sandbox's network namespace, which
+	// Landlock's TCP rules (Config.Landlock's HandledNet) do not cover.
+	NoMPTCP bool
 }
 
 // TUN describes the sandbox's TUN device.
@@ -164,6 +170,24 @@ type Config struct {
 	RootReadOnly       bool
 	TmpCheck           string // reported full at exit when no space is left
 	NoNewPrivs         bool
+	// Landlock, when set, has the command restricted by a Landlock
+	// ruleset made once the root is built (NoNewPrivs must be set).
+	Landlock *Landlock
+}
+
+// Landlock is a ruleset: the access rights it handles (denied unless a
+// rule grants them) and the rules, each granting rights beneath a path of
+// the built root. The rights are the kernel's LANDLOCK_ACCESS_* bits.
+type Landlock struct {
+	HandledFS, HandledNet uint64
+	Rules                 []LandlockRule
+}
+
+// LandlockRule grants Access beneath Path (on a file, only the rights a
+// file can have).
+type LandlockRule struct {
+	Path   string
+	Access uint64
 }
 
 // Exec describes the command to start in a sandbox.

@@ -11,6 +11,9 @@ import (
 // without raising the socket buffer beyond an unprivileged user's limit.
 const maxMessage = 200 * 1024
 
+// maxLandlockRules is MAXLLRULES in initc/init.c.
+const maxLandlockRules = 256
+
 // ErrTooLarge is returned when a config or command does not fit a message.
 var ErrTooLarge = errors.New("arguments and environment too large for the sandbox (limit 200 KiB)")
 
@@ -106,6 +109,9 @@ func EncodeSpawn(s *SpawnConfig) ([]byte, error) {
 	if s.Trace {
 		e.flag(cTrace)
 	}
+	if s.NoMPTCP {
+		e.flag(cNoMPTCP)
+	}
 	if t := s.TUN; t != nil {
 		b := make([]byte, 52)
 		binary.NativeEndian.PutUint32(b[0:], t.MTU)
@@ -177,6 +183,21 @@ func EncodeConfig(c *Config) ([]byte, error) {
 	if c.NoNewPrivs {
 		e.flag(cNNP)
 	}
+	if l := c.Landlock; l != nil {
+		if !c.NoNewPrivs {
+			return nil, errors.New("landlock needs no_new_privs")
+		}
+		if len(l.Rules) > maxLandlockRules {
+			return nil, fmt.Errorf("%d Landlock rules, more than the init takes (%d)", len(l.Rules), maxLandlockRules)
+		}
+		var b [16]byte
+		binary.NativeEndian.PutUint64(b[0:], l.HandledFS)
+		binary.NativeEndian.PutUint64(b[8:], l.HandledNet)
+		e.rec(cLandlock, b[:])
+		for _, r := range l.Rules {
+			e.rec(cLLRule, append(binary.NativeEndian.AppendUint64(nil, r.Access), append([]byte(r.Path), 0)...))
+		}
+	}
 	return e.bytes()
 }
 
@@ -224,7 +245,7 @@ var stepNames = [...]string{
 	22: "setting resource limits", 23: "dropping capabilities", 24: "setting groups",
 	25: "switching user", 26: "setting no_new_privs", 27: "installing the seccomp filter",
 	28: "executing", 29: "starting the command", 30: "setting up stdio", 31: "creating the network device",
-	32: "opening the app image for its mount",
+	32: "opening the app image for its mount", 33: "applying the Landlock ruleset",
 }
 
 // Step numbers callers branch on.
@@ -232,6 +253,8 @@ const (
 	StepFuse = 32
 	StepOp   = 14
 	StepExec = 28
+	// StepLandlock is making or applying the Landlock ruleset.
+	StepLandlock = 33
 )
 
 // SetupError is a failure the init reported while building the sandbox or

@@ -40,7 +40,7 @@ var markNames = [...]string{
 	1: "init: spawn received", 2: "init: namespaces created", 3: "init: id maps written",
 	4: "init: config received", 5: "init: cgroups and idmaps ready", 11: "init: ids switched",
 	12: "init: released", 13: "init: root built", 14: "init: command received",
-	15: "init: command executed", 16: "init: command exited",
+	15: "init: command executed", 16: "init: command exited", 17: "init: landlock ruleset made",
 }
 
 // Init is a started sandbox init.

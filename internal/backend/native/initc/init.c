@@ -118,6 +118,7 @@ struct in6_rtmsg {
 
 #define MAXOPS 512
 #define MAXLIST 64
+#define MAXLLRULES 256
 
 struct opref {
 	const struct op *op;
@@ -139,6 +140,9 @@ static struct {
 	const struct tunconf *tun;
 	const void *seccomp;
 	u32 seccomp_len;
+	u64 ll_fs, ll_net; /* C_LANDLOCK: handled access; 0 without Landlock */
+	const char *llrules[MAXLLRULES];
+	int nllrules, llfd, nomptcp;
 	u64 caps;
 	u32 caplast;
 	u32 uid, gid, init_uid, init_gid;
@@ -289,6 +293,9 @@ static int parse_spawn(const char *buf, long n)
 			G.init_uid = rd32(r.data);
 			G.init_gid = rd32(r.data + 4);
 			break;
+		case C_NOMPTCP:
+			G.nomptcp = 1;
+			break;
 		case C_TRACE:
 			G.trace = 1;
 			break;
@@ -379,6 +386,17 @@ static int parse_config(const char *buf, long n)
 			break;
 		case C_NNP:
 			G.nnp = 1;
+			break;
+		case C_LANDLOCK:
+			if (r.len < 16)
+				return -1;
+			G.ll_fs = rd64(r.data);
+			G.ll_net = rd64(r.data + 8);
+			break;
+		case C_LLRULE:
+			if (G.nllrules == MAXLLRULES || r.len < 9)
+				return -1;
+			G.llrules[G.nllrules++] = r.data;
 			break;
 
 		}
@@ -1050,6 +1068,81 @@ static long build_root(void)
 	return 0;
 }
 
+/*
+ * Landlock, the second layer: once the root is built (so that the rules'
+ * paths are the sandbox's), PID 1 makes a ruleset that grants each rule's
+ * access beneath its path and nothing else; the command's child applies it
+ * right after no_new_privs. Paths that do not exist are skipped: the root
+ * decides what is there, the ruleset only narrows it.
+ */
+#define LL_CREATE_RULESET 444
+#define LL_ADD_RULE 445
+#define LL_RESTRICT_SELF 446
+#define LL_RULE_PATH_BENEATH 1
+#define O_PATH 010000000
+/* What a rule on a file (not a directory) may grant: execute, write,
+ * read, truncate, ioctl on devices. */
+#define LL_FILE_ACCESS ((1ULL << 0) | (1ULL << 1) | (1ULL << 2) | (1ULL << 14) | (1ULL << 15))
+
+struct ll_ruleset_attr {
+	u64 fs, net, scoped;
+};
+struct __attribute__((packed)) ll_path_beneath {
+	u64 allowed;
+	i32 fd;
+};
+
+static long landlock_ruleset(void)
+{
+	struct ll_ruleset_attr a = {G.ll_fs, G.ll_net, 0};
+	long fd, r;
+	G.llfd = -1;
+	if (!G.ll_fs)
+		return 0;
+	if ((fd = sys3(LL_CREATE_RULESET, &a, sizeof a, 0)) < 0) {
+		report(ST_LANDLOCK, fd, -1, "creating the ruleset");
+		return fd;
+	}
+	/* Above 0..2, which the command's child replaces with its stdio. */
+	if (fd < 3) {
+		long hi = sys3(__NR_fcntl, fd, F_DUPFD_CLOEXEC, 3);
+		sys1(__NR_close, fd);
+		if ((fd = hi) < 0) {
+			report(ST_LANDLOCK, fd, -1, "creating the ruleset");
+			return fd;
+		}
+	}
+	for (int i = 0; i < G.nllrules; i++) {
+		const char *path = G.llrules[i] + 8;
+		struct ll_path_beneath pb;
+		u8 stx[256];
+		u16 m;
+		long pfd = sys4(__NR_openat, AT_FDCWD, path, O_PATH | O_CLOEXEC, 0);
+		if (pfd == -ENOENT)
+			continue;
+		if (pfd < 0) {
+			report(ST_LANDLOCK, pfd, -1, path);
+			return pfd;
+		}
+		pb.allowed = rd64(G.llrules[i]) & G.ll_fs;
+		pb.fd = (i32)pfd;
+		r = sys5(__NR_statx, pfd, "", AT_EMPTY_PATH, STATX_TYPE, stx);
+		if (r == 0) {
+			memcpy(&m, stx + 28, 2);
+			if ((m & S_IFMT) != S_IFDIR)
+				pb.allowed &= LL_FILE_ACCESS;
+			r = pb.allowed ? sys4(LL_ADD_RULE, fd, LL_RULE_PATH_BENEATH, &pb, 0) : 0;
+		}
+		sys1(__NR_close, pfd);
+		if (r < 0) {
+			report(ST_LANDLOCK, r, -1, path);
+			return r;
+		}
+	}
+	G.llfd = (int)fd;
+	return 0;
+}
+
 /* ---- stage 2: the command ---------------------------------------------- */
 
 #define MAXARGS 32768
@@ -1218,6 +1311,8 @@ static int child_main(void *arg)
 	}
 	if (G.nnp && (r = sys5(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
 		child_fail(ST_NNP, r);
+	if (G.llfd >= 0 && (r = sys2(LL_RESTRICT_SELF, G.llfd, 0)) < 0)
+		child_fail(ST_LANDLOCK, r);
 	if (G.seccomp_len) {
 		struct sock_fprog f = {(u16)(G.seccomp_len / 8), (void *)G.seccomp};
 		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f)) < 0)
@@ -1403,6 +1498,15 @@ static int stage2(void *arg)
 	 * still has. */
 	if (G.tun && setup_tun() < 0)
 		die(1);
+	/* Landlock's TCP rules do not cover MPTCP sockets (Go's listeners'
+	 * default): with TCP denied, MPTCP is turned off in the sandbox's own
+	 * network namespace, so such sockets fail and programs fall back to
+	 * TCP, which the ruleset denies. A kernel without MPTCP has nothing to
+	 * turn off; where the write fails otherwise, the empty network
+	 * namespace is still the first layer. (Asked in M_SPAWN: M_CONFIG may
+	 * not be read yet.) */
+	if (G.nomptcp)
+		write_file("/proc/sys/net/mptcp/enabled", "0", 1);
 	/* Nothing in the sandbox may ptrace or open /proc/1 of this process. */
 	sys5(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (G.has_initid) {
@@ -1429,6 +1533,9 @@ static int stage2(void *arg)
 	if (build_root() < 0)
 		die(1);
 	tmark(13);
+	if (landlock_ruleset() < 0)
+		die(1);
+	tmark(17);
 	send_simple(M_READY, 0, 0);
 
 	n = recv_msg(execbuf, sizeof execbuf, X.fds, 3, &X.nfds);

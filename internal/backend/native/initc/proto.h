@@ -38,6 +38,7 @@
 #define C_INITID 16   /* u32 uid, u32 gid the init switches to (root invocations) */
 #define C_TRACE 21    /* record timestamps and send them with M_EXIT (benchmarks) */
 #define C_TUN 22      /* struct tunconf: create and configure a TUN device, send it as M_TUN */
+#define C_NOMPTCP 25  /* turn MPTCP off in the new network namespace (Landlock's TCP rules miss it) */
 
 /*
  * C_TUN payload. The device is opened by stage 2 in its new network
@@ -73,6 +74,8 @@ struct tunconf {
 #define C_TMPCHECK 18 /* string: path whose fullness is reported at exit */
 #define C_CAPLAST 19  /* u32 highest capability number of the kernel */
 #define C_NNP 20      /* set no_new_privs before exec */
+#define C_LANDLOCK 23 /* u64 handled fs access, u64 handled net access: restrict the command with Landlock */
+#define C_LLRULE 24   /* u64 allowed fs access, then a string: a path inside the built root */
 
 /* M_EXEC record tags */
 #define E_ARG 1    /* string, repeated */
@@ -154,5 +157,6 @@ struct op {
 #define ST_STDIO 30
 #define ST_TUN 31
 #define ST_FUSE 32
+#define ST_LANDLOCK 33
 
 #endif

@@ -137,6 +137,12 @@ func main() {
 			c.Close()
 		}
 		emit("connect "+arg(2)+" "+arg(3), err, "")
+	case "listen": // listen NETWORK ADDR
+		l, err := net.Listen(arg(2), arg(3))
+		if l != nil {
+			l.Close()
+		}
+		emit("listen "+arg(2)+" "+arg(3), err, "")
 	case "ifaces":
 		ifs, err := net.Interfaces()
 		var names []string

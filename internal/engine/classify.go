@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
-	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/oci"
@@ -18,8 +17,15 @@ import (
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
-// classify turns a library error into a coded user error.
-func classify(err error, p *plan.Plan) error {
+// Classify turns an error of the engine, a runtime or a session into a
+// coded user error (*fault.Error), so that every front end (the CLI, the
+// HTTP API, a session's supervisor) gives the same failure the same code.
+// p is the plan that failed, or nil before there is one: the errors whose
+// message names the plan's values are then said without them.
+func Classify(err error, p *plan.Plan) error {
+	if err == nil {
+		return nil
+	}
 	var fe *fault.Error
 	if errors.As(err, &fe) {
 		return err
@@ -28,11 +34,8 @@ func classify(err error, p *plan.Plan) error {
 	if errors.As(err, &pe) {
 		return preflightFault(err)
 	}
-	if p == nil {
-		return fault.New(fault.Internal, err.Error(), "", "please report this", err)
-	}
 	var ee *sandbox.ExecError
-	if errors.As(err, &ee) {
+	if errors.As(err, &ee) && p != nil {
 		where, fix := "in the sandbox", "give the full path, install it in the base, or mount its directory with --mount"
 		if p.Mode == "host" {
 			where, fix = "on the host", "check the command and the PATH the plan gives it (pinfold plan -- CMD)"
@@ -50,14 +53,14 @@ func classify(err error, p *plan.Plan) error {
 	}
 	var ue *sandbox.UnsupportedError
 	if errors.As(err, &ue) {
-		return engine.Lacks(ue)
+		return Lacks(ue)
 	}
 	var ce *sandbox.CheckError
 	if errors.As(err, &ce) {
 		return fault.New(fault.Preflight, ce.What, errText(ce.Err), ce.Fix, err)
 	}
 	var se *sandbox.SpecError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) && p != nil {
 		switch se.Field {
 		case "workspace":
 			if errors.Is(err, sandbox.ErrWorkspace) {
@@ -87,7 +90,7 @@ func classify(err error, p *plan.Plan) error {
 			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
 				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
 		case "workdir":
-			return workdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
+			return WorkdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
 		case "mount":
 			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
 				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
@@ -145,9 +148,9 @@ func classify(err error, p *plan.Plan) error {
 	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
 }
 
-// workdirFault says that a command's working directory dir is missing
+// WorkdirFault says that a command's working directory dir is missing
 // in where ("sandbox" for run, "session" for exec).
-func workdirFault(dir, where, why string, err error) error {
+func WorkdirFault(dir, where, why string, err error) error {
 	return fault.New(fault.BadValue, "the working directory "+dir+" does not exist in the "+where,
 		why, "pass --workdir with a directory the "+where+" has (the workspace, /tmp...)", err)
 }
@@ -157,4 +160,33 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// preflightFault turns a failed native preflight (*preflight.Error)
+// into a coded error for the user: PF130 when only the requested limits
+// are the problem (as when the sandbox itself refuses them), PF175 when
+// the sandbox itself cannot be built here. Other errors pass through.
+func preflightFault(err error) error {
+	var pe *preflight.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	code := fault.Limits
+	var what, why, fix []string
+	for _, c := range pe.Checks {
+		if !strings.HasPrefix(c.ID, "cgroup.") {
+			code = fault.Preflight
+		}
+		what = append(what, c.Title)
+		why = append(why, c.Detail)
+		if c.Fix != "" {
+			fix = append(fix, c.Fix)
+		}
+	}
+	fix = append(fix, "pinfold doctor shows more")
+	what0 := "this host cannot run the sandbox: " + strings.Join(what, ", ")
+	if code == fault.Limits {
+		what0 = "cannot enforce the requested limits"
+	}
+	return fault.New(code, what0, strings.Join(why, "; "), strings.Join(fix, "; "), err)
 }

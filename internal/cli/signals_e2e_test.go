@@ -1,0 +1,93 @@
+package cli_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestExecForwardsSignals: pinfold exec passes the same signals to the
+// command whether the session is local or behind the API (PINFOLD_HOST),
+// the user's USR1 and USR2 among them (the remote exec once dropped them).
+func TestExecForwardsSignals(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	srv := exec.Command(pinfold, "serve", "--socket", sock)
+	srv.Dir = ws
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, errs, code := pf(t, ws, "session", "start", "--name", "sig"); code != 0 {
+		t.Fatalf("session start: %d %q", code, errs)
+	}
+	t.Cleanup(func() { pf(t, ws, "session", "stop", "sig") })
+	script := `trap 'echo got-usr1; exit 31' USR1; trap 'echo got-usr2; exit 32' USR2; echo ready; while :; do sleep 0.05; done`
+	for _, host := range []string{"", "unix://" + sock} {
+		for _, c := range []struct {
+			sig  syscall.Signal
+			out  string
+			code int
+		}{{syscall.SIGUSR1, "got-usr1", 31}, {syscall.SIGUSR2, "got-usr2", 32}} {
+			where := "local"
+			if host != "" {
+				where = "remote"
+			}
+			cmd := exec.Command(pinfold, "exec", "sig", "--", "sh", "-c", script)
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "PINFOLD_HOST="+host)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stdout)
+			if !lines.Scan() || lines.Text() != "ready" {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%s: the command did not start: %q", where, lines.Text())
+			}
+			cmd.Process.Signal(c.sig)
+			var rest []string
+			done := make(chan struct{})
+			go func() {
+				for lines.Scan() {
+					rest = append(rest, lines.Text())
+				}
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				// A front end that a signal killed leaves the command
+				// running in the session, holding the output open.
+				cmd.Process.Kill()
+				pf(t, ws, "exec", "sig", "--", "pkill", "-f", "got-usr")
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s exec, %v: the command did not end", where, c.sig)
+				}
+			}
+			cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(strings.Join(rest, "\n"), c.out) {
+				t.Errorf("%s exec, %v: exit %d, output %q; want %d and %s", where, c.sig, code, rest, c.code, c.out)
+			}
+		}
+	}
+}

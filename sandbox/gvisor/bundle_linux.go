@@ -1,0 +1,283 @@
+package gvisor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/container"
+)
+
+// The parts of an OCI runtime configuration runsc reads that pinfold
+// sets (the runtime-spec's names and layout).
+type ociSpec struct {
+	Version  string     `json:"ociVersion"`
+	Process  ociProcess `json:"process"`
+	Root     ociRoot    `json:"root"`
+	Hostname string     `json:"hostname,omitempty"`
+	Mounts   []ociMount `json:"mounts"`
+	Linux    ociLinux   `json:"linux"`
+}
+
+type ociProcess struct {
+	User         ociUser  `json:"user"`
+	Args         []string `json:"args"`
+	Env          []string `json:"env"`
+	Cwd          string   `json:"cwd"`
+	NoNewPrivs   bool     `json:"noNewPrivileges"`
+	Capabilities ociCaps  `json:"capabilities"`
+	Terminal     bool     `json:"terminal,omitempty"`
+	ConsoleSize  *ociSize `json:"consoleSize,omitempty"`
+}
+
+type ociSize struct {
+	Height uint16 `json:"height"`
+	Width  uint16 `json:"width"`
+}
+
+type ociUser struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// ociCaps are empty sets: the command has no capability.
+type ociCaps struct {
+	Bounding    []string `json:"bounding"`
+	Effective   []string `json:"effective"`
+	Inheritable []string `json:"inheritable"`
+	Permitted   []string `json:"permitted"`
+	Ambient     []string `json:"ambient"`
+}
+
+type ociRoot struct {
+	Path     string `json:"path"`
+	Readonly bool   `json:"readonly"`
+}
+
+type ociMount struct {
+	Destination string   `json:"destination"`
+	Type        string   `json:"type"`
+	Source      string   `json:"source"`
+	Options     []string `json:"options,omitempty"`
+}
+
+type ociLinux struct {
+	Namespaces  []ociNS    `json:"namespaces"`
+	UIDMappings []ociIDMap `json:"uidMappings"`
+	GIDMappings []ociIDMap `json:"gidMappings"`
+}
+
+type ociNS struct {
+	Type string `json:"type"`
+}
+
+type ociIDMap struct {
+	ContainerID uint32 `json:"containerID"`
+	HostID      uint32 `json:"hostID"`
+	Size        uint32 `json:"size"`
+}
+
+// layout is what New prepared for every run: the skeleton root and the
+// mounts of the base, the workspace and the caller's paths, their host
+// sources already idmapped or overlaid.
+type layout struct {
+	root   string // the skeleton
+	mounts []ociMount
+}
+
+// prepare builds the skeleton root in dir and the mounts. The base's
+// top-level directories are bound read-only; the caller's directories
+// come through ids (idmapped, so that their owner is the sandbox's root).
+func (s *Sandbox) prepare(dir, base string, names []string) error {
+	sp := &s.spec
+	skel := filepath.Join(dir, "root")
+	if err := os.Mkdir(skel, 0o755); err != nil {
+		return err
+	}
+	s.lay.root = skel
+	var ms []ociMount
+	add := func(dst, src string, ro bool) {
+		opt := []string{"rbind", "rw"}
+		if ro {
+			opt = []string{"rbind", "ro"}
+		}
+		ms = append(ms, ociMount{Destination: dst, Type: "bind", Source: src, Options: opt})
+	}
+	top := map[string]bool{}
+	for _, n := range names {
+		p := filepath.Join(base, n)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue // a system directory this host lacks
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(l, filepath.Join(skel, n)); err != nil {
+				return err
+			}
+		case fi.IsDir():
+			if err := os.Mkdir(filepath.Join(skel, n), 0o755); err != nil {
+				return err
+			}
+			add("/"+n, p, true)
+		default:
+			if err := os.WriteFile(filepath.Join(skel, n), nil, 0o644); err != nil {
+				return err
+			}
+			add("/"+n, p, true)
+		}
+		top[n] = true
+	}
+	for _, d := range []string{"proc", "dev", "sys", "tmp"} {
+		if !top[d] {
+			os.Mkdir(filepath.Join(skel, d), 0o755)
+		}
+	}
+	// The caller's paths: mount points are made in the skeleton, never in
+	// the base (which the gofer could not write).
+	var own []ociMount
+	point := func(field, target string, file bool) error {
+		first, _, _ := strings.Cut(strings.TrimPrefix(target, "/"), "/")
+		if top[first] {
+			if _, err := os.Stat(filepath.Join(base, strings.TrimPrefix(target, "/"))); err != nil {
+				return &sandbox.SpecError{Field: field, Err: fmt.Errorf("%s lies in the base's /%s, where the gvisor runtime can make no mount point", target, first)}
+			}
+			return nil
+		}
+		p := filepath.Join(skel, target)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if file {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		return os.MkdirAll(p, 0o755)
+	}
+	bindOwn := func(field, src, target string, ro bool) error {
+		fi, err := os.Stat(src)
+		if err != nil {
+			return &sandbox.SpecError{Field: field, Err: err}
+		}
+		if err := point(field, target, !fi.IsDir()); err != nil {
+			return err
+		}
+		view, err := s.ids.Bind(src)
+		if err != nil {
+			return &sandbox.SpecError{Field: field, Err: err}
+		}
+		opt := []string{"rbind", "rw"}
+		if ro {
+			opt = []string{"rbind", "ro"}
+		}
+		own = append(own, ociMount{Destination: target, Type: "bind", Source: view, Options: opt})
+		return nil
+	}
+	overlay := func(field, src string, c *sandbox.Capture) error {
+		if err := point(field, src, false); err != nil {
+			return err
+		}
+		// overlayfs writes the upper directory as the sandbox's root,
+		// which must own it (as for a container).
+		for _, d := range []string{filepath.Dir(c.Upper), c.Upper, c.Work} {
+			if err := os.Lchown(d, store.RootIDBase, store.RootIDBase); err != nil {
+				return &sandbox.SpecError{Field: "capture", Err: err}
+			}
+		}
+		view, err := s.ids.Bind(src)
+		if err != nil {
+			return &sandbox.SpecError{Field: field, Err: err}
+		}
+		merged, err := s.ids.Overlay(view, c.Upper, c.Work)
+		if err != nil {
+			return &sandbox.SpecError{Field: "capture", Err: err}
+		}
+		own = append(own, ociMount{Destination: src, Type: "bind", Source: merged, Options: []string{"rbind", "rw"}})
+		return nil
+	}
+	if sp.Workspace != "" {
+		var err error
+		switch sp.Access {
+		case sandbox.AccessReadWrite:
+			err = bindOwn("workspace", sp.Workspace, sp.Workspace, false)
+		case sandbox.AccessReadOnly:
+			err = bindOwn("workspace", sp.Workspace, sp.Workspace, true)
+		case sandbox.AccessChangeset:
+			err = overlay("workspace", sp.Workspace, sp.Changeset)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i := range sp.Captures {
+		if err := overlay("capture", sp.Captures[i].Path, &sp.Captures[i]); err != nil {
+			return err
+		}
+	}
+	for _, m := range sp.Mounts {
+		if err := bindOwn("mount", m.Source, m.Target, m.ReadOnly); err != nil {
+			return err
+		}
+	}
+	// Outer mounts first: a workspace under /tmp lands on the tmpfs.
+	slices.SortStableFunc(own, func(a, b ociMount) int {
+		return strings.Count(a.Destination, "/") - strings.Count(b.Destination, "/")
+	})
+	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
+		Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(sp.Limits.TmpSize, 10)}}
+	// gVisor's own sysfs describes its virtual machine, not the host's;
+	// a native sandbox's /sys is empty, and so is this one.
+	sys := ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0555"}}
+	s.lay.mounts = append([]ociMount{{Destination: "/proc", Type: "proc", Source: "proc"}, sys, tmp}, ms...)
+	s.lay.mounts = append(s.lay.mounts, own...)
+	return nil
+}
+
+// config returns the bundle's config.json for one command.
+func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
+	env := cmd.Env
+	if env == nil {
+		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "/"
+		if s.spec.Workspace != "" && s.spec.Access != sandbox.AccessNone {
+			dir = s.spec.Workspace
+		}
+	}
+	ids := []ociIDMap{{ContainerID: 0, HostID: store.RootIDBase, Size: container.SandboxIDs}}
+	none := []string{}
+	spec := ociSpec{
+		Version: "1.0.2",
+		Process: ociProcess{Args: cmd.Args, Env: env, Cwd: dir, NoNewPrivs: true,
+			Capabilities: ociCaps{none, none, none, none, none}},
+		Root:     ociRoot{Path: s.lay.root, Readonly: true},
+		Hostname: s.spec.Hostname,
+		Mounts:   s.lay.mounts,
+		Linux: ociLinux{
+			Namespaces: []ociNS{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}, {"user"}},
+			// The Sentry and gofer run as the sandbox range, never as
+			// host root.
+			UIDMappings: ids, GIDMappings: ids,
+		},
+	}
+	if cmd.TTY {
+		spec.Process.Terminal = true
+		spec.Process.ConsoleSize = &ociSize{Height: cmd.Rows, Width: cmd.Cols}
+	}
+	return json.Marshal(&spec)
+}

@@ -1,0 +1,85 @@
+package gvisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/procstat"
+)
+
+// Leftovers lists what runs of killed pinfold processes left: their
+// directories in Dir and the runsc processes still serving them.
+func Leftovers(ctx context.Context) ([]string, error) {
+	var left []string
+	for _, d := range deadDirs() {
+		left = append(left, "gvisor "+d)
+		for _, pid := range processesUnder(d) {
+			left = append(left, "runsc process "+strconv.Itoa(pid))
+		}
+	}
+	return left, nil
+}
+
+// Clean kills the runsc processes of killed runs, removes their
+// directories and returns what it removed (a sandbox.Cleaner).
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
+	var removed []string
+	for _, d := range deadDirs() {
+		for _, pid := range processesUnder(d) {
+			syscallKill(pid)
+		}
+		if err := removeTree(d); err != nil {
+			return removed, err
+		}
+		removed = append(removed, "gvisor sandbox "+d)
+	}
+	return removed, nil
+}
+
+// deadDirs lists the sandbox directories whose pinfold process is gone.
+func deadDirs() []string {
+	ents, err := os.ReadDir(Dir)
+	if err != nil {
+		return nil
+	}
+	var dead []string
+	for _, e := range ents {
+		// OWNER-ID, OWNER being PID-STARTTIME.
+		parts := strings.Split(e.Name(), "-")
+		if len(parts) != 3 || !e.IsDir() {
+			continue
+		}
+		pid, err1 := strconv.Atoi(parts[0])
+		start, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if err1 != nil || err2 != nil || (procstat.StartTime(pid) == start && start != 0) {
+			continue
+		}
+		dead = append(dead, filepath.Join(Dir, e.Name()))
+	}
+	return dead
+}
+
+// processesUnder lists the processes whose command line names dir (runsc
+// and its sandbox and gofer carry the bundle's or state's path).
+func processesUnder(dir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), dir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func syscallKill(pid int) { unix.Kill(pid, unix.SIGKILL) }

@@ -1,0 +1,172 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/sandbox"
+)
+
+// runtime returns the runtime with runsc found, or skips (fails on CI).
+func runtime(t *testing.T) *Runtime {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the gvisor runtime runs as root")
+	}
+	if os.Getenv(RunscEnv) == "" {
+		if _, err := os.Stat("/var/cache/pinfold-tools/runsc"); err == nil {
+			t.Setenv(RunscEnv, "/var/cache/pinfold-tools/runsc")
+		}
+	}
+	rt := NewRuntime()
+	if err := rt.Check(context.Background(), nil); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return rt
+}
+
+// TestHostIDs: the processes that serve a gVisor sandbox (runsc's
+// Sentry and gofer) hold no host root: they run as the sandbox range.
+func TestHostIDs(t *testing.T) {
+	rt := runtime(t)
+	ws := t.TempDir()
+	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"sh", "-c", "echo up > up; sleep 30"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Signal(os.Kill)
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(ws + "/up"); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the command never started: %s", out.String())
+		}
+	}
+	dir := sb.(*Sandbox).dir
+	served := 0
+	for _, pid := range processesUnder(dir) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if !bytes.Contains(cmdline, []byte("boot")) && !bytes.Contains(cmdline, []byte("gofer")) {
+			continue // runsc run itself, pinfold's child on the host
+		}
+		served++
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 3 && (f[0] == "Uid:" || f[0] == "Gid:") {
+				if f[2] != strconv.Itoa(store.RootIDBase) {
+					t.Errorf("%s runs as %s %s, want the sandbox range's %d", bytes.ReplaceAll(cmdline[:min(len(cmdline), 40)], []byte{0}, []byte{' '}), f[0], f[2], store.RootIDBase)
+				}
+			}
+		}
+	}
+	if served < 2 {
+		t.Errorf("found %d of runsc's sandbox and gofer processes, want both", served)
+	}
+	p.Signal(os.Kill)
+	if res, err := p.Wait(); err != nil || res.Reason != sandbox.ReasonKilled {
+		t.Errorf("after a kill: %+v, %v", res, err)
+	}
+	if left := processesUnder(dir); len(left) > 0 {
+		t.Errorf("processes left after the kill: %v", left)
+	}
+}
+
+// TestRefused: what the runtime cannot enforce is refused before
+// anything starts.
+func TestRefused(t *testing.T) {
+	rt := runtime(t)
+	ws := t.TempDir()
+	for _, sp := range []sandbox.Spec{
+		{Workspace: ws, Limits: sandbox.Limits{Memory: 64 << 20}},
+		{Workspace: ws, Network: sandbox.NetworkOutbound},
+		{Workspace: ws, Net: sandbox.NetPolicy{Publish: []string{"8080:80"}}},
+		{Workspace: ws, Capabilities: []string{"NET_RAW"}},
+		{Workspace: ws, Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: "docker.io/library/alpine"}},
+	} {
+		var ue *sandbox.UnsupportedError
+		if _, err := rt.New(context.Background(), sp); !errors.As(err, &ue) {
+			t.Errorf("%+v: got %v, want a refusal", sp, err)
+		}
+	}
+}
+
+// TestRunscErrors: runsc's fatal line is kept from the command's stderr
+// and read as an exec failure.
+func TestRunscErrors(t *testing.T) {
+	var out bytes.Buffer
+	e := &runscErrors{w: &out}
+	e.Write([]byte("the command's line\nrunning con"))
+	e.Write([]byte("tainer: starting container: error finding executable \"nope\" in PATH [/bin]: no such file or directory\n"))
+	e.Write([]byte("after\n"))
+	if out.String() != "the command's line\nafter\n" {
+		t.Errorf("passed on %q", out.String())
+	}
+	var xe *sandbox.ExecError
+	if err := e.err(); !errors.As(err, &xe) || xe.Name != "nope" || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v", err)
+	}
+	e = &runscErrors{}
+	e.Write([]byte("running container: starting sandbox: creating process: failed to load /w/script: permission denied\n"))
+	if err := e.err(); !errors.As(err, &xe) || xe.Name != "/w/script" || !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestRunscErrorsFlush(t *testing.T) {
+	var out bytes.Buffer
+	e := &runscErrors{w: &out}
+	e.Write([]byte("runn"))
+	e.flush()
+	if out.String() != "runn" {
+		t.Errorf("held %q", out.String())
+	}
+}
+
+// TestCloseWhileRunning: a command started before Close runs to its end,
+// and the sandbox's directory goes with its last command.
+func TestCloseWhileRunning(t *testing.T) {
+	rt := runtime(t)
+	ws := t.TempDir()
+	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := sb.(*Sandbox).dir
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 1; echo after"}, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	if _, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("run after close: %v", err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 || out.String() != "after\n" {
+		t.Fatalf("after close: %+v %v %q", res, err, out.String())
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the sandbox's directory is left: %v", err)
+	}
+}
