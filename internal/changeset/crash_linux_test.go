@@ -129,22 +129,29 @@ func TestApplyKill9(t *testing.T) {
 		os.RemoveAll(jdir)
 		sh(t, o.dir, "rm -rf lower && cp -a pristine lower")
 	}
-	// How long a whole apply takes.
-	start := time.Now()
-	if err := child().Run(); err != nil {
-		t.Fatalf("apply in a child: %v", err)
+	// How long a whole apply takes: the shortest of three, since the
+	// first pays for a cold start (its time alone aimed the kills past
+	// the apply's end on a loaded machine).
+	full := time.Duration(1<<63 - 1)
+	for i := 0; i < 3; i++ {
+		reset()
+		start := time.Now()
+		if err := child().Run(); err != nil {
+			t.Fatalf("apply in a child: %v", err)
+		}
+		full = min(full, time.Since(start))
+		diffTrees(t, tree(t, o.lower), want)
 	}
-	full := time.Since(start)
-	diffTrees(t, tree(t, o.lower), want)
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	killed := 0
-	for attempt := 0; attempt < 30 && killed < 3; attempt++ {
+	const tries = 60
+	for attempt := 0; attempt < tries && killed < 3; attempt++ {
 		reset()
 		cmd := child()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(float64(full) * (0.1 + 0.8*r.Float64())))
+		time.Sleep(time.Duration(float64(full) * (0.05 + 1.0*r.Float64())))
 		cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
 		if _, jerr := os.Stat(filepath.Join(jdir, journalName)); jerr != nil || err == nil {
@@ -162,7 +169,7 @@ func TestApplyKill9(t *testing.T) {
 		}
 	}
 	if killed == 0 {
-		t.Fatalf("never killed an apply midway in 30 tries (a whole apply takes %v)", full)
+		t.Fatalf("never killed an apply midway in %d tries (a whole apply takes %v)", tries, full)
 	}
 	t.Logf("killed %d applies midway; a whole apply takes %v", killed, full)
 }
