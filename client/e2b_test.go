@@ -212,6 +212,14 @@ func TestE2BErrors(t *testing.T) {
 	if st, m, _ := call("POST", "/filesystem.Filesystem/Stat", stat, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 200 || m["entry"] == nil {
 		t.Errorf("Stat with the access token: %d %v", st, m)
 	}
+	// A sandbox's access token opens its own plane only: not the
+	// tenant's control plane (list, create, kill, connect to another).
+	for _, c := range [][2]string{{"GET", "/v2/sandboxes"}, {"POST", "/v2/sandboxes"}, {"GET", "/sandboxes/" + id},
+		{"POST", "/sandboxes/" + id + "/connect"}, {"DELETE", "/sandboxes/" + id}} {
+		if st, m, _ := call(c[0], c[1], `{"templateID":"base"}`, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 401 {
+			t.Errorf("%s %s with a sandbox's access token: %d %v", c[0], c[1], st, m)
+		}
+	}
 	if st, m, _ := call("POST", "/filesystem.Filesystem/CreateWatcher", stat, "X-Access-Token", access, "E2b-Sandbox-Id", id, "Content-Type", "application/json"); st != 501 || m["code"] != "unimplemented" {
 		t.Errorf("an RPC pinfold does not serve: %d %v", st, m)
 	}

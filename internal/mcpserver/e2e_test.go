@@ -205,6 +205,11 @@ func useSession(t *testing.T, cs *mcp.ClientSession) string {
 	if res := call(t, cs, "file_read", map[string]any{"session": s.ID, "path": "missing"}, nil); !res.IsError {
 		t.Errorf("file_read of a missing file: %s", text(res))
 	}
+	// An endless file is cut at the bound, not read into the server's
+	// memory.
+	if res := call(t, cs, "file_read", map[string]any{"session": s.ID, "path": "/dev/zero"}, nil); !res.IsError || !strings.Contains(text(res), "MiB") {
+		t.Errorf("file_read of /dev/zero: %.200s", text(res))
+	}
 	if res := call(t, cs, "session_stop", map[string]any{"session": s.ID}, &s); res.IsError || s.State == "running" {
 		t.Errorf("session_stop: %s", text(res))
 	}

@@ -93,17 +93,32 @@ func (e *apiError) Error() string {
 	return s
 }
 
-// recorder is the answer of a request served in this process.
+// maxAnswer bounds what a tool keeps of an API answer in memory: a file
+// read of /dev/zero, or a huge diff, must not fill the server's memory.
+const maxAnswer = 8 << 20
+
+// errAnswerTooLarge is an answer over maxAnswer.
+var errAnswerTooLarge = fmt.Errorf("the answer is over %d MiB: read it in parts (file_read of a smaller file, diff of some paths), or through pinfold's HTTP API, which streams it", maxAnswer>>20)
+
+// recorder is the answer of a request served in this process, kept up to
+// maxAnswer bytes; past it, writes fail and the request is cancelled.
 type recorder struct {
 	h      http.Header
 	status int
 	body   bytes.Buffer
+	over   bool
+	cancel context.CancelFunc
 }
 
 func (r *recorder) Header() http.Header { return r.h }
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = 200
+	}
+	if r.over || r.body.Len()+len(p) > maxAnswer {
+		r.over = true
+		r.cancel()
+		return 0, errAnswerTooLarge
 	}
 	return r.body.Write(p)
 }
@@ -119,12 +134,17 @@ func (t *tools) call(ctx context.Context, method, path string, q url.Values, bod
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, err
 	}
-	rec := &recorder{h: http.Header{}}
+	rec := &recorder{h: http.Header{}, cancel: cancel}
 	t.cfg.API.ServeHTTP(rec, req)
+	if rec.over {
+		return nil, errAnswerTooLarge
+	}
 	if rec.status == 0 {
 		rec.status = 200
 	}

@@ -61,6 +61,8 @@ func (s *Server) e2bAccess(r *http.Request) (string, bool) {
 	if tok == "" {
 		return "", false
 	}
+	// A killed sandbox's token still opens its own plane, which answers
+	// that it is not running (the SDK's isRunning asks): nothing more.
 	rec, ok := s.e2bRecord(id)
 	if !ok {
 		return "", false
@@ -123,6 +125,14 @@ func (s *Server) saveE2BMeta(id string, m *e2bMeta) error {
 
 // isE2B says whether path is one of the E2B protocol's, which share no
 // prefix with pinfold's own /v1.
+// isEnvd tells the sandbox plane's paths (envd's: the files, the health
+// check and the Connect RPCs), which name their sandbox by the
+// E2b-Sandbox-Id header, from the control plane's.
+func isEnvd(path string) bool {
+	return path == "/health" || path == "/files" ||
+		strings.HasPrefix(path, "/process.Process/") || strings.HasPrefix(path, "/filesystem.Filesystem/")
+}
+
 func isE2B(path string) bool {
 	switch {
 	case path == "/health", path == "/files",

@@ -703,6 +703,14 @@ func fsStat(ctx context.Context, sock string, body []byte) (any, *rpcError) {
 	return map[string]any{"entry": ent}, nil
 }
 
+// maxListed bounds a ListDir answer and a WatchDir snapshot: a listing of
+// the whole root, at any depth, held in the server's memory (and, for a
+// watcher, made every watchEvery) must stop somewhere.
+const maxListed = 100_000
+
+// errListed is a listing past maxListed.
+var errListed = rpcErr("resource_exhausted", "more than %d entries: list a smaller tree, or less deep", maxListed)
+
 func fsListDir(ctx context.Context, sock string, body []byte) (any, *rpcError) {
 	req, e := readPath(body)
 	if e != nil {
@@ -717,6 +725,9 @@ func fsListDir(ctx context.Context, sock string, body []byte) (any, *rpcError) {
 			return err
 		}
 		for i := range list {
+			if len(out) >= maxListed {
+				return errListed
+			}
 			full := path.Join(dir, list[i].Name)
 			out = append(out, toEntry(full, &list[i]))
 			if list[i].Type == "dir" && d < depth {
@@ -815,10 +826,15 @@ func (s *Server) watchDir(ctx context.Context, rec *session.Record, body []byte,
 				return err
 			}
 			for _, fi := range list {
+				if len(out) >= maxListed {
+					return errListed
+				}
 				name := path.Join(rel, fi.Name)
 				out[name] = fi
 				if req.Recursive && fi.Type == "dir" {
-					walk(path.Join(dir, fi.Name), name)
+					if err := walk(path.Join(dir, fi.Name), name); err == errListed {
+						return err
+					}
 				}
 			}
 			return nil

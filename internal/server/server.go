@@ -201,8 +201,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if k := r.Header.Get("X-API-KEY"); !ok && k != "" && isE2B(r.URL.Path) {
 			tenant, ok = s.token("Bearer " + k) // E2B's SDK sends its key so
 		}
-		if !ok && isE2B(r.URL.Path) {
-			tenant, ok = s.e2bAccess(r) // and a sandbox's token to the sandbox
+		if !ok && isEnvd(r.URL.Path) {
+			// A sandbox's token opens that sandbox's own plane, never
+			// the tenant's control plane.
+			tenant, ok = s.e2bAccess(r)
 		}
 	}
 	if !ok && isE2B(r.URL.Path) {
