@@ -13,12 +13,12 @@ const maxSize = 1 << 20
 
 // Load reads, parses and checks the config file at path. Messages name
 // the file as path is written; File.Path is absolute.
-func Load(path string) (*File, error) { return load(path, nil) }
+func Load(path string) (*File, error) { return load(path, 0, nil) }
 
-// load is Load, with check (when set) called on the open file before it
-// is read.
-func load(path string, check func(*os.File) error) (*File, error) {
-	fh, err := os.Open(path)
+// load is Load, the file opened with flag added to O_RDONLY, and check
+// (when set) called on the open file before it is read.
+func load(path string, flag int, check func(*os.File) error) (*File, error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|flag, 0)
 	if err != nil {
 		return nil, &Error{Path: path, Msg: "cannot be read: " + errText(err), Err: err}
 	}

@@ -208,10 +208,15 @@ func LoadDiscovered(path string) (*File, error) {
 	if isTrusted(trustedDirs(os.Getenv(TrustEnv)), filepath.Dir(path)) {
 		return Load(path)
 	}
-	return load(path, func(fh *os.File) error {
+	// Opened without following a link and without waiting: a FIFO put in
+	// its place after the walk must not hang pinfold.
+	return load(path, syscall.O_NOFOLLOW|syscall.O_NONBLOCK, func(fh *os.File) error {
 		var st syscall.Stat_t
 		if err := syscall.Fstat(int(fh.Fd()), &st); err != nil {
 			return err
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return errors.New("changed while pinfold read it: not a regular file")
 		}
 		if why := untrustedFile(&st, uint32(os.Geteuid())); why != "" {
 			return errors.New("changed while pinfold read it: " + why)

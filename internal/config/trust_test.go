@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDiscoverTrust walks real directories: every way a file or a
@@ -108,5 +110,24 @@ func TestLoadDiscoveredRechecks(t *testing.T) {
 	os.Chown(f, 65534, 65534)
 	if _, err := LoadDiscovered(d.Path); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// A FIFO put where the walk found pinfold.yaml (a sandbox with rw access
+// can swap it) is refused at once, not waited on.
+func TestLoadDiscoveredFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pinfold.yaml")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LoadDiscovered(p); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a FIFO was loaded as a config")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("loading a FIFO in pinfold.yaml's place hung")
 	}
 }
