@@ -339,28 +339,14 @@ func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error)
 }
 
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
-// base in pinfold's store and returns its root.
+// base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	st, err := store.Open(s.spec.Store)
+	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
 	if err != nil {
-		return "", &sandbox.SpecError{Field: "store", Err: err}
+		return "", err
 	}
-	// The roots a native sandbox's store unpacks (store.Shift), shared.
-	opt := store.ImportOptions{UIDShift: store.Shift()}
-	var b store.Base
-	switch s.spec.Base.Kind {
-	case sandbox.BaseTar:
-		b, err = st.TarBase(ctx, s.spec.Base.Path, opt)
-	case sandbox.BaseOCI:
-		b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, opt)
-	case sandbox.BaseDebian12:
-		b, err = st.CuratedBase(string(s.spec.Base.Kind))
-	}
-	if err != nil {
-		return "", &sandbox.SpecError{Field: "base", Err: err}
-	}
-	s.release = store.UseBase(b.Root)
-	return b.Root, nil
+	s.release = release
+	return root, nil
 }
 
 // users adds the ids the container runs as and, when pinfold runs as

@@ -107,29 +107,15 @@ func (s *Sandbox) setup(ctx context.Context) error {
 	return s.prepare(dir, base, names)
 }
 
-// storeBase unpacks (or finds) a tar, debian-12 or image-file base in
-// pinfold's store, the roots native sandboxes share, with their owners
-// in the sandbox range.
+// storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
+// base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	st, err := store.Open(s.spec.Store)
+	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
 	if err != nil {
-		return "", &sandbox.SpecError{Field: "store", Err: err}
+		return "", err
 	}
-	opt := store.ImportOptions{UIDShift: store.Shift()}
-	var b store.Base
-	switch s.spec.Base.Kind {
-	case sandbox.BaseTar:
-		b, err = st.TarBase(ctx, s.spec.Base.Path, opt)
-	case sandbox.BaseOCI:
-		b, err = st.OCIBase(ctx, s.spec.Base.Path, s.spec.Base.Ref, opt)
-	case sandbox.BaseDebian12:
-		b, err = st.CuratedBase(string(s.spec.Base.Kind))
-	}
-	if err != nil {
-		return "", &sandbox.SpecError{Field: "base", Err: err}
-	}
-	s.release = store.UseBase(b.Root)
-	return b.Root, nil
+	s.release = release
+	return root, nil
 }
 
 // Close releases the idmapped mounts, the base and the sandbox's
