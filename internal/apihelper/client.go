@@ -262,11 +262,13 @@ func execRemote(ctx context.Context, c *client.Client, args []string) int {
 			defer restore()
 		}
 	}
+	attach, stop := relay(tty)
 	p, err := c.Start(ctx, ref, r, stdin, os.Stdout, os.Stderr)
 	if err != nil {
+		stop()
 		return apiFail(err)
 	}
-	stop := relay(p, tty)
+	attach(p)
 	e, err := p.Wait()
 	stop()
 	if err != nil {

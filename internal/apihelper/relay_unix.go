@@ -23,13 +23,17 @@ func linuxSignal(s syscall.Signal) syscall.Signal {
 	return s
 }
 
-// relay forwards the signals pinfold-api gets to the remote command (the
-// same as a local exec's: terminal.Signals) and, for a terminal, the
-// window's new sizes; stop ends it.
-func relay(p *client.Process, tty bool) (stop func()) {
+// relay catches the signals pinfold-api gets (the same as a local exec's:
+// terminal.Signals) from now on, before the command starts: a signal sent
+// once its first output shows must not be lost to Go's default of ignoring
+// USR1 and USR2. attach forwards them, and for a terminal the window's new
+// sizes, to the remote command; stop ends it.
+func relay(tty bool) (attach func(*client.Process), stop func()) {
 	f := terminal.Catch(tty, os.Stdout)
-	go f.Relay(nil, func(s syscall.Signal) { p.Signal(linuxSignal(s)) }, func(rows, cols uint16) { p.Resize(rows, cols) })
-	return f.Stop
+	attach = func(p *client.Process) {
+		go f.Relay(nil, func(s syscall.Signal) { p.Signal(linuxSignal(s)) }, func(rows, cols uint16) { p.Resize(rows, cols) })
+	}
+	return attach, f.Stop
 }
 
 // enableVT is for Windows' console; a Unix terminal reads escapes as is.

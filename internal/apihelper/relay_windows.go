@@ -14,11 +14,16 @@ import (
 
 // relay forwards Ctrl-C (and Ctrl-Break) to the remote command as SIGINT
 // and a console closed as SIGTERM; Windows has no SIGWINCH, so a
-// terminal's size is looked at twice a second. stop ends both.
-func relay(p *client.Process, tty bool) (stop func()) {
+// terminal's size is looked at twice a second. The signals are caught
+// from the call on; attach starts forwarding them; stop ends both.
+func relay(tty bool) (attach func(*client.Process), stop func()) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
+	return func(p *client.Process) { forward(p, tty, sigs, done) }, func() { signal.Stop(sigs); close(done) }
+}
+
+func forward(p *client.Process, tty bool, sigs chan os.Signal, done chan struct{}) {
 	go func() {
 		for {
 			select {
@@ -51,7 +56,6 @@ func relay(p *client.Process, tty bool) (stop func()) {
 			}
 		}()
 	}
-	return func() { signal.Stop(sigs); close(done) }
 }
 
 // enableVT has the console interpret the remote terminal's escape
