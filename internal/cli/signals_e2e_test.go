@@ -13,7 +13,9 @@ import (
 
 // TestExecForwardsSignals: pinfold exec passes the same signals to the
 // command whether the session is local or behind the API (PINFOLD_HOST),
-// the user's USR1 and USR2 among them (the remote exec once dropped them).
+// the user's USR1 and USR2 among them (the remote exec once dropped them),
+// and whether the local one is Go's (a name) or the launcher's fast path
+// (the full id: initc/fastexec.c).
 func TestExecForwardsSignals(t *testing.T) {
 	store := t.TempDir()
 	t.Setenv("PINFOLD_STORE", store)
@@ -31,12 +33,18 @@ func TestExecForwardsSignals(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, errs, code := pf(t, ws, "session", "start", "--name", "sig"); code != 0 {
+	out, errs, code := pf(t, ws, "session", "start", "--name", "sig")
+	if code != 0 {
 		t.Fatalf("session start: %d %q", code, errs)
 	}
+	id := strings.TrimSpace(out)
 	t.Cleanup(func() { pf(t, ws, "session", "stop", "sig") })
 	script := `trap 'echo got-usr1; exit 31' USR1; trap 'echo got-usr2; exit 32' USR2; echo ready; while :; do sleep 0.05; done`
-	for _, host := range []string{"", "unix://" + sock} {
+	for _, host := range []string{"", "unix://" + sock, "id"} {
+		ref := "sig"
+		if host == "id" {
+			host, ref = "", id
+		}
 		for _, c := range []struct {
 			sig  syscall.Signal
 			out  string
@@ -45,8 +53,10 @@ func TestExecForwardsSignals(t *testing.T) {
 			where := "local"
 			if host != "" {
 				where = "remote"
+			} else if ref == id {
+				where = "local by id"
 			}
-			cmd := exec.Command(pinfold, "exec", "sig", "--", "sh", "-c", script)
+			cmd := exec.Command(pinfold, "exec", ref, "--", "sh", "-c", script)
 			cmd.Dir = ws
 			cmd.Env = append(os.Environ(), "PINFOLD_HOST="+host)
 			stdout, err := cmd.StdoutPipe()

@@ -297,8 +297,9 @@ func (s *Store) CheckAll() {
 	}
 }
 
-// Get finds a session of tenant by id, unique id prefix or name (the
-// newest of that name).
+// Get finds a session of tenant by id, name (the newest of that name) or
+// unique id prefix, in that order: an id names its session whatever
+// another is called, as pinfold exec's fast path (initc/fastexec.c) takes it.
 func (s *Store) Get(ref, tenant string) (*Record, error) {
 	if ref == "" {
 		return nil, ErrNotFound
@@ -308,7 +309,12 @@ func (s *Store) Get(ref, tenant string) (*Record, error) {
 		return nil, err
 	}
 	for _, r := range all {
-		if r.ID == ref || r.Name == ref {
+		if r.ID == ref {
+			return r, nil
+		}
+	}
+	for _, r := range all {
+		if r.Name == ref {
 			return r, nil
 		}
 	}

@@ -64,3 +64,27 @@ func TestStore(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestGetIDBeforeName: an id names its session even when a newer one is
+// called by it (pinfold exec's fast path takes a full id as the id). A
+// live session's id cannot be taken as a name; an ended one's can.
+func TestGetIDBeforeName(t *testing.T) {
+	st := Open(t.TempDir())
+	a, err := st.Create("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(a.ID, ""); err == nil {
+		t.Error("a live session's id was taken as a name")
+	}
+	a.State = StateStopped
+	st.Save(a)
+	time.Sleep(2 * time.Millisecond) // b is newer
+	b, err := st.Create(a.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Get(a.ID, ""); err != nil || r.ID != a.ID {
+		t.Errorf("%s named %s, not the session of that id: %+v %v", a.ID, b.ID, r, err)
+	}
+}

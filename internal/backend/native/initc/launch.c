@@ -840,6 +840,9 @@ close_memfd:
 	sys1(__NR_close, memfd);
 }
 
+/* pinfold exec's fast path (fast_exec). */
+#include "fastexec.c"
+
 /*
  * pf_launch is called with the process's initial stack (argc, argv, envp)
  * and the embedded init. It returns when the Go side must run.
@@ -855,6 +858,10 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	struct launch l;
 	u64 h;
 
+	if (argc >= 4 && streq(argv[1], "exec") && !getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE")) {
+		fast_exec(argc, argv, envp);
+		return;
+	}
 	if (argc < 4 || !streq(argv[1], "run") || getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE") || init->n <= 0)
 		return;
 	/*

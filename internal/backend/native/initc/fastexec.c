@@ -1,0 +1,436 @@
+/*
+ * pinfold exec's fast path, part of the launcher blob (launch.c includes
+ * this file before pf_launch, which calls fast_exec; the blob's rules hold:
+ * no writable globals, no absolute relocations, no C library).
+ *
+ * An exec is one connect to the session's agent and one request; the Go
+ * runtime's start costs more than both. So `pinfold exec ID [--] CMD
+ * [ARGS...]`, with no flags and the session's full id, is done here before
+ * the runtime exists, speaking internal/agent's protocol (a JSON request
+ * line, then frames of a type byte and a big-endian u32 length) as
+ * cli.execMain does. Everything else returns to the Go side, which does the
+ * whole exec as before: flags, a name or an id prefix, PINFOLD_HOST, a store
+ * or record that is not plainly ours, a session not running, an agent that
+ * cannot be reached, and an exec the agent refused before the command
+ * started (not found, not executable): nothing ran, so the Go side asks
+ * again and explains. Once the command runs (the agent's 'p' frame), this
+ * code sees it to its end and reports as the Go side would.
+ */
+
+#define EX_ID_LEN 12
+#define EX_FRAME_MAX (1 << 20) /* agent.maxFrame */
+#define EX_PAY_CAP 65536       /* the started and exit frames kept whole */
+#define EX_RBUF 65536
+#define S_IFSOCK 0140000
+#define O_PATH 010000000
+#define SOCK_STREAM 1
+#define EAGAIN 11
+#define POLLOUT 4
+#define SIGHUP 1
+#define SIGINT 2
+#define SIGQUIT 3
+#define SIGUSR1 10
+#define SIGUSR2 12
+#define SIGTERM 15
+/* terminal.Signals(false): what a user or a supervisor sends to a command. */
+#define EX_SIGS ((1UL << (SIGHUP - 1)) | (1UL << (SIGINT - 1)) | (1UL << (SIGQUIT - 1)) | \
+		 (1UL << (SIGUSR1 - 1)) | (1UL << (SIGUSR2 - 1)) | (1UL << (SIGTERM - 1)))
+
+struct ex_siginfo {
+	u32 signo;
+	char rest[124];
+};
+
+/* ex_find reports whether s[0:n] holds the NUL-terminated pat. */
+static int ex_find(const char *s, long n, const char *pat)
+{
+	long m = (long)slen(pat);
+	for (long i = 0; i + m <= n; i++)
+		if (!memcmp(s + i, pat, (size_t)m))
+			return 1;
+	return 0;
+}
+
+/*
+ * ex_record reports whether STORE/sessions/ID/session.json (in path) is a
+ * running session of the local user, as session.Store.Get and running()
+ * see it: ours, a regular file, its id this one, its state "running" and
+ * no tenant. The record is written by session.Store.Save
+ * (json.MarshalIndent with two spaces): a top-level key starts a line and
+ * no string value holds a newline or a bare quote.
+ */
+static int ex_record(const char *path, const char *id)
+{
+	char b[8192], want[48];
+	struct kstat st;
+	long fd = sys3(__NR_open, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0), n;
+	if (fd < 0)
+		return 0;
+	if (sys2(__NR_fstat, fd, &st) < 0 || (st.mode & S_IFMT) != S_IFREG || st.uid != (u32)sys0(__NR_geteuid) ||
+	    st.size <= 0 || st.size >= (long)sizeof b) {
+		sys1(__NR_close, fd);
+		return 0;
+	}
+	n = sys3(__NR_read, fd, b, sizeof b);
+	sys1(__NR_close, fd);
+	if (n != st.size)
+		return 0;
+	want[0] = 0;
+	scat(want, sizeof want, "{\n  \"id\": \"");
+	scat(want, sizeof want, id);
+	scat(want, sizeof want, "\",\n");
+	return n > (long)slen(want) && !memcmp(b, want, slen(want)) && ex_find(b, n, "\n  \"state\": \"running\",\n") &&
+	       !ex_find(b, n, "\n  \"tenant\": ");
+}
+
+/* ex_dial connects to the agent's socket without following a link in its
+ * place (untrusted.DialUnix): the sandbox can write the run directory. */
+static long ex_dial(const char *path)
+{
+	struct {
+		u16 family;
+		char path[108];
+	} sa;
+	struct kstat st;
+	long pfd = sys3(__NR_open, path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0), fd = -1;
+	if (pfd < 0)
+		return -1;
+	if (sys2(__NR_fstat, pfd, &st) == 0 && (st.mode & S_IFMT) == S_IFSOCK) {
+		memset(&sa, 0, sizeof sa);
+		sa.family = AF_UNIX;
+		fdpath(sa.path, pfd);
+		fd = sys3(__NR_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && sys3(__NR_connect, fd, &sa, 2 + slen(sa.path) + 1) < 0) {
+			sys1(__NR_close, fd);
+			fd = -1;
+		}
+	}
+	sys1(__NR_close, pfd);
+	return fd;
+}
+
+/* ex_write writes all of b to fd, waiting while it is non-blocking and
+ * full. -1 when it cannot (a closed pipe raises SIGPIPE, as for Go). */
+static int ex_write(int fd, const char *b, long n, int sock)
+{
+	while (n > 0) {
+		long w = sock ? sys6(__NR_sendto, fd, (long)b, n, MSG_NOSIGNAL, 0, 0) : sys3(__NR_write, fd, b, n);
+		if (w == -EINTR)
+			continue;
+		if (w == -EAGAIN) {
+			struct pollfd_ p = {fd, POLLOUT, 0};
+			sys5(__NR_ppoll, &p, 1, 0, 0, 8);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		b += w, n -= w;
+	}
+	return 0;
+}
+
+/* ex_request builds {"op":"exec","args":[...]}\n as agent's writeRequest
+ * does (json.Marshal's escapes decode to the same strings). */
+static char *ex_request(int argc, char **argv, int cmd, size_t *len, size_t *mapped)
+{
+	size_t need = 64;
+	char *m, *q, *end;
+	int r;
+	for (int i = cmd; i < argc; i++)
+		need += 6 * slen(argv[i]) + 3;
+	if (need > (1 << 20) || !(m = map_anon(need)))
+		return 0;
+	q = m, end = m + need;
+	r = put(&q, end, "{\"op\":\"exec\",\"args\":[", 21);
+	for (int i = cmd; i < argc && r == 0; i++)
+		r = (i > cmd ? put(&q, end, ",", 1) : 0) | jsonstr(&q, end, argv[i]);
+	r |= put(&q, end, "]}\n", 3);
+	if (r < 0) {
+		sys2(__NR_munmap, m, need);
+		return 0;
+	}
+	*len = (size_t)(q - m), *mapped = need;
+	return m;
+}
+
+/* The exit frame (agent.Exit) as json.Marshal writes it: "code" first,
+ * then the fields that are set, in their order. */
+struct ex_exit {
+	long code;
+	const char *err; /* the error's JSON string, quotes included */
+	long errlen;
+	int flags; /* 1 not found, 2 not executable, 4 bad dir, 8 truncated */
+};
+
+static int ex_lit(const char **p, const char *end, const char *lit)
+{
+	size_t n = slen(lit);
+	if ((size_t)(end - *p) < n || memcmp(*p, lit, n))
+		return 0;
+	*p += n;
+	return 1;
+}
+
+static int ex_int(const char **p, const char *end, long *v)
+{
+	int neg = 0, digits = 0;
+	*v = 0;
+	if (*p < end && **p == '-')
+		neg = 1, (*p)++;
+	while (*p < end && **p >= '0' && **p <= '9' && digits < 12)
+		*v = *v * 10 + (*(*p)++ - '0'), digits++;
+	if (neg)
+		*v = -*v;
+	return digits > 0 && digits < 12;
+}
+
+/* ex_parse_exit parses b[0:n]; 0 when it is not an exit the agent writes. */
+static int ex_parse_exit(const char *b, long n, struct ex_exit *e)
+{
+	const char *p = b, *end = b + n;
+	long sig;
+	memset(e, 0, sizeof *e);
+	if (!ex_lit(&p, end, "{\"code\":") || !ex_int(&p, end, &e->code))
+		return 0;
+	if (ex_lit(&p, end, ",\"signal\":") && !ex_int(&p, end, &sig))
+		return 0;
+	if (ex_lit(&p, end, ",\"error\":\"")) {
+		e->err = p - 1;
+		for (; p < end && *p != '"'; p++)
+			if (*p == '\\')
+				p++;
+		if (p >= end)
+			return 0;
+		p++;
+		e->errlen = p - e->err;
+	}
+	if (ex_lit(&p, end, ",\"not_found\":true"))
+		e->flags |= 1;
+	if (ex_lit(&p, end, ",\"not_executable\":true"))
+		e->flags |= 2;
+	if (ex_lit(&p, end, ",\"bad_dir\":true"))
+		e->flags |= 4;
+	if (ex_lit(&p, end, ",\"truncated\":true"))
+		e->flags |= 8;
+	return p + 1 == end && *p == '}';
+}
+
+static int ex_hex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* ex_unquote decodes the JSON string s[0:n] (quotes included) into d, as
+ * encoding/json does (a lone surrogate becomes U+FFFD); returns its length. */
+static long ex_unquote(char *d, const char *s, long n)
+{
+	char *o = d;
+	for (long i = 1; i < n - 1; i++) {
+		unsigned c = (u8)s[i];
+		if (c != '\\') {
+			*o++ = (char)c;
+			continue;
+		}
+		c = (u8)s[++i];
+		switch (c) {
+		case 'b': *o++ = '\b'; break;
+		case 'f': *o++ = '\f'; break;
+		case 'n': *o++ = '\n'; break;
+		case 'r': *o++ = '\r'; break;
+		case 't': *o++ = '\t'; break;
+		case 'u': {
+			unsigned u = 0;
+			for (int k = 0; k < 4; k++) {
+				int h = i + 1 < n - 1 ? ex_hex(s[i + 1]) : -1;
+				if (h < 0)
+					break;
+				u = u << 4 | (unsigned)h, i++;
+			}
+			if (u >= 0xd800 && u < 0xe000)
+				u = 0xfffd; /* the agent's encoder writes no surrogates */
+			if (u < 0x80) {
+				*o++ = (char)u;
+			} else if (u < 0x800) {
+				*o++ = (char)(0xc0 | u >> 6), *o++ = (char)(0x80 | (u & 0x3f));
+			} else {
+				*o++ = (char)(0xe0 | u >> 12), *o++ = (char)(0x80 | ((u >> 6) & 0x3f));
+				*o++ = (char)(0x80 | (u & 0x3f));
+			}
+			break;
+		}
+		default: *o++ = (char)c; /* \" \\ \/ */
+		}
+	}
+	return o - d;
+}
+
+/* ex_fail writes "pinfold: CODE WHAT\n  Why: WHY\n  Fix: pinfold session
+ * status ID\n" (a fault.Error, as cli.fail prints it; no Why or Fix when
+ * not given) and exits 125 (fault.ExitFailed). */
+static __attribute__((noreturn)) void ex_fail(const char *code, const char *what, const char *id, const char *rest,
+					     const char *why, long whylen, int fix)
+{
+	char m[512], *q = m, *end = m + sizeof m;
+	put(&q, end, "pinfold: ", 9);
+	put(&q, end, code, slen(code));
+	put(&q, end, " ", 1);
+	put(&q, end, what, slen(what));
+	put(&q, end, id, slen(id));
+	put(&q, end, rest, slen(rest));
+	ex_write(2, m, q - m, 0);
+	if (why) {
+		ex_write(2, "\n  Why: ", 8, 0);
+		ex_write(2, why, whylen, 0);
+	}
+	if (fix) {
+		q = m;
+		put(&q, end, "\n  Fix: pinfold session status ", 31);
+		put(&q, end, id, slen(id));
+		ex_write(2, m, q - m, 0);
+	}
+	ex_write(2, "\n", 1, 0);
+	die(125);
+}
+
+/*
+ * fast_exec runs argv's exec when it can (see the top of this file) and
+ * exits with its status; it returns, having undone everything, when the Go
+ * side must run it.
+ */
+static void fast_exec(int argc, char **argv, char **envp)
+{
+	char dir[4096], *req, *rbuf, *pay;
+	const char *id = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
+	size_t reqlen = 0, reqmap = 0;
+	u64 set = EX_SIGS, old = 0;
+	long sock, sfd, n;
+	int cmd = 3, started = 0, hlen = 0, type = 0;
+	u8 hdr[5];
+	u32 remain = 0, plen = 0;
+	struct kstat st;
+
+	if (host && *host)
+		return;
+	if (slen(id) != EX_ID_LEN)
+		return;
+	for (int i = 0; i < EX_ID_LEN; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return;
+	if (cmd < argc && streq(argv[cmd], "--"))
+		cmd++;
+	if (cmd >= argc)
+		return;
+	/* A closed 0, 1 or 2 would be taken by the socket. */
+	for (int i = 0; i < 3; i++)
+		if (sys2(__NR_fcntl, i, F_GETFD) < 0)
+			return;
+	/* The store as pf_launch trusts it. */
+	if (storedir(dir, sizeof dir, envp) < 0 || sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR ||
+	    st.uid != (u32)sys0(__NR_geteuid) || (st.mode & 022))
+		return;
+	if (scat(dir, sizeof dir, "/sessions/") < 0 || scat(dir, sizeof dir, id) < 0 ||
+	    scat(dir, sizeof dir, "/session.json") < 0 || !ex_record(dir, id))
+		return;
+	dir[slen(dir) - slen("session.json")] = 0;
+	if (scat(dir, sizeof dir, "run/agent.sock") < 0 || (sock = ex_dial(dir)) < 0)
+		return;
+	if (!(req = ex_request(argc, argv, cmd, &reqlen, &reqmap))) {
+		sys1(__NR_close, sock);
+		return;
+	}
+	rbuf = map_anon(EX_RBUF + EX_PAY_CAP);
+	if (!rbuf) {
+		sys2(__NR_munmap, req, reqmap);
+		sys1(__NR_close, sock);
+		return;
+	}
+	pay = rbuf + EX_RBUF;
+	/* Caught from before the request, so that none is lost to a default
+	 * action while the command starts (execMain's terminal.Catch). */
+	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
+	sfd = sys4(__NR_signalfd4, -1, &set, 8, O_CLOEXEC);
+	if (sfd < 0 || ex_write((int)sock, req, (long)reqlen, 1) < 0)
+		goto back;
+	sys2(__NR_munmap, req, reqmap);
+	req = 0;
+	for (;;) {
+		struct pollfd_ p[2] = {{(int)sock, POLLIN, 0}, {(int)sfd, POLLIN, 0}};
+		n = sys5(__NR_ppoll, p, 2, 0, 0, 8);
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			break;
+		if (p[1].revents & POLLIN) {
+			struct ex_siginfo si;
+			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
+				u8 f[6] = {'s', 0, 0, 0, 1, (u8)si.signo};
+				ex_write((int)sock, (const char *)f, 6, 1);
+			}
+		}
+		if (!p[0].revents)
+			continue;
+		n = sys3(__NR_read, sock, rbuf, EX_RBUF);
+		if (n == -EINTR || n == -EAGAIN)
+			continue;
+		if (n <= 0)
+			break;
+		for (long i = 0; i < n;) {
+			if (hlen < 5) {
+				hdr[hlen++] = (u8)rbuf[i++];
+				if (hlen < 5)
+					continue;
+				type = hdr[0], plen = 0;
+				remain = (u32)hdr[1] << 24 | (u32)hdr[2] << 16 | (u32)hdr[3] << 8 | hdr[4];
+				if (remain > EX_FRAME_MAX)
+					goto lost;
+			} else {
+				long k = (long)remain < n - i ? (long)remain : n - i;
+				if (type == 'o' || type == 'e')
+					ex_write(type == 'o' ? 1 : 2, rbuf + i, k, 0);
+				else if ((type == 'x' || type == 'p') && plen + k <= EX_PAY_CAP)
+					memcpy(pay + plen, rbuf + i, (size_t)k), plen += (u32)k;
+				else if (type == 'x' || type == 'p')
+					goto lost;
+				i += k, remain -= (u32)k;
+			}
+			if (remain)
+				continue;
+			hlen = 0;
+			if (type == 'p') {
+				started = 1;
+			} else if (type == 'x') {
+				struct ex_exit e;
+				if (!ex_parse_exit(pay, plen, &e)) {
+					if (started)
+						ex_fail("PF192", "session ", id, ": reading the exit status: not the agent's", 0, 0, 1);
+					goto back;
+				}
+				if (!started && e.err)
+					goto back; /* it did not start: the Go side asks again and explains */
+				if (e.flags & 8) {
+					static const char cut[] = "pinfold: output cut off: a process the command left running held "
+								  "it open (redirect its output)\n";
+					ex_write(2, cut, sizeof cut - 1, 0);
+				}
+				if (e.err) {
+					/* The error of waiting for a command that ran (cli.execExit). */
+					/* Decoded in place: no escape is shorter than what it stands for. */
+					long m = ex_unquote((char *)e.err, e.err, e.errlen);
+					ex_fail("PF191", "session exec failed", "", "", e.err, m, 0);
+				}
+				die((int)e.code);
+			}
+		}
+	}
+lost:
+	if (started)
+		ex_fail("PF192", "session ", id, ": the session ended during the command", 0, 0, 1);
+back:
+	if (req)
+		sys2(__NR_munmap, req, reqmap);
+	sys2(__NR_munmap, rbuf, EX_RBUF + EX_PAY_CAP);
+	if (sfd >= 0)
+		sys1(__NR_close, sfd);
+	sys1(__NR_close, sock);
+	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &old, 0, 8);
+}

@@ -1,0 +1,118 @@
+package cli_test
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// execWith runs pinfold exec with extra environment variables and
+// returns its output, error output and status.
+func execWith(t *testing.T, ws string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(pinfold, append([]string{"exec"}, args...)...)
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 2 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("running pinfold exec: %v", err)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestExecFastPath: `pinfold exec ID -- CMD` is done by the launcher
+// before the Go runtime starts (initc/fastexec.c), with the same output,
+// error output and status as the Go side's exec; what it does not do
+// (flags, a name, an exec that did not start) goes to the Go side, which
+// explains; and a link planted in place of the agent's socket is not
+// dialled.
+func TestExecFastPath(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the launcher is built for amd64 only")
+	}
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	r := startSession(t, ws, "--name", "fast")
+	// GODEBUG=inittrace=1 has the Go runtime print a line per package
+	// it initialises: the fast path prints none.
+	trace := []string{"GODEBUG=inittrace=1"}
+	goSide := []string{"PINFOLD_NO_LAUNCH_CACHE=1"}
+	for _, c := range []struct {
+		args []string
+		fast bool
+	}{
+		{[]string{r.ID, "--", "true"}, true},
+		{[]string{r.ID, "sh", "-c", `echo out; echo err >&2; exit 7`}, true},
+		{[]string{r.ID, "--", "sh", "-c", `printf '%s\n' "$@"`, "x", `a "quoted\" \\ <arg>`, "tab\tnew\nline", "ünï"}, true},
+		{[]string{r.ID, "--", "sh", "-c", `head -c 3000000 /dev/zero | tr '\0' x; echo`}, true},
+		{[]string{r.ID, "--", "sh", "-c", `kill -9 $$`}, true},
+		{[]string{r.ID, "--", "--", "x"}, false},              // no command "--": not found, explained by Go
+		{[]string{r.ID, "--", "no-such-command"}, false},      // idem
+		{[]string{r.ID, "--", "/etc/hostname"}, false},        // not executable
+		{[]string{"-w", "/no/such/dir", r.ID, "true"}, false}, // a flag
+		{[]string{"fast", "--", "true"}, false},               // a name
+		{[]string{r.ID[:6], "--", "true"}, false},             // a prefix
+		{[]string{"000000000000", "--", "true"}, false},       // no such session
+	} {
+		name := strings.Join(c.args, " ")
+		out, errs, code := execWith(t, ws, nil, c.args...)
+		gout, gerrs, gcode := execWith(t, ws, goSide, c.args...)
+		if out != gout || errs != gerrs || code != gcode {
+			t.Errorf("%s: %d %q %q; the Go side: %d %q %q", name, code, trunc(out), errs, gcode, trunc(gout), gerrs)
+		}
+		_, terrs, _ := execWith(t, ws, trace, c.args...)
+		if fast := !strings.Contains(terrs, "init runtime"); fast != c.fast {
+			t.Errorf("%s: on the fast path %v, want %v", name, fast, c.fast)
+		}
+	}
+
+	// A link in place of the socket, to a socket of the host's: refused.
+	sock := filepath.Join(store, "sessions", r.ID, "run", "agent.sock")
+	if err := os.Rename(sock, sock+".real"); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(sock+".real", sock)
+	host := filepath.Join(t.TempDir(), "host.sock")
+	l, err := net.Listen("unix", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dialled := make(chan struct{}, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			dialled <- struct{}{}
+			c.Close()
+		}
+	}()
+	if err := os.Symlink(host, sock); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := execWith(t, ws, nil, r.ID, "--", "true")
+	if code != 125 || !strings.Contains(errs, "PF192") {
+		t.Errorf("a link in place of the socket: %d %q", code, errs)
+	}
+	select {
+	case <-dialled:
+		t.Error("the link in place of the agent's socket was dialled")
+	case <-time.After(100 * time.Millisecond):
+	}
+	os.Remove(sock)
+}
+
+func trunc(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
