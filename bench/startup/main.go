@@ -2,7 +2,8 @@
 // bubblewrap with the same isolation, podman, and plain /bin/true, in one
 // run. Runs are paired: each round runs every command once, in rotating
 // order, so that both sides of a ratio see the same machine state; the
-// reported ratio is the median of the per-round ratios.
+// reported ratio is the median of the per-round ratios. A command line's
+// first run (no launch record: the Go side) is measured on its own row.
 //
 //	go run ./bench/startup -pinfold ./pinfold -rounds 300
 //
@@ -59,6 +60,18 @@ func commandEnv(env []string, name string, args ...string) func() error {
 	}
 }
 
+// commandFirst runs name as a first run: a fresh variable in the
+// environment each time makes a command line no launch record has seen
+// (the environment is in the record's key), so the Go side runs and
+// records it, as the first run of a command line in a directory does.
+func commandFirst(name string, args ...string) func() error {
+	n := 0
+	return func() error {
+		n++
+		return commandEnv([]string{fmt.Sprintf("PINFOLD_BENCH_FIRST=%d-%d", os.Getpid(), n)}, name, args...)()
+	}
+}
+
 func main() {
 	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure")
 	rounds := flag.Int("rounds", 200, "paired rounds per comparison")
@@ -90,6 +103,7 @@ func main() {
 		// Without launch records every run starts the Go runtime.
 		{name: "pinfold run --access ro (no launch cache)", run: commandEnv([]string{"PINFOLD_NO_LAUNCH_CACHE=1"},
 			bin, "run", "--access", "ro", "--", "/bin/true")},
+		{name: "pinfold run --access ro (first run)", run: commandFirst(bin, "run", "--access", "ro", "--", "/bin/true")},
 	}
 	if *podman {
 		if p, err := podmanRunner(ws); err != nil {
@@ -102,6 +116,8 @@ func main() {
 	report("CLI, cold start", cli, 0, 1)
 	ratio(cli, 2, 1)
 	ratio(cli, 4, 1)
+	ratio(cli, 5, 1)
+	ratio(cli, 5, 0)
 
 	if *library {
 		lib, cleanup, err := libraryRunner(ws)
