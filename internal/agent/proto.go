@@ -12,6 +12,10 @@
 //
 // The wire protocol: one JSON line (Request), then frames of one type byte
 // and a big-endian uint32 length in both directions (the Frame constants).
+// pinfold exec's fast path speaks it too, in C, before the Go runtime
+// starts (internal/backend/native/initc/fastexec.c): a change to the
+// request, the frames or Exit's JSON must be made there as well
+// (internal/cli's TestExecFastPath compares the two).
 package agent
 
 import (

@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// execWith runs pinfold exec with extra environment variables and
-// returns its output, error output and status.
-func execWith(t *testing.T, ws string, env []string, args ...string) (string, string, int) {
+// execWith runs pinfold exec with extra environment variables and stdin
+// and returns its output, error output and status.
+func execWith(t *testing.T, ws string, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(pinfold, append([]string{"exec"}, args...)...)
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.WaitDelay = 2 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -47,30 +48,37 @@ func TestExecFastPath(t *testing.T) {
 	// it initialises: the fast path prints none.
 	trace := []string{"GODEBUG=inittrace=1"}
 	goSide := []string{"PINFOLD_NO_LAUNCH_CACHE=1"}
+	big := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	for _, c := range []struct {
-		args []string
-		fast bool
+		args  []string
+		fast  bool
+		stdin string
 	}{
-		{[]string{r.ID, "--", "true"}, true},
-		{[]string{r.ID, "sh", "-c", `echo out; echo err >&2; exit 7`}, true},
-		{[]string{r.ID, "--", "sh", "-c", `printf '%s\n' "$@"`, "x", `a "quoted\" \\ <arg>`, "tab\tnew\nline", "ünï"}, true},
-		{[]string{r.ID, "--", "sh", "-c", `head -c 3000000 /dev/zero | tr '\0' x; echo`}, true},
-		{[]string{r.ID, "--", "sh", "-c", `kill -9 $$`}, true},
-		{[]string{r.ID, "--", "--", "x"}, false},              // no command "--": not found, explained by Go
-		{[]string{r.ID, "--", "no-such-command"}, false},      // idem
-		{[]string{r.ID, "--", "/etc/hostname"}, false},        // not executable
-		{[]string{"-w", "/no/such/dir", r.ID, "true"}, false}, // a flag
-		{[]string{"fast", "--", "true"}, false},               // a name
-		{[]string{r.ID[:6], "--", "true"}, false},             // a prefix
-		{[]string{"000000000000", "--", "true"}, false},       // no such session
+		{[]string{r.ID, "--", "true"}, true, ""},
+		{[]string{r.ID, "sh", "-c", `echo out; echo err >&2; exit 7`}, true, ""},
+		{[]string{r.ID, "--", "sh", "-c", `printf '%s\n' "$@"`, "x", `a "quoted\" \\ <arg>`, "tab\tnew\nline", "ünï"}, true, ""},
+		{[]string{r.ID, "--", "sh", "-c", `head -c 3000000 /dev/zero | tr '\0' x; echo`}, true, ""},
+		{[]string{r.ID, "--", "sh", "-c", `kill -9 $$`}, true, ""},
+		{[]string{r.ID, "--", "cat"}, true, "not passed without -i"},
+		{[]string{"-i", r.ID, "--", "sh", "-c", "tr a-z A-Z; exit 5"}, true, "piped\n"},
+		{[]string{"--interactive", r.ID, "sh", "-c", "wc -c; sha256sum"}, true, big},
+		{[]string{"-i", r.ID, "--", "sh", "-c", "wc -c"}, true, ""},
+		{[]string{"-i", "fast", "--", "cat"}, false, "by name"},
+		{[]string{r.ID, "--", "--", "x"}, false, ""},              // no command "--": not found, explained by Go
+		{[]string{r.ID, "--", "no-such-command"}, false, ""},      // idem
+		{[]string{r.ID, "--", "/etc/hostname"}, false, ""},        // not executable
+		{[]string{"-w", "/no/such/dir", r.ID, "true"}, false, ""}, // a flag
+		{[]string{"fast", "--", "true"}, false, ""},               // a name
+		{[]string{r.ID[:6], "--", "true"}, false, ""},             // a prefix
+		{[]string{"000000000000", "--", "true"}, false, ""},       // no such session
 	} {
 		name := strings.Join(c.args, " ")
-		out, errs, code := execWith(t, ws, nil, c.args...)
-		gout, gerrs, gcode := execWith(t, ws, goSide, c.args...)
+		out, errs, code := execWith(t, ws, nil, c.stdin, c.args...)
+		gout, gerrs, gcode := execWith(t, ws, goSide, c.stdin, c.args...)
 		if out != gout || errs != gerrs || code != gcode {
 			t.Errorf("%s: %d %q %q; the Go side: %d %q %q", name, code, trunc(out), errs, gcode, trunc(gout), gerrs)
 		}
-		_, terrs, _ := execWith(t, ws, trace, c.args...)
+		_, terrs, _ := execWith(t, ws, trace, c.stdin, c.args...)
 		if fast := !strings.Contains(terrs, "init runtime"); fast != c.fast {
 			t.Errorf("%s: on the fast path %v, want %v", name, fast, c.fast)
 		}
@@ -98,7 +106,7 @@ func TestExecFastPath(t *testing.T) {
 	if err := os.Symlink(host, sock); err != nil {
 		t.Fatal(err)
 	}
-	_, errs, code := execWith(t, ws, nil, r.ID, "--", "true")
+	_, errs, code := execWith(t, ws, nil, "", r.ID, "--", "true")
 	if code != 125 || !strings.Contains(errs, "PF192") {
 		t.Errorf("a link in place of the socket: %d %q", code, errs)
 	}

@@ -4,12 +4,12 @@
  * no writable globals, no absolute relocations, no C library).
  *
  * An exec is one connect to the session's agent and one request; the Go
- * runtime's start costs more than both. So `pinfold exec ID [--] CMD
- * [ARGS...]`, with no flags and the session's full id, is done here before
+ * runtime's start costs more than both. So `pinfold exec [-i] ID [--] CMD
+ * [ARGS...]`, with the session's full id and no other flag, is done here before
  * the runtime exists, speaking internal/agent's protocol (a JSON request
  * line, then frames of a type byte and a big-endian u32 length) as
  * cli.execMain does. Everything else returns to the Go side, which does the
- * whole exec as before: flags, a name or an id prefix, PINFOLD_HOST, a store
+ * whole exec as before: other flags, a name or an id prefix, PINFOLD_HOST, a store
  * or record that is not plainly ours, a session not running, an agent that
  * cannot be reached, and an exec the agent refused before the command
  * started (not found, not executable): nothing ran, so the Go side asks
@@ -20,12 +20,14 @@
 #define EX_ID_LEN 12
 #define EX_FRAME_MAX (1 << 20) /* agent.maxFrame */
 #define EX_PAY_CAP 65536       /* the started and exit frames kept whole */
-#define EX_RBUF 65536
+#define EX_RBUF 65536 /* the socket's reads, and stdin's (-i) */
 #define S_IFSOCK 0140000
 #define O_PATH 010000000
 #define SOCK_STREAM 1
 #define EAGAIN 11
 #define POLLOUT 4
+#define POLLERR 8
+#define POLLHUP 16
 #define SIGHUP 1
 #define SIGINT 2
 #define SIGQUIT 3
@@ -131,7 +133,7 @@ static int ex_write(int fd, const char *b, long n, int sock)
 
 /* ex_request builds {"op":"exec","args":[...]}\n as agent's writeRequest
  * does (json.Marshal's escapes decode to the same strings). */
-static char *ex_request(int argc, char **argv, int cmd, size_t *len, size_t *mapped)
+static char *ex_request(int argc, char **argv, int cmd, int in, size_t *len, size_t *mapped)
 {
 	size_t need = 64;
 	char *m, *q, *end;
@@ -144,7 +146,10 @@ static char *ex_request(int argc, char **argv, int cmd, size_t *len, size_t *map
 	r = put(&q, end, "{\"op\":\"exec\",\"args\":[", 21);
 	for (int i = cmd; i < argc && r == 0; i++)
 		r = (i > cmd ? put(&q, end, ",", 1) : 0) | jsonstr(&q, end, argv[i]);
-	r |= put(&q, end, "]}\n", 3);
+	r |= put(&q, end, "]", 1);
+	if (in)
+		r |= put(&q, end, ",\"stdin\":true", 13);
+	r |= put(&q, end, "}\n", 2);
 	if (r < 0) {
 		sys2(__NR_munmap, m, need);
 		return 0;
@@ -299,18 +304,20 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
  */
 static void fast_exec(int argc, char **argv, char **envp)
 {
-	char dir[4096], *req, *rbuf, *pay;
+	char dir[4096], *req, *rbuf, *pay, *ibuf;
 	const char *id = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
 	size_t reqlen = 0, reqmap = 0;
 	u64 set = EX_SIGS, old = 0;
 	long sock, sfd, n;
-	int cmd = 3, started = 0, hlen = 0, type = 0;
+	int cmd = 3, started = 0, hlen = 0, type = 0, in = 0;
 	u8 hdr[5];
 	u32 remain = 0, plen = 0;
 	struct kstat st;
 
 	if (host && *host)
 		return;
+	if (streq(id, "-i") || streq(id, "--interactive"))
+		in = 1, id = argv[3], cmd = 4; /* argc >= 4 */
 	if (slen(id) != EX_ID_LEN)
 		return;
 	for (int i = 0; i < EX_ID_LEN; i++)
@@ -334,17 +341,18 @@ static void fast_exec(int argc, char **argv, char **envp)
 	dir[slen(dir) - slen("session.json")] = 0;
 	if (scat(dir, sizeof dir, "run/agent.sock") < 0 || (sock = ex_dial(dir)) < 0)
 		return;
-	if (!(req = ex_request(argc, argv, cmd, &reqlen, &reqmap))) {
+	if (!(req = ex_request(argc, argv, cmd, in, &reqlen, &reqmap))) {
 		sys1(__NR_close, sock);
 		return;
 	}
-	rbuf = map_anon(EX_RBUF + EX_PAY_CAP);
+	rbuf = map_anon(2 * EX_RBUF + 8 + EX_PAY_CAP);
 	if (!rbuf) {
 		sys2(__NR_munmap, req, reqmap);
 		sys1(__NR_close, sock);
 		return;
 	}
-	pay = rbuf + EX_RBUF;
+	ibuf = rbuf + EX_RBUF;
+	pay = ibuf + EX_RBUF + 8;
 	/* Caught from before the request, so that none is lost to a default
 	 * action while the command starts (execMain's terminal.Catch). */
 	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
@@ -354,12 +362,24 @@ static void fast_exec(int argc, char **argv, char **envp)
 	sys2(__NR_munmap, req, reqmap);
 	req = 0;
 	for (;;) {
-		struct pollfd_ p[2] = {{(int)sock, POLLIN, 0}, {(int)sfd, POLLIN, 0}};
-		n = sys5(__NR_ppoll, p, 2, 0, 0, 8);
+		struct pollfd_ p[3] = {{(int)sock, POLLIN, 0}, {(int)sfd, POLLIN, 0}, {in ? 0 : -1, POLLIN, 0}};
+		n = sys5(__NR_ppoll, p, 3, 0, 0, 8);
 		if (n == -EINTR)
 			continue;
 		if (n < 0)
 			break;
+		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+			/* -i: stdin frames, then its end (execMain's copy, then Close). */
+			n = sys3(__NR_read, 0, ibuf + 5, EX_RBUF);
+			if (n != -EINTR && n != -EAGAIN) {
+				u32 k = n > 0 ? (u32)n : 0;
+				ibuf[0] = n > 0 ? 'i' : 'I';
+				ibuf[1] = (char)(k >> 24), ibuf[2] = (char)(k >> 16), ibuf[3] = (char)(k >> 8), ibuf[4] = (char)k;
+				ex_write((int)sock, ibuf, 5 + (long)k, 1);
+				if (n <= 0)
+					in = 0;
+			}
+		}
 		if (p[1].revents & POLLIN) {
 			struct ex_siginfo si;
 			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
@@ -428,7 +448,7 @@ lost:
 back:
 	if (req)
 		sys2(__NR_munmap, req, reqmap);
-	sys2(__NR_munmap, rbuf, EX_RBUF + EX_PAY_CAP);
+	sys2(__NR_munmap, rbuf, 2 * EX_RBUF + 8 + EX_PAY_CAP);
 	if (sfd >= 0)
 		sys1(__NR_close, sfd);
 	sys1(__NR_close, sock);
