@@ -30,12 +30,12 @@ func execWith(t *testing.T, ws string, env []string, stdin string, args ...strin
 	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
-// TestExecFastPath: `pinfold exec ID -- CMD` is done by the launcher
-// before the Go runtime starts (initc/fastexec.c), with the same output,
-// error output and status as the Go side's exec; what it does not do
-// (flags, a name, an exec that did not start) goes to the Go side, which
-// explains; and a link planted in place of the agent's socket is not
-// dialled.
+// TestExecFastPath: `pinfold exec [-i] SESSION -- CMD` (an id or a name)
+// is done by the launcher before the Go runtime starts
+// (initc/fastexec.c), with the same output, error output and status as
+// the Go side's exec; what it does not do (other flags, a prefix, an exec
+// that did not start) goes to the Go side, which explains; and a link
+// planted in place of the agent's socket is not dialled.
 func TestExecFastPath(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the launcher is built for amd64 only")
@@ -63,12 +63,13 @@ func TestExecFastPath(t *testing.T) {
 		{[]string{"-i", r.ID, "--", "sh", "-c", "tr a-z A-Z; exit 5"}, true, "piped\n"},
 		{[]string{"--interactive", r.ID, "sh", "-c", "wc -c; sha256sum"}, true, big},
 		{[]string{"-i", r.ID, "--", "sh", "-c", "wc -c"}, true, ""},
-		{[]string{"-i", "fast", "--", "cat"}, false, "by name"},
+		{[]string{"-i", "fast", "--", "cat"}, true, "by name"},
+		{[]string{"fast", "--", "true"}, true, ""},                // a name
 		{[]string{r.ID, "--", "--", "x"}, false, ""},              // no command "--": not found, explained by Go
 		{[]string{r.ID, "--", "no-such-command"}, false, ""},      // idem
 		{[]string{r.ID, "--", "/etc/hostname"}, false, ""},        // not executable
 		{[]string{"-w", "/no/such/dir", r.ID, "true"}, false, ""}, // a flag
-		{[]string{"fast", "--", "true"}, false, ""},               // a name
+		{[]string{"no-such-name", "--", "true"}, false, ""},       // no such session
 		{[]string{r.ID[:6], "--", "true"}, false, ""},             // a prefix
 		{[]string{"000000000000", "--", "true"}, false, ""},       // no such session
 	} {

@@ -14,8 +14,8 @@ import (
 // TestExecForwardsSignals: pinfold exec passes the same signals to the
 // command whether the session is local or behind the API (PINFOLD_HOST),
 // the user's USR1 and USR2 among them (the remote exec once dropped them),
-// and whether the local one is Go's (a name) or the launcher's fast path
-// (the full id: initc/fastexec.c).
+// and whether the local one is Go's or the launcher's fast path
+// (initc/fastexec.c), by name or by id.
 func TestExecForwardsSignals(t *testing.T) {
 	store := t.TempDir()
 	t.Setenv("PINFOLD_STORE", store)
@@ -40,25 +40,24 @@ func TestExecForwardsSignals(t *testing.T) {
 	id := strings.TrimSpace(out)
 	t.Cleanup(func() { pf(t, ws, "session", "stop", "sig") })
 	script := `trap 'echo got-usr1; exit 31' USR1; trap 'echo got-usr2; exit 32' USR2; echo ready; while :; do sleep 0.05; done`
-	for _, host := range []string{"", "unix://" + sock, "id"} {
-		ref := "sig"
-		if host == "id" {
-			host, ref = "", id
-		}
+	for _, v := range []struct{ where, ref, env string }{
+		{"local, the Go side", "sig", "PINFOLD_NO_LAUNCH_CACHE=1"},
+		{"remote", "sig", "PINFOLD_HOST=unix://" + sock},
+		{"local, fast path, by name", "sig", ""},
+		{"local, fast path, by id", id, ""},
+	} {
 		for _, c := range []struct {
 			sig  syscall.Signal
 			out  string
 			code int
 		}{{syscall.SIGUSR1, "got-usr1", 31}, {syscall.SIGUSR2, "got-usr2", 32}} {
-			where := "local"
-			if host != "" {
-				where = "remote"
-			} else if ref == id {
-				where = "local by id"
-			}
-			cmd := exec.Command(pinfold, "exec", ref, "--", "sh", "-c", script)
+			where := v.where
+			cmd := exec.Command(pinfold, "exec", v.ref, "--", "sh", "-c", script)
 			cmd.Dir = ws
-			cmd.Env = append(os.Environ(), "PINFOLD_HOST="+host)
+			cmd.Env = os.Environ()
+			if v.env != "" {
+				cmd.Env = append(cmd.Env, v.env)
+			}
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)

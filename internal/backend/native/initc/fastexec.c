@@ -4,12 +4,12 @@
  * no writable globals, no absolute relocations, no C library).
  *
  * An exec is one connect to the session's agent and one request; the Go
- * runtime's start costs more than both. So `pinfold exec [-i] ID [--] CMD
- * [ARGS...]`, with the session's full id and no other flag, is done here before
- * the runtime exists, speaking internal/agent's protocol (a JSON request
- * line, then frames of a type byte and a big-endian u32 length) as
- * cli.execMain does. Everything else returns to the Go side, which does the
- * whole exec as before: other flags, a name or an id prefix, PINFOLD_HOST, a store
+ * runtime's start costs more than both. So `pinfold exec [-i] SESSION [--]
+ * CMD [ARGS...]`, the session named by its full id or its name and no
+ * other flag, is done here before the runtime exists, speaking
+ * internal/agent's protocol (a JSON request line, then frames of a type
+ * byte and a big-endian u32 length) as cli.execMain does. Everything else returns to the Go side, which does the
+ * whole exec as before: other flags, an id prefix, PINFOLD_HOST, a store
  * or record that is not plainly ours, a session not running, an agent that
  * cannot be reached, and an exec the agent refused before the command
  * started (not found, not executable): nothing ran, so the Go side asks
@@ -56,16 +56,19 @@ static int ex_find(const char *s, long n, const char *pat)
 /*
  * ex_record reports whether STORE/sessions/ID/session.json (in path) is a
  * running session of the local user, as session.Store.Get and running()
- * see it: ours, a regular file, its id this one, its state "running" and
- * no tenant. The record is written by session.Store.Save
- * (json.MarshalIndent with two spaces): a top-level key starts a line and
- * no string value holds a newline or a bare quote.
+ * see it: ours, a regular file, its id this one, its state "running", no
+ * tenant, and when name is given, that name. The record is written by
+ * session.Store.Save (json.MarshalIndent with two spaces): a top-level key
+ * starts a line and no string value holds a newline or a bare quote.
+ * -1 when there is no such file.
  */
-static int ex_record(const char *path, const char *id)
+static int ex_record(const char *path, const char *id, const char *name)
 {
-	char b[8192], want[48];
+	char b[8192], want[96];
 	struct kstat st;
 	long fd = sys3(__NR_open, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0), n;
+	if (fd == -ENOENT)
+		return -1;
 	if (fd < 0)
 		return 0;
 	if (sys2(__NR_fstat, fd, &st) < 0 || (st.mode & S_IFMT) != S_IFREG || st.uid != (u32)sys0(__NR_geteuid) ||
@@ -81,8 +84,89 @@ static int ex_record(const char *path, const char *id)
 	scat(want, sizeof want, "{\n  \"id\": \"");
 	scat(want, sizeof want, id);
 	scat(want, sizeof want, "\",\n");
-	return n > (long)slen(want) && !memcmp(b, want, slen(want)) && ex_find(b, n, "\n  \"state\": \"running\",\n") &&
-	       !ex_find(b, n, "\n  \"tenant\": ");
+	if (n <= (long)slen(want) || memcmp(b, want, slen(want)) || !ex_find(b, n, "\n  \"state\": \"running\",\n") ||
+	    ex_find(b, n, "\n  \"tenant\": "))
+		return 0;
+	if (!name)
+		return 1;
+	want[0] = 0;
+	scat(want, sizeof want, "\n  \"name\": \"");
+	scat(want, sizeof want, name); /* a valid name needs no escape */
+	scat(want, sizeof want, "\",\n");
+	return ex_find(b, n, want);
+}
+
+static int ex_isid(const char *s)
+{
+	if (slen(s) != EX_ID_LEN)
+		return 0;
+	for (int i = 0; i < EX_ID_LEN; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* ex_name: a session name as session.validName takes it. */
+static int ex_name(const char *s)
+{
+	size_t n = slen(s);
+	if (n == 0 || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * ex_find_session finds ref in the sessions directory (dir, ending in
+ * "/") as session.Store.Get does, an id before a name, and writes its id
+ * into id: 1 when it names a running session of the local user. A name
+ * running sessions share but one at a time (session.Store.Create), so the
+ * one running is the newest of that name, which Get takes. A prefix, or
+ * anything else, is left to the Go side (0).
+ */
+static int ex_find_session(char *dir, size_t cap, const char *ref, char *id)
+{
+	size_t base = slen(dir);
+	char buf[4096];
+	long fd, n;
+	int found = 0, r = -1;
+	if (ex_isid(ref)) {
+		if (scat(dir, cap, ref) < 0 || scat(dir, cap, "/session.json") < 0)
+			return 0;
+		r = ex_record(dir, ref, 0);
+		dir[base] = 0;
+		if (r >= 0) {
+			memcpy(id, ref, EX_ID_LEN + 1);
+			return r;
+		}
+	}
+	if (!ex_name(ref))
+		return 0;
+	fd = sys3(__NR_open, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	while ((n = sys3(__NR_getdents64, fd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->reclen;
+			if (!ex_isid(d->name) || scat(dir, cap, d->name) < 0 || scat(dir, cap, "/session.json") < 0) {
+				dir[base] = 0;
+				continue;
+			}
+			if (ex_record(dir, d->name, ref) == 1) {
+				memcpy(id, d->name, EX_ID_LEN + 1);
+				found++;
+			}
+			dir[base] = 0;
+		}
+	}
+	sys1(__NR_close, fd);
+	return n == 0 && found == 1;
 }
 
 /* ex_dial connects to the agent's socket without following a link in its
@@ -304,8 +388,8 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
  */
 static void fast_exec(int argc, char **argv, char **envp)
 {
-	char dir[4096], *req, *rbuf, *pay, *ibuf;
-	const char *id = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
+	char dir[4096], *req, *rbuf, *pay, *ibuf, id[EX_ID_LEN + 1];
+	const char *ref = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
 	size_t reqlen = 0, reqmap = 0;
 	u64 set = EX_SIGS, old = 0;
 	long sock, sfd, n;
@@ -316,13 +400,8 @@ static void fast_exec(int argc, char **argv, char **envp)
 
 	if (host && *host)
 		return;
-	if (streq(id, "-i") || streq(id, "--interactive"))
-		in = 1, id = argv[3], cmd = 4; /* argc >= 4 */
-	if (slen(id) != EX_ID_LEN)
-		return;
-	for (int i = 0; i < EX_ID_LEN; i++)
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return;
+	if (streq(ref, "-i") || streq(ref, "--interactive"))
+		in = 1, ref = argv[3], cmd = 4; /* argc >= 4 */
 	if (cmd < argc && streq(argv[cmd], "--"))
 		cmd++;
 	if (cmd >= argc)
@@ -335,11 +414,9 @@ static void fast_exec(int argc, char **argv, char **envp)
 	if (storedir(dir, sizeof dir, envp) < 0 || sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR ||
 	    st.uid != (u32)sys0(__NR_geteuid) || (st.mode & 022))
 		return;
-	if (scat(dir, sizeof dir, "/sessions/") < 0 || scat(dir, sizeof dir, id) < 0 ||
-	    scat(dir, sizeof dir, "/session.json") < 0 || !ex_record(dir, id))
+	if (scat(dir, sizeof dir, "/sessions/") < 0 || !ex_find_session(dir, sizeof dir, ref, id))
 		return;
-	dir[slen(dir) - slen("session.json")] = 0;
-	if (scat(dir, sizeof dir, "run/agent.sock") < 0 || (sock = ex_dial(dir)) < 0)
+	if (scat(dir, sizeof dir, id) < 0 || scat(dir, sizeof dir, "/run/agent.sock") < 0 || (sock = ex_dial(dir)) < 0)
 		return;
 	if (!(req = ex_request(argc, argv, cmd, in, &reqlen, &reqmap))) {
 		sys1(__NR_close, sock);
