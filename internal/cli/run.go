@@ -180,9 +180,13 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		// A plain run hands off to the runtime's small waiter once the
 		// command runs, recording its launch first.
 		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
+		oom := &sandbox.Result{Limits: p.Sandbox.Limits, Reason: sandbox.ReasonOOM}
 		opts.Handoff = &engine.Handoff{
 			TimeoutMsg: "pinfold: " + limitMessage(r, sandbox.LimitTimeout),
 			TmpFullMsg: "pinfold: " + limitMessage(r, sandbox.LimitTmp),
+			MemoryMsg:  "pinfold: " + limitMessage(r, sandbox.LimitMemory),
+			OOMMsg:     "pinfold: " + limitMessage(oom, sandbox.LimitMemory),
+			PidsMsg:    "pinfold: " + limitMessage(r, sandbox.LimitPids),
 			Report:     io.Stderr, Record: lr.record(p),
 			Ready: func(sandbox.Process, string) bool { unpackAppLater(o, p); return true },
 		}
