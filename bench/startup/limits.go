@@ -45,9 +45,11 @@ func limitsRunners(bin string) ([]*runner, error) {
 	probe.Remove()
 	var sb strings.Builder
 	sb.WriteString("set -e\nn=bench-$$\n")
+	sb.WriteString("mkdir")
 	for _, p := range parents {
-		fmt.Fprintf(&sb, "mkdir %s/$n\n", p)
+		fmt.Fprintf(&sb, " %s/$n", p)
 	}
+	sb.WriteString("\n")
 	sb.WriteString(strings.Join(set, "\n") + "\n(")
 	for _, p := range parents {
 		fmt.Fprintf(&sb, "echo 0 > %s/$n/cgroup.procs; ", p)
