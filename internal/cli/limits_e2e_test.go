@@ -36,12 +36,12 @@ func goProcesses(pid int) []int {
 	return found
 }
 
-// waitNoZombies fails unless pid has no zombie child within a second
+// waitNoZombies fails unless pid has no zombie child within 3 seconds
 // (the waiter reaps on SIGCHLD, a moment after a child ends).
 func waitNoZombies(t *testing.T, what string, pid int) {
 	t.Helper()
 	var z []string
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if z = procstat.Zombies(pid); len(z) == 0 {
 			return
 		}
