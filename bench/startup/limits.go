@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/procstat"
 )
 
 // benchLimits are the limits of the -limits comparison.
@@ -23,7 +24,7 @@ func limitsRunners(bin string) ([]*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	probe, err := sys.New(fmt.Sprintf("bench-probe-%d", os.Getpid()), benchLimits)
+	probe, err := sys.New(fmt.Sprintf("%d-%d-probe", os.Getpid(), procstat.StartTime(os.Getpid())), benchLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,10 @@ func limitsRunners(bin string) ([]*runner, error) {
 	}
 	probe.Remove()
 	var sb strings.Builder
-	sb.WriteString("set -e\nn=bench-$$\n")
+	// Named as pinfold names its groups (PID-START-...), after this
+	// process: pinfold clean leaves them while it runs, and removes what
+	// an interrupted bench left.
+	fmt.Fprintf(&sb, "set -e\nn=%d-%d-bench$$\n", os.Getpid(), procstat.StartTime(os.Getpid()))
 	sb.WriteString("mkdir")
 	for _, p := range parents {
 		fmt.Fprintf(&sb, " %s/$n", p)

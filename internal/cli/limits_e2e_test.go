@@ -209,3 +209,51 @@ func TestNoZombiesUnderSandboxes(t *testing.T) {
 		pf(t, ws, "session", "stop", "--time", "2", r.ID)
 	}
 }
+
+// TestDiskHandOff: a run with --disk hands off too; the waiter leaves the
+// volume's writes to pinfold __finish, which keeps them, says whether the
+// cap was hit, and leaves no volume behind.
+func TestDiskHandOff(t *testing.T) {
+	needRootForDisk(t)
+	ws := changesetWorkspace(t)
+	for _, c := range []struct {
+		script string
+		added  int
+		full   bool
+	}{
+		{"echo data > new.txt; echo started; sleep 0.5", 1, false},
+		{"echo started; dd if=/dev/zero of=big.bin bs=1M count=40 2>/dev/null; echo x > after.txt; sleep 0.5", 2, true},
+		{"echo started; sleep 0.5", 0, false},
+	} {
+		cmd := exec.Command(pinfold, "run", "--disk", "32m", "--", "sh", "-c", c.script)
+		cmd.Dir, cmd.WaitDelay = ws, 2*time.Second
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
+			t.Fatalf("%q: printed %q", c.script, line)
+		}
+		waitHandoff(t, cmd.Process.Pid)
+		if g := goProcesses(cmd.Process.Pid); len(g) != 0 {
+			t.Errorf("Go processes during a run with --disk: %v", g)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%q: %v %q", c.script, err, errb.String())
+		}
+		errs := errb.String()
+		if c.added == 0 {
+			if errs != "" {
+				t.Errorf("%q: an empty run printed %q", c.script, errs)
+			}
+		} else if _, added, _, _ := summary(t, errs); added != c.added || strings.Contains(errs, "hit its disk cap (--disk 32MiB)") != c.full {
+			t.Errorf("%q: summary %q", c.script, errs)
+		}
+		waitNoLeftovers(t)
+	}
+}

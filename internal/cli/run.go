@@ -482,7 +482,7 @@ func finishCommand() command {
 					session.Open(args[0]).Finished(args[1], status, false, 0, 0, 0)
 				}
 				if co != nil {
-					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
+					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{Disk: co.DiskCap})
 				}
 				if err != nil {
 					fail(io, engine.Classify(err, nil))

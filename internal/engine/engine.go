@@ -237,15 +237,15 @@ type Run struct {
 // CanHandoff reports whether a run of p has nothing to do once its command
 // runs but wait for it, then record a new changeset of the workspace,
 // have the network helper report what it blocked and the cgroups the
-// limits hit: no terminal or output to watch, no captures, disk, --apply
-// or reused changeset. Such a run can hand its process to a small waiter
-// (Options.Handoff).
+// limits hit (a disk's writes are kept by "pinfold __finish"): no terminal
+// or output to watch, no captures, --apply or reused changeset. Such a run
+// can hand its process to a small waiter (Options.Handoff).
 // It is the one decision of the fast path's eligibility; recordable adds
 // what a replay needs.
 func CanHandoff(p *plan.Plan) bool {
 	sp := &p.Sandbox
 	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY &&
-		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply && p.Disk == 0 &&
+		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply &&
 		sp.Base.Kind == sandbox.BaseHost
 }
 
@@ -253,11 +253,11 @@ func CanHandoff(p *plan.Plan) bool {
 // recorded for replay (see Handoff.Record): on top of CanHandoff, the plan
 // has no step on the host (hooks, caches, secrets, capabilities, a
 // lockfile's audit), a network the replay can reach (none, or the shared
-// helper's), no published ports and no limits (a replay makes no
-// cgroup). The runtime checks what the sandbox depends on.
+// helper's), no published ports and no limits (a replay makes no cgroup
+// nor disk). The runtime checks what the sandbox depends on.
 func recordable(p *plan.Plan) bool {
 	sp := &p.Sandbox
-	return CanHandoff(p) && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
+	return CanHandoff(p) && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 && p.Disk == 0 &&
 		(sp.Network == sandbox.NetworkNone || sp.Network == sandbox.NetworkAllow || sp.Network == sandbox.NetworkOutbound) &&
 		len(sp.Net.Publish) == 0 && len(p.Hooks) == 0 && len(p.Caches) == 0 && len(p.Secrets) == 0 &&
 		len(p.Capabilities) == 0 && p.Audit.Lockfile == "none configured"

@@ -1671,7 +1671,8 @@ static int stage2(void *arg)
  *
  * With PINFOLD, STORE and ID the run keeps a changeset (STORE/changesets/ID,
  * whose lock the waiter inherited): once the command ended and the sandbox
- * is gone, an empty changeset is removed here, as most runs write nothing;
+ * is gone, an empty changeset is removed here, as most runs write nothing
+ * (one with a disk image, --disk, never: its writes are in the image);
  * otherwise the waiter becomes "PINFOLD __finish STORE ID STATUS", which
  * records and reports it in Go and exits with STATUS.
  */
@@ -1786,6 +1787,12 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 	fd = sys4(__NR_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		goto go;
+	/* With --disk the writes are in the volume's image, not in r0/upper:
+	 * pinfold __finish copies them back. */
+	if (sys4(__NR_faccessat, fd, "disk.img", 0, 0) == 0) {
+		sys1(__NR_close, fd);
+		goto go;
+	}
 	{
 		long up = sys4(__NR_openat, fd, "r0/upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 		r = up < 0 ? up : rmtree(up, 0, 1);
