@@ -18,6 +18,7 @@ import (
 
 	"github.com/pinfold/pinfold/client"
 	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/internal/server"
 )
 
@@ -188,6 +189,21 @@ func TestNoZombies(t *testing.T) {
 		}
 		if res, err := c.Exec(ctx, sb.ID, client.ExecRequest{Args: []string{"echo", fmt.Sprint(i)}}); err != nil || res.Stdout != fmt.Sprintf("%d\n", i) {
 			t.Errorf("exec: %+v %v", res, err)
+		}
+		// A live session leaves no zombie either: not under its
+		// supervisor (or the waiter it became), nor anywhere below.
+		var live []string
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			live = nil
+			for _, pid := range procstat.Descendants(srv.Process.Pid)[1:] {
+				live = append(live, zombieChildren(pid)...)
+			}
+			if len(live) == 0 {
+				break
+			}
+		}
+		if len(live) != 0 {
+			t.Errorf("zombies under a live session: %v", live)
 		}
 		if _, err := c.Delete(ctx, sb.ID); err != nil {
 			t.Fatal(err)

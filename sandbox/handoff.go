@@ -28,6 +28,12 @@ type HandoffOptions struct {
 	// TimeoutMsg and TmpFullMsg are printed on stderr when the timeout
 	// fires or /tmp filled up.
 	TimeoutMsg, TmpFullMsg string
+	// MemoryMsg, OOMMsg and PidsMsg are printed on stderr when the
+	// command hit its memory limit and exited (MemoryMsg) or was killed
+	// (OOMMsg), and when a fork was refused for its process limit. A
+	// runtime hands off a sandbox with limits only when the messages of
+	// its limits are given.
+	MemoryMsg, OOMMsg, PidsMsg string
 	// Finish names a changeset the waiter finishes once the command
 	// ended, "pinfold __finish" style: the pinfold binary, the store and
 	// the changeset's id. Its lock must survive the exec.

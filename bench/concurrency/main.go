@@ -5,11 +5,13 @@
 //     for a fixed number of runs; runs per second, for N = 10 and 100;
 //   - memory: K sandboxes running `sleep` at once; the host memory they
 //     take, as the sum of the proportional set size (Pss) of every
-//     process of each run except the command itself, per sandbox.
+//     process of each run (the started process and those below it)
+//     except the command itself, per sandbox.
 //
 // Each pinfold mode is measured: --access ro (replayed by the launch
-// cache, handed off to the small waiter), the changeset default, and
-// --network allow.
+// cache, handed off to the small waiter), the changeset default,
+// --network allow, and --access ro with --memory 256m --pids 64 (handed
+// off with its cgroups). -throughput=false measures memory only.
 //
 //	./scripts/build.sh && go run ./bench/concurrency -pinfold bin/pinfold
 package main
@@ -26,6 +28,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/procstat"
 )
 
 var bwrap = []string{"bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
@@ -35,6 +39,7 @@ func main() {
 	pinfold := flag.String("pinfold", "bin/pinfold", "pinfold binary to measure")
 	runs := flag.Int("runs", 400, "runs per throughput measurement")
 	idle := flag.Int("idle", 20, "sandboxes at once in the memory measurement")
+	doThroughput := flag.Bool("throughput", true, "measure throughput (else memory only)")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	check(err)
@@ -62,13 +67,20 @@ func main() {
 		{"pinfold --network allow", func(a ...string) []string {
 			return append([]string{bin, "run", "--access", "ro", "--network", "allow", "--allow", "example.test", "--"}, a...)
 		}},
+		{"pinfold --memory --pids", func(a ...string) []string {
+			return append([]string{bin, "run", "--access", "ro", "--memory", "256m", "--pids", "64", "--"}, a...)
+		}},
 	}
 	// Warm up: records, images, the shared network helper.
 	for _, m := range modes {
 		c := m.cmd("/bin/true")
 		exec.Command(c[0], c[1:]...).Run()
 	}
-	for _, n := range []int{10, 100} {
+	sizes := []int{10, 100}
+	if !*doThroughput {
+		sizes = nil
+	}
+	for _, n := range sizes {
 		fmt.Printf("\nthroughput, %d at once, %d runs of /bin/true\n", n, *runs)
 		var base float64
 		for i, m := range modes {
@@ -81,10 +93,10 @@ func main() {
 		// Changesets pile up: drop them between rounds.
 		discardAll(bin)
 	}
-	fmt.Printf("\nhost memory per idle sandbox, %d running `sleep` at once (Pss of every process but the command)\n", *idle)
+	fmt.Printf("\nhost memory per idle sandbox, %d running `sleep` at once (Pss and Rss of every process but the command)\n", *idle)
 	for _, m := range modes {
-		kib := memory(m.cmd("sleep", "30"), *idle)
-		fmt.Printf("  %-28s %8.0f KiB\n", m.name, kib)
+		p, r := memory(m.cmd("sleep", "30"), *idle)
+		fmt.Printf("  %-28s %8.0f KiB Pss %8.0f KiB Rss\n", m.name, p, r)
 	}
 	discardAll(bin)
 	load, _ = os.ReadFile("/proc/loadavg")
@@ -120,10 +132,11 @@ func throughput(cmd []string, n, total int) float64 {
 }
 
 // memory starts k sandboxes of cmd (a sleep), waits until every one
-// runs, and returns the mean Pss, in KiB, of the processes each run added
-// besides its command: the supervisor, waiter, init and helpers (a shared
-// helper's Pss is split among the sandboxes it serves).
-func memory(cmd []string, k int) float64 {
+// runs, and returns the mean Pss and Rss, in KiB, of the processes each
+// run added besides its command: the supervisor, waiter, init and helpers
+// (a shared helper's Pss is split among the sandboxes it serves; its Rss
+// is not).
+func memory(cmd []string, k int) (pssKiB, rssKiB float64) {
 	before := processes()
 	var cs []*exec.Cmd
 	for i := 0; i < k; i++ {
@@ -136,12 +149,18 @@ func memory(cmd []string, k int) float64 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
-	var total float64
-	for pid, comm := range processes() {
-		if _, old := before[pid]; old || comm == "sleep" {
-			continue
+	// Only the runs' own processes: other work on a shared machine
+	// starts processes too.
+	var total, rss float64
+	now := processes()
+	for _, c := range cs {
+		for _, pid := range procstat.Descendants(c.Process.Pid) {
+			if comm, ok := now[pid]; !ok || comm == "sleep" {
+				continue
+			}
+			p, r := rollup(pid)
+			total, rss = total+p, rss+r
 		}
-		total += pss(pid)
 	}
 	for _, c := range cs {
 		c.Process.Kill()
@@ -152,7 +171,7 @@ func memory(cmd []string, k int) float64 {
 	// What a kill leaves to the sandboxes' inits goes with them; give it
 	// a moment.
 	time.Sleep(500 * time.Millisecond)
-	return total / float64(k)
+	return total / float64(k), rss / float64(k)
 }
 
 func countSleeps(before map[int]string) int {
@@ -181,18 +200,24 @@ func processes() map[int]string {
 	return m
 }
 
-func pss(pid int) float64 {
+// rollup returns a process's Pss and Rss in KiB.
+func rollup(pid int) (pss, rss float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+		if f := strings.Fields(line); len(f) >= 2 {
 			v, _ := strconv.ParseFloat(f[1], 64)
-			return v
+			switch f[0] {
+			case "Pss:":
+				pss = v
+			case "Rss:":
+				rss = v
+			}
 		}
 	}
-	return 0
+	return pss, rss
 }
 
 // discardAll drops the changesets the runs left in the workspace.

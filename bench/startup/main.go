@@ -7,6 +7,9 @@
 //
 //	go run ./bench/startup -pinfold ./pinfold -rounds 300
 //
+// With -limits it pairs a run with --memory 256m --pids 64 against bwrap
+// in the same cgroups made by a shell script (limitsRunners).
+//
 // It also measures the library path: a warm Go process calling
 // sandbox.Run for /bin/true with a pool of pre-built instances, paired
 // with the same bubblewrap command.
@@ -77,6 +80,7 @@ func main() {
 	rounds := flag.Int("rounds", 200, "paired rounds per comparison")
 	podman := flag.Bool("podman", true, "include podman (slow) in the CLI table")
 	library := flag.Bool("library", true, "measure the library path")
+	limits := flag.Bool("limits", false, "measure only a run with --memory 256m --pids 64 against bwrap in a cgroup a script made")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	if err != nil {
@@ -90,6 +94,22 @@ func main() {
 	defer os.RemoveAll(ws)
 	if err := os.Chdir(ws); err != nil {
 		fail(err)
+	}
+
+	if *limits {
+		load, _ := os.ReadFile("/proc/loadavg")
+		fmt.Printf("load average at the start: %s", load)
+		rs, err := limitsRunners(bin)
+		if err != nil {
+			fail(err)
+		}
+		measure(rs, *rounds)
+		report("CLI with limits, cold start", rs, 0, 1)
+		ratio(rs, 0, 2)
+		ratio(rs, 1, 2)
+		load, _ = os.ReadFile("/proc/loadavg")
+		fmt.Printf("load average at the end: %s", load)
+		return
 	}
 
 	// bwrap shows the workspace read-only (its / is): pinfold --access ro
@@ -243,8 +263,8 @@ func ratio(rs []*runner, a, b int) {
 		ratios[i] = float64(rs[a].d[i]) / float64(rs[b].d[i])
 	}
 	sort.Float64s(ratios)
-	fmt.Printf("  ratio %s / %s: median %.3f (p25 %.3f, p75 %.3f)\n", rs[a].name, short(rs[b].name),
-		ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4])
+	fmt.Printf("  ratio %s / %s: median %.3f (p25 %.3f, p75 %.3f, p90 %.3f)\n", rs[a].name, short(rs[b].name),
+		ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4], ratios[int(float64(len(ratios)-1)*0.9)])
 }
 
 func short(s string) string { return strings.Fields(s)[0] }

@@ -40,6 +40,12 @@ func (g *Group) Name() string { return "" }
 // ProcsFiles returns nil.
 func (g *Group) ProcsFiles() []string { return nil }
 
+// Dirs returns nil.
+func (g *Group) Dirs() []string { return nil }
+
+// EventFiles returns no files.
+func (g *Group) EventFiles() (memory, pids string) { return "", "" }
+
 // Join fails with ErrUnsupported.
 func (g *Group) Join(pid int) error { return ErrUnsupported }
 

@@ -470,6 +470,9 @@ func TestNewV2Fake(t *testing.T) {
 	if got := g.ProcsFiles(); !slices.Equal(got, []string{leaf + "/cgroup.procs"}) {
 		t.Errorf("ProcsFiles() = %q", got)
 	}
+	if mem, pids := g.EventFiles(); mem != leaf+"/memory.events" || pids != leaf+"/pids.events" || !slices.Equal(g.Dirs(), []string{leaf}) {
+		t.Errorf("EventFiles() = %q, %q; Dirs() = %q", mem, pids, g.Dirs())
+	}
 	if err := g.Join(4242); err != nil {
 		t.Fatal(err)
 	}
@@ -620,6 +623,14 @@ func TestNewHybridFake(t *testing.T) {
 	}
 	if got := g.ProcsFiles(); !slices.Equal(got, want) {
 		t.Errorf("ProcsFiles() = %q\nwant %q", got, want)
+	}
+	// The waiter that takes the group over reads and removes these.
+	mem, pids := g.EventFiles()
+	if mem != cg+"/memory/pinfold/box/memory.oom_control" || pids != cg+"/unified/pinfold/box/pids.events" {
+		t.Errorf("EventFiles() = %q, %q", mem, pids)
+	}
+	if got := g.Dirs(); !slices.Equal(got, []string{cg + "/memory/pinfold/box", cg + "/cpu,cpuacct/pinfold/box", cg + "/unified/pinfold/box"}) {
+		t.Errorf("Dirs() = %q", got)
 	}
 	for path, want := range map[string]string{
 		cg + "/memory/pinfold/box/memory.limit_in_bytes":       "16777216",

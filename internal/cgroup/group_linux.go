@@ -241,6 +241,28 @@ func (g *Group) ProcsFiles() []string {
 	return files
 }
 
+// Dirs returns the group's directories, one per hierarchy, in creation
+// order: what a process that removes the group in Remove's place (the
+// native runtime's C waiter) removes, last first.
+func (g *Group) Dirs() []string { return slices.Clone(g.dirs) }
+
+// EventFiles returns the files whose counters Stats reads for the limits a
+// command can hit: memory's oom_kill (v2 memory.events, v1
+// memory.oom_control) and pids' max (pids.events), "" for a controller the
+// group does not limit.
+func (g *Group) EventFiles() (memory, pids string) {
+	if dir := g.ctrl[ctrlMemory]; dir != "" {
+		memory = dir + "/memory.oom_control"
+		if dir == g.v2 {
+			memory = dir + "/memory.events"
+		}
+	}
+	if dir := g.ctrl[ctrlPids]; dir != "" {
+		pids = dir + "/pids.events"
+	}
+	return memory, pids
+}
+
 // Join moves the process pid, with all its threads, into the group.
 func (g *Group) Join(pid int) error {
 	for _, dir := range g.dirs {

@@ -180,9 +180,13 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		// A plain run hands off to the runtime's small waiter once the
 		// command runs, recording its launch first.
 		r := &sandbox.Result{Limits: p.Sandbox.Limits, Timeout: p.Timeout}
+		oom := &sandbox.Result{Limits: p.Sandbox.Limits, Reason: sandbox.ReasonOOM}
 		opts.Handoff = &engine.Handoff{
 			TimeoutMsg: "pinfold: " + limitMessage(r, sandbox.LimitTimeout),
 			TmpFullMsg: "pinfold: " + limitMessage(r, sandbox.LimitTmp),
+			MemoryMsg:  "pinfold: " + limitMessage(r, sandbox.LimitMemory),
+			OOMMsg:     "pinfold: " + limitMessage(oom, sandbox.LimitMemory),
+			PidsMsg:    "pinfold: " + limitMessage(r, sandbox.LimitPids),
 			Report:     io.Stderr, Record: lr.record(p),
 			Ready: func(sandbox.Process, string) bool { unpackAppLater(o, p); return true },
 		}
@@ -478,7 +482,7 @@ func finishCommand() command {
 					session.Open(args[0]).Finished(args[1], status, false, 0, 0, 0)
 				}
 				if co != nil {
-					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{})
+					printChangeset(io, &engine.Outcome{Result: &sandbox.Result{ExitCode: status}, Changeset: co}, &plan.Plan{Disk: co.DiskCap})
 				}
 				if err != nil {
 					fail(io, engine.Classify(err, nil))

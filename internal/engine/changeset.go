@@ -33,6 +33,9 @@ type ChangesetOutcome struct {
 	// DiskFull: the run hit its disk cap, so some writes failed; such a
 	// changeset is never applied by --apply.
 	DiskFull bool
+	// DiskCap is the run's --disk, set by FinishHandedOff (which has no
+	// plan) for the summary.
+	DiskCap int64
 	// Stripped are the files --apply wrote without the set-user-id and
 	// set-group-id bits the command gave them.
 	Stripped []string
@@ -415,13 +418,25 @@ func (e *Engine) FinishHandedOff(ctx context.Context, id string, exitCode int) (
 	if err != nil {
 		return nil, storeError("cannot find the run's changeset "+id, err)
 	}
+	res := &sandbox.Result{ExitCode: exitCode}
+	full, capBytes, err := e.finishDisk(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	if full {
+		res.LimitsHit = append(res.LimitsHit, LimitDisk)
+	}
 	for _, r := range cs.Roots() {
 		if _, err := os.Lstat(r.Upper); errors.Is(err, os.ErrNotExist) {
 			// The waiter's removal of an empty one stopped half way.
 			return &ChangesetOutcome{ID: id, Empty: true}, cs.Remove()
 		}
 	}
-	return e.finishChangeset(ctx, cs, &plan.Plan{}, &sandbox.Result{ExitCode: exitCode}, nil)
+	out, err := e.finishChangeset(ctx, cs, &plan.Plan{}, res, nil)
+	if out != nil {
+		out.DiskCap = capBytes
+	}
+	return out, err
 }
 
 // emptyUppers reports whether no root's upper directory holds anything.

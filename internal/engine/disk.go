@@ -37,7 +37,9 @@ func (e *Engine) openDisk(ctx context.Context, cs *changeset.Changeset, p *plan.
 		return nil, fault.New(fault.Store, "cannot record the disk of changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
 	marker := filepath.Join(disksDir(store), cs.Meta.ID)
-	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+	// The marker holds the cap, for the summary of a run that handed
+	// off (finishDisk).
+	if err := os.WriteFile(marker, []byte(strconv.FormatInt(p.Disk, 10)), 0o600); err != nil {
 		return nil, fault.New(fault.Store, "cannot record the disk of changeset "+cs.Meta.ID, err.Error(), "", err)
 	}
 	v, err := disk.Create(ctx, filepath.Join(cs.Dir, "disk.img"), filepath.Join(cs.Dir, "disk"), p.Disk)
@@ -136,6 +138,37 @@ func copyBack(ctx context.Context, v *disk.Volume, rel, dst string) error {
 		return err
 	}
 	return os.RemoveAll(old)
+}
+
+// finishDisk keeps the writes of cs's volume when its run handed off to
+// the waiter, which could not: the volume went with the sandbox's mounts,
+// and its image is mounted again to copy them back. It returns whether
+// the run filled its disk, and the cap (0: the run had no disk). The
+// caller holds cs's lock.
+func (e *Engine) finishDisk(ctx context.Context, cs *changeset.Changeset) (full bool, capBytes int64, err error) {
+	marker := filepath.Join(disksDir(e.Store), cs.Meta.ID)
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		return false, 0, nil
+	}
+	capBytes, _ = strconv.ParseInt(string(b), 10, 64)
+	image, dir := filepath.Join(cs.Dir, "disk.img"), filepath.Join(cs.Dir, "disk")
+	var v *disk.Volume
+	switch {
+	case disk.Mounted(dir):
+		v = disk.Attached(image, dir)
+	default:
+		if _, err := os.Stat(image); err != nil {
+			os.Remove(marker)
+			return false, capBytes, nil
+		}
+		if v, err = disk.Mount(image, dir); err != nil {
+			return false, capBytes, fault.New(fault.DiskCap, "cannot keep the writes of changeset "+cs.Meta.ID, err.Error(),
+				"run any pinfold command to recover them, or discard the changeset (pinfold discard "+cs.Meta.ID+")", err)
+		}
+	}
+	full, err = e.closeDisk(ctx, cs, v)
+	return full, capBytes, err
 }
 
 // recoverDisks takes over the volumes of runs a killed pinfold left: their

@@ -180,6 +180,11 @@ type Handoff struct {
 	// sandbox.HandoffOptions).
 	TimeoutMsg, TmpFullMsg string
 	Report                 *os.File
+	// MemoryMsg, OOMMsg and PidsMsg are the waiter's messages for the
+	// limits hit (sandbox.HandoffOptions). A plan with a memory or pids
+	// limit hands off only when its messages are given: a front end that
+	// needs Result.LimitsHit itself (a session's record) leaves them out.
+	MemoryMsg, OOMMsg, PidsMsg string
 	// Record, when set, asks for the launch to be recorded for replay,
 	// if the plan allows it: the caller gives its key and what the plan
 	// was read from, the engine the rest.
@@ -230,17 +235,17 @@ type Run struct {
 }
 
 // CanHandoff reports whether a run of p has nothing to do once its command
-// runs but wait for it, then record a new changeset of the workspace and
-// have the network helper report what it blocked: no limits, terminal or
-// output to watch, no captures, disk, --apply or reused changeset. Such a
-// run can hand its process to a small waiter (Options.Handoff).
+// runs but wait for it, then record a new changeset of the workspace,
+// have the network helper report what it blocked and the cgroups the
+// limits hit (a disk's writes are kept by "pinfold __finish"): no terminal
+// or output to watch, no captures, --apply or reused changeset. Such a run
+// can hand its process to a small waiter (Options.Handoff).
 // It is the one decision of the fast path's eligibility; recordable adds
 // what a replay needs.
 func CanHandoff(p *plan.Plan) bool {
 	sp := &p.Sandbox
 	return p.Mode == "sandbox" && p.Backend == native.Name && !p.TTY &&
-		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply && p.Disk == 0 &&
-		sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 &&
+		len(p.Captures) == 0 && p.Changeset == "" && !p.Apply &&
 		sp.Base.Kind == sandbox.BaseHost
 }
 
@@ -248,11 +253,11 @@ func CanHandoff(p *plan.Plan) bool {
 // recorded for replay (see Handoff.Record): on top of CanHandoff, the plan
 // has no step on the host (hooks, caches, secrets, capabilities, a
 // lockfile's audit), a network the replay can reach (none, or the shared
-// helper's) and no published ports. The runtime checks what the sandbox
-// depends on.
+// helper's), no published ports and no limits (a replay makes no cgroup
+// nor disk). The runtime checks what the sandbox depends on.
 func recordable(p *plan.Plan) bool {
 	sp := &p.Sandbox
-	return CanHandoff(p) &&
+	return CanHandoff(p) && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 && p.Disk == 0 &&
 		(sp.Network == sandbox.NetworkNone || sp.Network == sandbox.NetworkAllow || sp.Network == sandbox.NetworkOutbound) &&
 		len(sp.Net.Publish) == 0 && len(p.Hooks) == 0 && len(p.Caches) == 0 && len(p.Secrets) == 0 &&
 		len(p.Capabilities) == 0 && p.Audit.Lockfile == "none configured"
@@ -555,7 +560,11 @@ func (r *Run) handoff(proc sandbox.Process) {
 		return
 	}
 	h := r.o.Handoff
-	ho := sandbox.HandoffOptions{TimeoutMsg: h.TimeoutMsg, TmpFullMsg: h.TmpFullMsg, Report: h.Report, ViolationLog: r.vlog.Path()}
+	if lim := r.p.Sandbox.Limits; lim.Memory != 0 && (h.MemoryMsg == "" || h.OOMMsg == "") || lim.Pids != 0 && h.PidsMsg == "" {
+		return // the front end reports the limits hit itself
+	}
+	ho := sandbox.HandoffOptions{TimeoutMsg: h.TimeoutMsg, TmpFullMsg: h.TmpFullMsg, Report: h.Report, ViolationLog: r.vlog.Path(),
+		MemoryMsg: h.MemoryMsg, OOMMsg: h.OOMMsg, PidsMsg: h.PidsMsg}
 	id := ""
 	if r.cs != nil {
 		// The waiter finishes the changeset (FinishHandedOff), holding

@@ -376,7 +376,8 @@ func TestCanHandoff(t *testing.T) {
 		{plan.Flags{}, true}, // the waiter finishes the changeset
 		{plan.Flags{Apply: true}, false},
 		{plan.Flags{Capture: []string{"/tmp"}}, false},
-		{plan.Flags{Access: "ro", Memory: "64m"}, false},
+		{plan.Flags{Access: "ro", Memory: "64m", Pids: "64"}, true}, // the waiter reports the limits hit
+		{plan.Flags{Disk: "1g"}, true},                              // pinfold __finish keeps the disk's writes
 		{plan.Flags{Access: "ro", TTY: true}, false},
 		{plan.Flags{Access: "ro", Network: "allow", Allow: []string{"example.test"}}, true}, // the helper reports
 	}

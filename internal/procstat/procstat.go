@@ -30,6 +30,30 @@ func StartTime(pid int) uint64 {
 	return n
 }
 
+// Zombies returns the children of pid that ended and were not waited
+// for, as "PID (comm)": a parent that lets them pile up leaks a pid each.
+func Zombies(pid int) []string {
+	var out []string
+	want := strconv.Itoa(pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) >= 2 && f[0] == "Z" && f[1] == want {
+			out = append(out, s[:i+1])
+		}
+	}
+	return out
+}
+
 // Descendants returns pid and every process below it, as /proc shows
 // them now.
 func Descendants(pid int) []int {

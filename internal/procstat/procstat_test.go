@@ -38,6 +38,9 @@ func TestZombieIsGone(t *testing.T) {
 	if StartTime(cmd.Process.Pid) == 0 {
 		t.Fatal("no start time for a running child")
 	}
+	if z := Zombies(os.Getpid()); len(z) != 0 {
+		t.Errorf("zombies before the kill: %v", z)
+	}
 	cmd.Process.Kill()
 	// Not reaped yet: a zombie until Wait.
 	for i := 0; i < 500 && StartTime(cmd.Process.Pid) != 0; i++ {
@@ -45,6 +48,9 @@ func TestZombieIsGone(t *testing.T) {
 	}
 	if got := StartTime(cmd.Process.Pid); got != 0 {
 		t.Errorf("a zombie has a start time: %d", got)
+	}
+	if z := Zombies(os.Getpid()); len(z) != 1 || !strings.HasPrefix(z[0], strconv.Itoa(cmd.Process.Pid)+" (sleep)") {
+		t.Errorf("zombies: %v", z)
 	}
 }
 

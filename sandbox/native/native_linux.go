@@ -822,14 +822,26 @@ var _ sandbox.Handoffer = (*Process)(nil)
 //
 // The goroutine must have been locked to its thread (runtime.LockOSThread)
 // since before New, so that the sandbox was started by this thread. It
-// is not available for sandboxes with cgroup limits or a terminal, nor
-// with a network stack whose helper is not shared.
+// is not available for sandboxes with a terminal, nor with a network
+// stack whose helper is not shared. A sandbox with limits hands its
+// cgroups, made and joined before the command started, to the waiter,
+// which reports the limits hit and removes them: o must then give the
+// messages of its memory and pids limits.
 func (p *Process) Handoff(o sandbox.HandoffOptions) error {
-	if o.Record != nil {
+	if o.Record != nil && p.inst.cg == nil {
 		p.record(&o)
 	}
-	if p.inst.cg != nil || p.PTY != nil || p.io.copies > 0 {
-		return errors.New("handoff needs a sandbox without limits, terminal or copied streams")
+	if p.PTY != nil || p.io.copies > 0 {
+		return errors.New("handoff needs a sandbox without terminal or copied streams")
+	}
+	var limits *initp.WaitLimits
+	if g := p.inst.cg; g != nil {
+		mem, pids := g.EventFiles()
+		if mem != "" && (o.MemoryMsg == "" || o.OOMMsg == "") || pids != "" && o.PidsMsg == "" {
+			return errors.New("handoff of a sandbox with limits needs their messages")
+		}
+		limits = &initp.WaitLimits{MemoryEvents: mem, OOMMsg: o.OOMMsg, MemoryMsg: o.MemoryMsg,
+			PidsEvents: pids, PidsMsg: o.PidsMsg, Dirs: g.Dirs()}
 	}
 	netFD := -1
 	if p.inst.net != nil {
@@ -850,7 +862,7 @@ func (p *Process) Handoff(o sandbox.HandoffOptions) error {
 			p.timer.Stop()
 		}
 	}
-	return p.inst.init.Handoff(deadline, o.TimeoutMsg, o.TmpFullMsg, netFD, o.Finish...)
+	return p.inst.init.Handoff(deadline, o.TimeoutMsg, o.TmpFullMsg, netFD, limits, o.Finish...)
 }
 
 // Kill ends the sandbox at once, with everything in it.

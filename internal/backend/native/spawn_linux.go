@@ -261,6 +261,9 @@ func (in *Init) Ready() error {
 		in.tun = os.NewFile(uintptr(fd), "/dev/net/tun")
 		typ, p, fd, err = in.read()
 	}
+	if typ == msgReady && err == nil {
+		in.reapStage1()
+	}
 	if fd >= 0 {
 		unix.Close(fd)
 	}
@@ -303,6 +306,7 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 		case err != nil:
 			return nil, err
 		case typ == msgReady:
+			in.reapStage1()
 		case typ == msgPTY && fd >= 0:
 			pty = os.NewFile(uintptr(fd), "/dev/ptmx")
 		case typ == msgTUN && fd >= 0:
@@ -373,6 +377,26 @@ func (in *Init) died() error {
 	return errors.New("the sandbox init exited unexpectedly")
 }
 
+// reapStage1 reaps the init's first stage once the root is built
+// (msgReady): it exits as soon as it has released the sandbox's PID 1,
+// which builds the root only then, so this waits a moment at most. Left
+// to Reap, it would be a zombie for the sandbox's life, under this
+// process or the waiter that replaces it.
+func (in *Init) reapStage1() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.reaped || in.stage1 <= 0 {
+		return
+	}
+	for {
+		_, err := unix.Wait4(in.stage1, nil, unix.WALL, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	in.stage1 = 0
+}
+
 // Reap waits until the init processes are gone. After Reap the sandbox's
 // namespaces are torn down and its cgroups are empty.
 func (in *Init) Reap() {
@@ -436,14 +460,43 @@ func (in *Init) Close() error {
 // one itself and otherwise execs "pinfold __finish STORE ID STATUS" with
 // this process's environment.
 //
+// limits, when set, are the cgroups the sandbox runs in: the waiter reports
+// the limits hit and removes them (see WaitLimits).
+//
 // It must be called from the OS thread that spawned the init (use
 // runtime.LockOSThread): exec ends every other thread, and the death of
 // the thread that started the sandbox would kill it.
+//
 // waiterSignals are the signals the waiter forwards to the command (fwd
 // in initc/init.c's waiter_main).
 var waiterSignals = [...]syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGTERM}
 
-func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int, finish ...string) error {
+// WaitLimits are the cgroups a waiter takes over: once the command ended
+// and the sandbox is gone, it prints OOMMsg (the command was killed) or
+// MemoryMsg (it exited) when MemoryEvents counts an oom_kill, PidsMsg when
+// PidsEvents counts a refused fork (max), and removes Dirs.
+type WaitLimits struct {
+	MemoryEvents, OOMMsg, MemoryMsg string
+	PidsEvents, PidsMsg             string
+	Dirs                            []string
+}
+
+// args are the waiter's options for l (initc/init.c's waiter_main).
+func (l *WaitLimits) args() []string {
+	var a []string
+	if l.MemoryEvents != "" {
+		a = append(a, "-m", l.MemoryEvents, l.OOMMsg, l.MemoryMsg)
+	}
+	if l.PidsEvents != "" {
+		a = append(a, "-p", l.PidsEvents, l.PidsMsg)
+	}
+	for _, d := range l.Dirs {
+		a = append(a, "-g", d)
+	}
+	return a
+}
+
+func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int, limits *WaitLimits, finish ...string) error {
 	exe, err := initPath()
 	if err != nil {
 		return err
@@ -458,6 +511,12 @@ func (in *Init) Handoff(deadline int64, timeoutMsg, tmpFullMsg string, netFD int
 		strconv.FormatInt(deadline, 10), timeoutMsg, tmpFullMsg}
 	if netFD >= 0 {
 		argv = append(argv, "-n", strconv.Itoa(netFD))
+	}
+	if limits != nil {
+		if len(limits.Dirs) > 8 {
+			return errors.New("handing off: more cgroups than the waiter takes")
+		}
+		argv = append(argv, limits.args()...)
 	}
 	argv = append(argv, finish...)
 	env := []string{}

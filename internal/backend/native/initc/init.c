@@ -1646,10 +1646,23 @@ static int stage2(void *arg)
  * thread that exec'd us spawned it), so its parent-death signal still ties
  * it to us.
  *
- *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [-n NETFD] [PINFOLD STORE ID]
+ *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [-n NETFD]
+ *                [-m MEMEVENTS OOMMSG MEMMSG] [-p PIDSEVENTS PIDSMSG] [-g CGDIR]...
+ *                [PINFOLD STORE ID]
  *
  * DEADLINE is CLOCK_MONOTONIC nanoseconds, 0 for none. The messages are
  * printed on stderr when the timeout fires or /tmp filled up.
+ *
+ * With -g the sandbox runs in cgroups (each CGDIR, made and joined before
+ * the command started): once the command ended and the sandbox is gone the
+ * waiter reads which limit was hit, prints it (as the Go side would: the
+ * oom_kill count of MEMEVENTS, memory.events or v1's memory.oom_control,
+ * gives OOMMSG when the command was killed and MEMMSG when it exited;
+ * the max count of PIDSEVENTS gives PIDSMSG) and removes the groups.
+ *
+ * The waiter reaps every child but the sandbox's PID 1 as it ends (the
+ * init's first stage, which exits once the sandbox's PID 1 runs): none is
+ * left a zombie for the sandbox's life.
  *
  * With -n, NETFD is the network helper's control socket (see netpolicy's
  * helper.go): once the command ended the waiter shuts its end and reads
@@ -1658,7 +1671,8 @@ static int stage2(void *arg)
  *
  * With PINFOLD, STORE and ID the run keeps a changeset (STORE/changesets/ID,
  * whose lock the waiter inherited): once the command ended and the sandbox
- * is gone, an empty changeset is removed here, as most runs write nothing;
+ * is gone, an empty changeset is removed here, as most runs write nothing
+ * (one with a disk image, --disk, never: its writes are in the image);
  * otherwise the waiter becomes "PINFOLD __finish STORE ID STATUS", which
  * records and reports it in Go and exits with STATUS.
  */
@@ -1773,6 +1787,12 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 	fd = sys4(__NR_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
 		goto go;
+	/* With --disk the writes are in the volume's image, not in r0/upper:
+	 * pinfold __finish copies them back. */
+	if (sys4(__NR_faccessat, fd, "disk.img", 0, 0) == 0) {
+		sys1(__NR_close, fd);
+		goto go;
+	}
 	{
 		long up = sys4(__NR_openat, fd, "r0/upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 		r = up < 0 ? up : rmtree(up, 0, 1);
@@ -1794,6 +1814,91 @@ go:
 	die(code);
 }
 
+/* The waiter's cgroups (-m, -p, -g). */
+#define MAXCG 8
+static struct {
+	const char *mem, *oommsg, *memmsg, *pids, *pidsmsg;
+	const char *dirs[MAXCG];
+	int n;
+} CG;
+
+/* event reads KEY's count from a cgroup's "key value" lines: 0 if none. */
+static long event(const char *path, const char *key)
+{
+	char b[1024];
+	long fd, n, k = slen(key);
+	if (!path || (fd = sys4(__NR_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0)) < 0)
+		return 0;
+	n = sys3(__NR_read, fd, b, sizeof b - 1);
+	sys1(__NR_close, fd);
+	if (n <= 0)
+		return 0;
+	b[n] = 0;
+	for (char *l = b; *l; l++) {
+		if ((l == b || l[-1] == '\n') && !memcmp(l, key, (size_t)k) && l[k] == ' ')
+			return parse_num(l + k + 1);
+	}
+	return 0;
+}
+
+#define EBUSY 16
+
+/*
+ * limits reports the limits the sandbox hit and removes its cgroups, once
+ * its PID 1 is gone (killed says whether the command was killed, for the
+ * memory message). A group whose last processes are still leaving is
+ * retried for about a second, like the Go side's cgroup.Group.Remove; one
+ * left behind is pinfold clean's.
+ */
+static void limits(long init, int killed)
+{
+	if (!CG.n)
+		return;
+	sys4(__NR_wait4, init, 0, WALL, 0);
+	if (event(CG.mem, "oom_kill") > 0)
+		say(killed ? CG.oommsg : CG.memmsg);
+	if (event(CG.pids, "max") > 0)
+		say(CG.pidsmsg);
+	for (int i = CG.n - 1; i >= 0; i--) {
+		long ts[2] = {0, 100000};
+		for (int round = 0; round < 100; round++) {
+			long r = sys3(__NR_unlinkat, AT_FDCWD, CG.dirs[i], AT_REMOVEDIR);
+			if (r != -EBUSY && r != -EINTR)
+				break;
+			sys2(__NR_nanosleep, ts, 0);
+			if (ts[1] < 10000000)
+				ts[1] *= 2;
+		}
+	}
+	CG.n = 0;
+}
+
+/* reap_others reaps the waiter's ended children but the sandbox's PID 1. */
+static void reap_others(long init)
+{
+	for (;;) {
+		u32 si[32];
+		memset(si, 0, sizeof si);
+		/* Peek first: PID 1 must stay for finish's wait4. */
+		if (sys5(__NR_waitid, 0 /* P_ALL */, 0, si, 4 /* WEXITED */ | WNOHANG | 0x01000000 /* WNOWAIT */ | WALL, 0) < 0 ||
+		    si[4] == 0 || si[4] == (u32)init)
+			return;
+		sys4(__NR_wait4, (long)si[4], 0, WALL, 0);
+	}
+}
+
+/* end reports how the command ended and finishes the run with code. */
+static __attribute__((noreturn)) void end(char **argv, int nfin, char **fin, char **envp, long init, int netfd,
+					  int code, int timedout, int killed, int tmpfull)
+{
+	if (timedout)
+		say(argv[4]);
+	limits(init, killed && !timedout);
+	if (tmpfull)
+		say(argv[5]);
+	finish(nfin, fin, envp, init, code, netfd);
+}
+
 static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **envp)
 {
 	int sock, sfd;
@@ -1805,17 +1910,32 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 	if (argc < 6)
 		die(125);
 	fin = argv + 6, nfin = argc - 6;
-	if (nfin >= 2 && !memcmp(fin[0], "-n", 3)) {
-		netfd = (int)parse_num(fin[1]);
-		fin += 2, nfin -= 2;
+	for (;;) {
+		if (nfin >= 2 && !memcmp(fin[0], "-n", 3)) {
+			netfd = (int)parse_num(fin[1]);
+			fin += 2, nfin -= 2;
+		} else if (nfin >= 4 && !memcmp(fin[0], "-m", 3)) {
+			CG.mem = fin[1], CG.oommsg = fin[2], CG.memmsg = fin[3];
+			fin += 4, nfin -= 4;
+		} else if (nfin >= 3 && !memcmp(fin[0], "-p", 3)) {
+			CG.pids = fin[1], CG.pidsmsg = fin[2];
+			fin += 3, nfin -= 3;
+		} else if (nfin >= 2 && !memcmp(fin[0], "-g", 3) && CG.n < MAXCG) {
+			CG.dirs[CG.n++] = fin[1];
+			fin += 2, nfin -= 2;
+		} else
+			break;
 	}
 	sock = (int)parse_num(argv[1]);
 	init = parse_num(argv[2]);
 	deadline = parse_num(argv[3]);
 	for (unsigned i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
 		set |= 1ULL << (fwd[i] - 1);
+	set |= 1ULL << (SIGCHLD - 1);
 	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, 0, 8);
 	sfd = (int)sys4(__NR_signalfd4, -1, &set, 8, SFD_CLOEXEC);
+	/* A child that ended before the signalfd sent no SIGCHLD to read. */
+	reap_others(init);
 	for (;;) {
 		struct pollfd p[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
 		long ts[2], *tp = 0, r;
@@ -1839,8 +1959,12 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 			continue;
 		if (sfd >= 0 && (p[1].revents & POLLIN)) {
 			struct signalfd_siginfo si;
-			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si)
-				sys2(__NR_kill, init, si.signo);
+			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
+				if (si.signo == SIGCHLD)
+					reap_others(init);
+				else
+					sys2(__NR_kill, init, si.signo);
+			}
 		}
 		if (p[0].revents) {
 			char b[64];
@@ -1848,26 +1972,17 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 			u32 h[4];
 			if (n < 0 && n != -EINTR)
 				n = 0;
-			if (n == 0) { /* the init died without a report */
-				if (timedout) {
-					say(argv[4]);
-					finish(nfin, fin, envp, init, 124, netfd);
-				}
-				finish(nfin, fin, envp, init, 128 + SIGKILL, netfd);
-			}
+			if (n == 0) /* the init died without a report */
+				end(argv, nfin, fin, envp, init, netfd, timedout ? 124 : 128 + SIGKILL, timedout, 1, 0);
 			if (n >= 16) {
 				memcpy(h, b, 16);
 				if (h[0] == M_EXIT) {
-					int st = (int)h[2];
-					if (timedout) {
-						say(argv[4]);
-						finish(nfin, fin, envp, init, 124, netfd);
-					}
-					if (h[3] & EXIT_TMP_FULL)
-						say(argv[5]);
+					int st = (int)h[2], tmpfull = (h[3] & EXIT_TMP_FULL) != 0;
+					if (timedout)
+						end(argv, nfin, fin, envp, init, netfd, 124, 1, 0, tmpfull);
 					if ((st & 0x7f) == 0)
-						finish(nfin, fin, envp, init, (st >> 8) & 0xff, netfd);
-					finish(nfin, fin, envp, init, 128 + (st & 0x7f), netfd);
+						end(argv, nfin, fin, envp, init, netfd, (st >> 8) & 0xff, 0, 0, tmpfull);
+					end(argv, nfin, fin, envp, init, netfd, 128 + (st & 0x7f), 0, 1, tmpfull);
 				}
 			}
 		}

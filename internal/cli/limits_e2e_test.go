@@ -1,0 +1,259 @@
+package cli_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/procstat"
+)
+
+// needCgroups skips where pinfold cannot make cgroups (not root: CI runs
+// as root).
+func needCgroups(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("limits need root here")
+	}
+}
+
+// goProcesses lists the processes at or below pid that run pinfold's Go
+// binary.
+func goProcesses(pid int) []int {
+	want, _ := filepath.EvalSymlinks(pinfold)
+	var found []int
+	for _, p := range procstat.Descendants(pid) {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe"); err == nil && exe == want {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+// waitNoZombies fails unless pid has no zombie child within 3 seconds
+// (the waiter reaps on SIGCHLD, a moment after a child ends).
+func waitNoZombies(t *testing.T, what string, pid int) {
+	t.Helper()
+	var z []string
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if z = procstat.Zombies(pid); len(z) == 0 {
+			return
+		}
+	}
+	t.Errorf("%s: zombies under pid %d: %v", what, pid, z)
+}
+
+// TestLimitsHandOff: a run with limits hands off like any plain run: no
+// Go process stays while the command runs, the cgroups were made before
+// it started, and the waiter removes them when it ends.
+func TestLimitsHandOff(t *testing.T) {
+	needCgroups(t)
+	ws := t.TempDir()
+	cmd, out := startMarked(t, ws, "--memory", "64m", "--pids", "64", "--cpus", "1")
+	pid := cmd.Process.Pid
+	waitHandoff(t, pid)
+	if g := goProcesses(pid); len(g) != 0 {
+		t.Errorf("Go processes during a run with limits: %v", g)
+	}
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if !strings.Contains(string(status), "\nThreads:\t1\n") {
+		t.Errorf("the waiter is not one thread:\n%s", status)
+	}
+	groups := cgroupsOf(pid)
+	if len(groups) == 0 {
+		t.Fatal("no cgroup for the run's limits")
+	}
+	waitNoZombies(t, "run with limits", pid)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 || !strings.Contains(out.String(), "got-term") {
+		t.Errorf("SIGTERM through the waiter: %v %q", err, out.String())
+	}
+	waitGone(t, time.Second)
+	if left := cgroupsOf(pid); len(left) != 0 {
+		t.Errorf("the waiter left the run's cgroups: %v (had %v)", left, groups)
+	}
+}
+
+// TestLimitMessages: a limit hit is reported in the same words and with
+// the same status whether the run handed off to the waiter or stayed in
+// Go (PINFOLD_TRACE keeps it there).
+func TestLimitMessages(t *testing.T) {
+	needCgroups(t)
+	ws := t.TempDir()
+	// The shell keeps 100 MB of output in its memory.
+	const hog = `x=$(head -c 100000000 /dev/zero | tr '\0' a)`
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msgs string
+	}{
+		{"killed", []string{"--memory", "16m", "--", "sh", "-c", hog + "; echo survived"},
+			137, "pinfold: killed: out of memory (limit 16MiB)\n"},
+		{"exited", []string{"--memory", "16m", "--", "sh", "-c", "(" + hog + "); exit 3"},
+			3, "pinfold: limit hit: out of memory (limit 16MiB)\n"},
+		{"pids", []string{"--pids", "8", "--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; wait"},
+			2, "pinfold: limit hit: process limit, fork refused (limit 8)\n"},
+		{"both", []string{"--memory", "16m", "--pids", "8", "--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 5 & done; " + hog},
+			2, "pinfold: limit hit: process limit, fork refused (limit 8)\n"},
+		{"none", []string{"--memory", "64m", "--pids", "64", "--cpus", "0.5", "--", "sh", "-c", "exit 7"}, 7, ""},
+	}
+	for _, c := range cases {
+		for _, path := range []string{"waiter", "go"} {
+			args := append([]string{"run", "--access", "rw"}, c.args...)
+			cmd := exec.Command(pinfold, args...)
+			cmd.Dir = ws
+			if path == "go" {
+				cmd.Env = append(os.Environ(), "PINFOLD_TRACE=1")
+			}
+			cmd.WaitDelay = 2 * time.Second
+			var errb strings.Builder
+			cmd.Stderr = &errb
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			var msgs strings.Builder
+			for _, l := range strings.SplitAfter(errb.String(), "\n") {
+				if strings.HasPrefix(l, "pinfold: ") {
+					msgs.WriteString(l)
+				}
+			}
+			if code != c.code || msgs.String() != c.msgs {
+				t.Errorf("%s through %s: status %d, messages %q (stderr %q); want %d, %q",
+					c.name, path, code, msgs.String(), errb.String(), c.code, c.msgs)
+			}
+			if left := cgroupsOf(cmd.Process.Pid); len(left) != 0 {
+				t.Errorf("%s through %s: cgroups left: %v", c.name, path, left)
+			}
+		}
+	}
+}
+
+// TestNoZombiesUnderSandboxes: the init's first stage exits once the
+// sandbox runs; nothing leaves it a zombie under the process that waits
+// for the sandbox (the Go side, the waiter, a replay's waiter, a session's
+// supervisor).
+func TestNoZombiesUnderSandboxes(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+
+	cmd, _ := startMarked(t, ws)
+	waitHandoff(t, cmd.Process.Pid)
+	waitNoZombies(t, "waiter", cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	// The Go side: a traced run does not hand off.
+	goRun := exec.Command(pinfold, "run", "--access", "rw", "--", "sleep", "31.9")
+	goRun.Dir, goRun.Env = ws, append(os.Environ(), "PINFOLD_TRACE=1")
+	if err := goRun.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); len(sleepers("31.9")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the traced run did not start")
+		}
+	}
+	waitNoZombies(t, "Go supervisor", goRun.Process.Pid)
+	goRun.Process.Kill()
+	goRun.Wait()
+
+	// A replay: launch.c starts the init and becomes the waiter.
+	prime(t, st, ws, runRO("true")...)
+	rep := exec.Command(pinfold, runRO("sh", "-c", `echo $PINFOLD_REPLAYED; exec sleep 31.8`)...)
+	rep.Dir = ws
+	out, err := rep.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "1\n" {
+		rep.Process.Kill()
+		rep.Wait()
+		t.Fatalf("not replayed: %q", line)
+	}
+	waitNoZombies(t, "replay's waiter", rep.Process.Pid)
+	rep.Process.Kill()
+	rep.Wait()
+
+	// A run with limits is never recorded: a replay makes no cgroup.
+	if os.Geteuid() == 0 {
+		os.RemoveAll(filepath.Join(st, "launch"))
+		if _, errs, code := pf(t, ws, "run", "--access", "ro", "--memory", "64m", "--", "true"); code != 0 {
+			t.Fatalf("run with limits: %d %s", code, errs)
+		}
+		if recs, _ := filepath.Glob(filepath.Join(st, "launch", "*")); len(recs) != 0 {
+			t.Errorf("a run with limits was recorded: %v", recs)
+		}
+	}
+
+	// Sessions: one handed off to the waiter, one kept in Go by its
+	// limits (its record says which it hit).
+	for _, args := range [][]string{nil, {"--memory", "256m"}} {
+		if args != nil && os.Geteuid() != 0 {
+			continue
+		}
+		r := startSession(t, ws, args...)
+		waitNoZombies(t, "session "+strings.Join(args, " "), r.Pid)
+		pf(t, ws, "session", "stop", "--time", "2", r.ID)
+	}
+}
+
+// TestDiskHandOff: a run with --disk hands off too; the waiter leaves the
+// volume's writes to pinfold __finish, which keeps them, says whether the
+// cap was hit, and leaves no volume behind.
+func TestDiskHandOff(t *testing.T) {
+	needRootForDisk(t)
+	ws := changesetWorkspace(t)
+	for _, c := range []struct {
+		script string
+		added  int
+		full   bool
+	}{
+		{"echo data > new.txt; echo started; sleep 0.5", 1, false},
+		{"echo started; dd if=/dev/zero of=big.bin bs=1M count=40 2>/dev/null; echo x > after.txt; sleep 0.5", 2, true},
+		{"echo started; sleep 0.5", 0, false},
+	} {
+		cmd := exec.Command(pinfold, "run", "--disk", "32m", "--", "sh", "-c", c.script)
+		cmd.Dir, cmd.WaitDelay = ws, 2*time.Second
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "started\n" {
+			t.Fatalf("%q: printed %q", c.script, line)
+		}
+		waitHandoff(t, cmd.Process.Pid)
+		if g := goProcesses(cmd.Process.Pid); len(g) != 0 {
+			t.Errorf("Go processes during a run with --disk: %v", g)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%q: %v %q", c.script, err, errb.String())
+		}
+		errs := errb.String()
+		if c.added == 0 {
+			if errs != "" {
+				t.Errorf("%q: an empty run printed %q", c.script, errs)
+			}
+		} else if _, added, _, _ := summary(t, errs); added != c.added || strings.Contains(errs, "hit its disk cap (--disk 32MiB)") != c.full {
+			t.Errorf("%q: summary %q", c.script, errs)
+		}
+		waitNoLeftovers(t)
+	}
+}
