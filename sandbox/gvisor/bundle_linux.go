@@ -69,6 +69,7 @@ type ociMount struct {
 
 type ociLinux struct {
 	Namespaces  []ociNS    `json:"namespaces"`
+	CgroupsPath string     `json:"cgroupsPath,omitempty"`
 	UIDMappings []ociIDMap `json:"uidMappings"`
 	GIDMappings []ociIDMap `json:"gidMappings"`
 }
@@ -247,7 +248,8 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 }
 
 // config returns the bundle's config.json for one command.
-func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
+// cgroupsPath names the run's host group (limits), or is empty.
+func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string) ([]byte, error) {
 	env := cmd.Env
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
@@ -273,6 +275,7 @@ func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
 			// The Sentry and gofer run as the sandbox range, never as
 			// host root.
 			UIDMappings: ids, GIDMappings: ids,
+			CgroupsPath: cgroupsPath,
 		},
 	}
 	if cmd.TTY {

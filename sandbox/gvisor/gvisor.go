@@ -15,8 +15,12 @@
 // idmapped mounts pinfold makes (the container runtime's), so what the
 // command writes belongs to the workspace's owner.
 //
+// Limits are a host cgroup pinfold makes and names in the bundle's
+// cgroupsPath, which runsc moves its Sentry and gofer into
+// (limits_linux.go).
+//
 // What it cannot enforce yet is refused by its Features, never run with
-// less: limits, networks other than none, published ports,
+// less: networks other than none, published ports,
 // capabilities, a scratch /tmp, base writes. It runs as root only. A
 // terminal (Cmd.TTY) is runsc's host pseudo-terminal, whose master end
 // runsc hands over on a socket.
@@ -71,6 +75,9 @@ func (r *Runtime) Features() sandbox.Features {
 		Hostname:       true,
 		TTY:            true,
 		Timeout:        true,
+		Memory:         true,
+		Pids:           true,
+		CPUs:           true,
 	}
 }
 

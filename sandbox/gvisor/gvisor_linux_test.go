@@ -6,13 +6,17 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/container"
 )
 
 // runtime returns the runtime with runsc found, or skips (fails on CI).
@@ -98,7 +102,6 @@ func TestRefused(t *testing.T) {
 	rt := runtime(t)
 	ws := t.TempDir()
 	for _, sp := range []sandbox.Spec{
-		{Workspace: ws, Limits: sandbox.Limits{Memory: 64 << 20}},
 		{Workspace: ws, Network: sandbox.NetworkOutbound},
 		{Workspace: ws, Net: sandbox.NetPolicy{Publish: []string{"8080:80"}}},
 		{Workspace: ws, Capabilities: []string{"NET_RAW"}},
@@ -168,5 +171,60 @@ func TestCloseWhileRunning(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the sandbox's directory is left: %v", err)
+	}
+}
+
+// TestLimits: the limits hold on the processes that serve the sandbox:
+// memory past --memory ends it as out of memory, a fork bomb past --pids
+// is stopped, --cpus throttles the Sentry; within them commands run, and
+// no group is left.
+func TestLimits(t *testing.T) {
+	rt := runtime(t)
+	run := func(l sandbox.Limits, script string) *sandbox.Result {
+		t.Helper()
+		sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: t.TempDir(), Access: sandbox.AccessReadWrite, Limits: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close()
+		var out bytes.Buffer
+		p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d %s %v %q", script, res.ExitCode, res.Reason, res.LimitsHit, out.String())
+		return res
+	}
+	if r := run(sandbox.Limits{Memory: 128 << 20}, "head -c 40000000 /dev/zero | wc -c"); r.ExitCode != 0 || len(r.LimitsHit) > 0 {
+		t.Errorf("within the memory limit: %+v", r)
+	}
+	if r := run(sandbox.Limits{Memory: 128 << 20}, "tail /dev/zero"); r.Reason != sandbox.ReasonOOM || !slices.Contains(r.LimitsHit, sandbox.LimitMemory) {
+		t.Errorf("past the memory limit: %+v", r)
+	}
+	if r := run(sandbox.Limits{Pids: 16}, "for i in $(seq 8); do sleep 1 & done; wait"); r.ExitCode != 0 || len(r.LimitsHit) > 0 {
+		t.Errorf("within the pids limit: %+v", r)
+	}
+	if r := run(sandbox.Limits{Pids: 16}, "f() { f | f & }; f; sleep 30"); r.ExitCode == 0 || !slices.Contains(r.LimitsHit, sandbox.LimitPids) || r.Duration > 25*time.Second {
+		t.Errorf("a fork bomb past the pids limit: %+v", r)
+	}
+	// Half a CPU for 3 s of spinning: the host CPU time of runsc and its
+	// Sentry (children waited for) stays near 1.5 s, not 3.
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
+	if r := run(sandbox.Limits{CPUs: 0.5}, "timeout 3 sh -c 'while :; do :; done'; exit 0"); r.ExitCode != 0 {
+		t.Errorf("cpus: %+v", r)
+	}
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after)
+	used := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	t.Logf("CPU time under --cpus 0.5 for 3 s: %s", used)
+	if used > 2200*time.Millisecond {
+		t.Errorf("--cpus 0.5 let the sandbox use %s of CPU in 3 s", used)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/" + container.Owner() + "-g*"); len(left) > 0 {
+		t.Errorf("groups left: %v", left)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -64,7 +65,9 @@ type Sandbox struct {
 	dir     string // Dir/OWNER-ID: the skeleton, bundles, runsc's state
 	lay     layout
 	ids     *container.IDMounts
-	release func() // lets the store's collector have the base again
+	release func()         // lets the store's collector have the base again
+	cgsys   *cgroup.System // nil without limits
+	cglim   cgroup.Limits  // the host group's limits (hostLimits)
 	closed  atomic.Bool
 	cleaned sync.Once
 	mu      sync.Mutex
@@ -80,6 +83,9 @@ func (s *Sandbox) setup(ctx context.Context) error {
 		return err
 	}
 	s.dir = dir
+	if err := s.limits(); err != nil {
+		return err
+	}
 	base, names := "/", sandbox.HostSystemDirs()
 	if s.spec.Base.Kind != sandbox.BaseHost {
 		base = s.spec.Base.Path
@@ -218,21 +224,31 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	if err := f.Supports(Name, &s.spec, cmd); err != nil {
 		return nil, err
 	}
-	cfg, err := s.config(cmd)
+	cg, cgpath, err := s.group()
 	if err != nil {
 		return nil, err
+	}
+	fail := func(err error) (*Process, error) {
+		if cg != nil {
+			cg.Remove()
+		}
+		return nil, err
+	}
+	cfg, err := s.config(cmd, cgpath)
+	if err != nil {
+		return fail(err)
 	}
 	id := "pinfold-" + randomID()
 	bundle := filepath.Join(s.dir, id)
 	if err := os.Mkdir(bundle, 0o700); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
 		os.RemoveAll(bundle)
-		return nil, err
+		return fail(err)
 	}
 	state := filepath.Join(s.dir, "state")
-	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout}
+	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits}
 	run := []string{"run", "--bundle", bundle}
 	var console *net.UnixListener
 	if cmd.TTY {
@@ -240,7 +256,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bundle, "console"), Net: "unix"})
 		if err != nil {
 			os.RemoveAll(bundle)
-			return nil, err
+			return fail(err)
 		}
 		console = l
 		run = append(run, "--console-socket", filepath.Join(bundle, "console"))
@@ -258,7 +274,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
 		os.RemoveAll(bundle)
-		return nil, fmt.Errorf("starting runsc: %w", err)
+		return fail(fmt.Errorf("starting runsc: %w", err))
 	}
 	p.cmd = c
 	p.start = time.Now()
@@ -293,6 +309,8 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 type Process struct {
 	runsc, state, id, bundle string
 	sb                       *Sandbox
+	cg                       *cgroup.Group // the limits' host group, or nil
+	limits                   sandbox.Limits
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
 	pty                      *os.File // the terminal's master end (Cmd.TTY)
@@ -460,10 +478,16 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
 	}
 	removeTree(p.bundle)
+	var stats cgroup.Stats
+	if p.cg != nil {
+		// runsc, its Sentry and gofer have left the group by now.
+		stats, _ = p.cg.Stats()
+		p.cg.Remove()
+	}
 	if p.sb != nil {
 		p.sb.ended()
 	}
-	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout}
+	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout, Limits: p.limits}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
@@ -484,6 +508,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	default:
 		r.ExitCode, r.Reason = code, sandbox.ReasonExited
 	}
+	hit(r, stats)
 	return r, nil
 }
 
