@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -76,6 +77,7 @@ type ociLinux struct {
 
 type ociNS struct {
 	Type string `json:"type"`
+	Path string `json:"path,omitempty"`
 }
 
 type ociIDMap struct {
@@ -233,6 +235,22 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 			return err
 		}
 	}
+	if s.net != nil {
+		// pinfold's DNS server, as in a native sandbox.
+		const target = "/etc/resolv.conf"
+		if top["etc"] {
+			if fi, err := os.Lstat(filepath.Join(base, target)); err != nil || !fi.Mode().IsRegular() {
+				return &sandbox.SpecError{Field: "network", Err: fmt.Errorf("the base's %s is not a file, which the gvisor runtime needs to mount pinfold's over", target)}
+			}
+		} else if err := point("network", target, true); err != nil {
+			return err
+		}
+		src := filepath.Join(dir, "resolv.conf")
+		if err := os.WriteFile(src, []byte("nameserver "+netpolicy.DNSAddr.String()+"\n"), 0o644); err != nil {
+			return err
+		}
+		own = append(own, ociMount{Destination: target, Type: "bind", Source: src, Options: []string{"rbind", "ro"}})
+	}
 	// Outer mounts first: a workspace under /tmp lands on the tmpfs.
 	slices.SortStableFunc(own, func(a, b ociMount) int {
 		return strings.Count(a.Destination, "/") - strings.Count(b.Destination, "/")
@@ -249,7 +267,8 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 
 // config returns the bundle's config.json for one command.
 // cgroupsPath names the run's host group (limits), or is empty.
-func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string) ([]byte, error) {
+// nw is the run's network (nil: none).
+func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]byte, error) {
 	env := cmd.Env
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
@@ -271,12 +290,15 @@ func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string) ([]byte, error) {
 		Hostname: s.spec.Hostname,
 		Mounts:   s.lay.mounts,
 		Linux: ociLinux{
-			Namespaces: []ociNS{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}, {"user"}},
+			Namespaces: []ociNS{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "user"}},
 			// The Sentry and gofer run as the sandbox range, never as
 			// host root.
 			UIDMappings: ids, GIDMappings: ids,
 			CgroupsPath: cgroupsPath,
 		},
+	}
+	if nw != nil {
+		spec.Linux.Namespaces[1].Path = nw.ns
 	}
 	if cmd.TTY {
 		spec.Process.Terminal = true

@@ -102,8 +102,8 @@ func TestRefused(t *testing.T) {
 	rt := runtime(t)
 	ws := t.TempDir()
 	for _, sp := range []sandbox.Spec{
-		{Workspace: ws, Network: sandbox.NetworkOutbound},
-		{Workspace: ws, Net: sandbox.NetPolicy{Publish: []string{"8080:80"}}},
+		{Workspace: ws, Network: sandbox.NetworkHost},
+		{Workspace: ws, Network: sandbox.NetworkOutbound, Net: sandbox.NetPolicy{HostLoopback: true}},
 		{Workspace: ws, Capabilities: []string{"NET_RAW"}},
 		{Workspace: ws, Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: "docker.io/library/alpine"}},
 	} {

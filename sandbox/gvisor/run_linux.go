@@ -23,9 +23,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // Dir holds the runs' bundles and runsc's state, one directory per
@@ -65,9 +67,10 @@ type Sandbox struct {
 	dir     string // Dir/OWNER-ID: the skeleton, bundles, runsc's state
 	lay     layout
 	ids     *container.IDMounts
-	release func()         // lets the store's collector have the base again
-	cgsys   *cgroup.System // nil without limits
-	cglim   cgroup.Limits  // the host group's limits (hostLimits)
+	release func()            // lets the store's collector have the base again
+	cgsys   *cgroup.System    // nil without limits
+	cglim   cgroup.Limits     // the host group's limits (hostLimits)
+	net     *netpolicy.Config // pinfold's network stack's, or nil (none)
 	closed  atomic.Bool
 	cleaned sync.Once
 	mu      sync.Mutex
@@ -86,6 +89,11 @@ func (s *Sandbox) setup(ctx context.Context) error {
 	if err := s.limits(); err != nil {
 		return err
 	}
+	cfg, err := netconf.Config(&s.spec)
+	if err != nil {
+		return err
+	}
+	s.net = cfg
 	base, names := "/", sandbox.HostSystemDirs()
 	if s.spec.Base.Kind != sandbox.BaseHost {
 		base = s.spec.Base.Path
@@ -234,28 +242,43 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 		}
 		return nil, err
 	}
-	cfg, err := s.config(cmd, cgpath)
-	if err != nil {
-		return fail(err)
-	}
 	id := "pinfold-" + randomID()
 	bundle := filepath.Join(s.dir, id)
 	if err := os.Mkdir(bundle, 0o700); err != nil {
 		return fail(err)
 	}
+	var nw *network
+	if s.net != nil {
+		if nw, err = s.startNetwork(ctx, s.net, bundle); err != nil {
+			removeTree(bundle)
+			return fail(err)
+		}
+	}
+	fail = func(err error) (*Process, error) {
+		if nw != nil {
+			nw.close()
+		}
+		removeTree(bundle)
+		if cg != nil {
+			cg.Remove()
+		}
+		return nil, err
+	}
+	cfg, err := s.config(cmd, cgpath, nw)
+	if err != nil {
+		return fail(err)
+	}
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
-		os.RemoveAll(bundle)
 		return fail(err)
 	}
 	state := filepath.Join(s.dir, "state")
-	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits}
+	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits, net: nw}
 	run := []string{"run", "--bundle", bundle}
 	var console *net.UnixListener
 	if cmd.TTY {
 		// runsc sends the terminal's master end to this socket.
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bundle, "console"), Net: "unix"})
 		if err != nil {
-			os.RemoveAll(bundle)
 			return fail(err)
 		}
 		console = l
@@ -273,7 +296,6 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	// dies with this thread's process.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
-		os.RemoveAll(bundle)
 		return fail(fmt.Errorf("starting runsc: %w", err))
 	}
 	p.cmd = c
@@ -310,6 +332,7 @@ type Process struct {
 	runsc, state, id, bundle string
 	sb                       *Sandbox
 	cg                       *cgroup.Group // the limits' host group, or nil
+	net                      *network      // pinfold's network, or nil
 	limits                   sandbox.Limits
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
@@ -327,7 +350,11 @@ type Process struct {
 
 // global returns runsc's arguments: its flags, then args.
 func (p *Process) global(args ...string) []string {
-	g := []string{"--root", p.state, "--network=none", "--platform=" + Platform, "--overlay2=none"}
+	mode := "--network=none" // loopback only
+	if p.net != nil {
+		mode = "--network=sandbox" // the Sentry's stack on the bundle's namespace
+	}
+	g := []string{"--root", p.state, mode, "--platform=" + Platform, "--overlay2=none"}
 	if d := os.Getenv(DebugEnv); d != "" {
 		g = append(g, "--debug", "--debug-log="+d+"/")
 	}
@@ -477,6 +504,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		// killed (a timeout, a cancel): then its state is removed here.
 		exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
 	}
+	var violations []sandbox.Violation
+	if p.net != nil {
+		// Closed first: the helper's last reports may be in flight.
+		p.net.close()
+		violations = p.net.violations()
+	}
 	removeTree(p.bundle)
 	var stats cgroup.Stats
 	if p.cg != nil {
@@ -487,7 +520,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	if p.sb != nil {
 		p.sb.ended()
 	}
-	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout, Limits: p.limits}
+	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout, Limits: p.limits, Violations: violations}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
