@@ -19,8 +19,11 @@
 // cgroupsPath, which runsc moves its Sentry and gofer into
 // (limits_linux.go).
 //
+// Networks other than none are pinfold's own stack on a TUN device in a
+// namespace runsc joins (network_linux.go).
+//
 // What it cannot enforce yet is refused by its Features, never run with
-// less: networks other than none, published ports,
+// less: the host's network, the host's loopback,
 // capabilities, a scratch /tmp, base writes. It runs as root only. A
 // terminal (Cmd.TTY) is runsc's host pseudo-terminal, whose master end
 // runsc hands over on a socket.
