@@ -19,6 +19,10 @@
 // cgroupsPath, which runsc moves its Sentry and gofer into
 // (limits_linux.go).
 //
+// Sessions (Runtime.Session, and the CLI's and API's through the engine)
+// run pinfold's agent in one sandbox, its socket made on the host by
+// runsc's --host-uds=create (session_linux.go).
+//
 // Networks other than none are pinfold's own stack on a TUN device in a
 // namespace runsc joins (network_linux.go).
 //

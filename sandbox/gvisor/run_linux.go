@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
@@ -71,6 +72,7 @@ type Sandbox struct {
 	cgsys   *cgroup.System    // nil without limits
 	cglim   cgroup.Limits     // the host group's limits (hostLimits)
 	net     *netpolicy.Config // pinfold's network stack's, or nil (none)
+	session bool              // a session's agent runs here (RunDir is bound)
 	closed  atomic.Bool
 	cleaned sync.Once
 	mu      sync.Mutex
@@ -88,6 +90,9 @@ func (s *Sandbox) setup(ctx context.Context) error {
 	s.dir = dir
 	if err := s.limits(); err != nil {
 		return err
+	}
+	for _, m := range s.spec.Mounts {
+		s.session = s.session || m.Target == agent.RunDir && !m.ReadOnly
 	}
 	cfg, err := netconf.Config(&s.spec)
 	if err != nil {
@@ -272,7 +277,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 		return fail(err)
 	}
 	state := filepath.Join(s.dir, "state")
-	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits, net: nw}
+	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits, net: nw, session: s.session}
 	run := []string{"run", "--bundle", bundle}
 	var console *net.UnixListener
 	if cmd.TTY {
@@ -333,6 +338,7 @@ type Process struct {
 	sb                       *Sandbox
 	cg                       *cgroup.Group // the limits' host group, or nil
 	net                      *network      // pinfold's network, or nil
+	session                  bool          // Sandbox.session
 	limits                   sandbox.Limits
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
@@ -355,6 +361,12 @@ func (p *Process) global(args ...string) []string {
 		mode = "--network=sandbox" // the Sentry's stack on the bundle's namespace
 	}
 	g := []string{"--root", p.state, mode, "--platform=" + Platform, "--overlay2=none"}
+	if p.session {
+		// The session's agent listens on a socket in its bound run
+		// directory, which the host connects to: bind() there makes a
+		// host socket (the gofer creates it), never connect() to one.
+		g = append(g, "--host-uds=create")
+	}
 	if d := os.Getenv(DebugEnv); d != "" {
 		g = append(g, "--debug", "--debug-log="+d+"/")
 	}
