@@ -80,7 +80,7 @@ type Sandbox struct {
 }
 
 func (s *Sandbox) setup(ctx context.Context) error {
-	if err := os.MkdirAll(Dir, 0o711); err != nil {
+	if err := os.MkdirAll(filepath.Join(Dir, sharedRoot), 0o700); err != nil {
 		return err
 	}
 	dir := filepath.Join(Dir, container.Owner()+"-"+randomID())
@@ -360,7 +360,14 @@ func (p *Process) global(args ...string) []string {
 	if p.net != nil {
 		mode = "--network=sandbox" // the Sentry's stack on the bundle's namespace
 	}
-	g := []string{"--root", p.state, mode, "--platform=" + Platform, "--overlay2=none"}
+	// The shared root keeps the empty network namespace runsc gives its
+	// gofers, made once rather than for every run.
+	g := []string{"--root", p.state, "--shared-root", filepath.Join(Dir, sharedRoot), mode, "--platform=" + Platform, "--overlay2=none"}
+	if p.cg == nil {
+		// No limits: runsc would make (and remove) a group of its own in
+		// every hierarchy, which bounds nothing.
+		g = append(g, "--ignore-cgroups")
+	}
 	if p.session {
 		// The session's agent listens on a socket in its bound run
 		// directory, which the host connects to: bind() there makes a
@@ -372,6 +379,9 @@ func (p *Process) global(args ...string) []string {
 	}
 	return append(g, args...)
 }
+
+// sharedRoot is runsc's state shared by every sandbox, in Dir.
+const sharedRoot = "shared"
 
 // DebugEnv names a directory that receives runsc's debug logs.
 const DebugEnv = "PINFOLD_RUNSC_DEBUG"
