@@ -205,6 +205,11 @@ func TestLimits(t *testing.T) {
 	if r := run(sandbox.Limits{Memory: 128 << 20}, "tail /dev/zero"); r.Reason != sandbox.ReasonOOM || !slices.Contains(r.LimitsHit, sandbox.LimitMemory) {
 		t.Errorf("past the memory limit: %+v", r)
 	}
+	// Below what the Sentry needs to start: out of memory, not a failure
+	// of runsc's.
+	if r := run(sandbox.Limits{Memory: 8 << 20}, "true"); r.Reason != sandbox.ReasonOOM || !slices.Contains(r.LimitsHit, sandbox.LimitMemory) {
+		t.Errorf("a memory limit too small for the Sentry: %+v", r)
+	}
 	if r := run(sandbox.Limits{Pids: 16}, "for i in $(seq 8); do sleep 1 & done; wait"); r.ExitCode != 0 || len(r.LimitsHit) > 0 {
 		t.Errorf("within the pids limit: %+v", r)
 	}

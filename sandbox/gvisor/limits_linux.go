@@ -6,6 +6,8 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -107,5 +109,15 @@ func hit(r *sandbox.Result, st cgroup.Stats) {
 	}
 	if st.PidsMaxHits > 0 {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitPids)
+	}
+}
+
+// removeGroups removes what is left of the groups runsc made for a run
+// in the other hierarchies: it removes them itself when it ends
+// normally, not when its sandbox failed to start.
+func removeGroups(name string) {
+	ds, _ := filepath.Glob(cgroupRoot + "/*/pinfold/" + name)
+	for _, d := range ds {
+		unix.Rmdir(d)
 	}
 }

@@ -538,6 +538,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		// runsc, its Sentry and gofer have left the group by now.
 		stats, _ = p.cg.Stats()
 		p.cg.Remove()
+		removeGroups(p.cg.Name())
 	}
 	if p.sb != nil {
 		p.sb.ended()
@@ -555,6 +556,10 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitTimeout)
 	case ws.Signaled():
 		r.ExitCode, r.Reason, r.Signal = 128+int(ws.Signal()), sandbox.ReasonKilled, ws.Signal()
+	case code == 128 && p.errs.failed() != "" && stats.OOMKills > 0:
+		// The memory limit killed the Sentry while it started: the
+		// limit is below what gVisor itself needs (some 20 MiB).
+		r.ExitCode, r.Reason, r.Signal = 128+int(syscall.SIGKILL), sandbox.ReasonKilled, syscall.SIGKILL
 	case code == 128 && p.errs.failed() != "":
 		return nil, p.errs.err()
 	case code > 128 && code < 128+65:
