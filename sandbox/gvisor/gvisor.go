@@ -27,9 +27,9 @@
 // namespace runsc joins (network_linux.go).
 //
 // What it cannot enforce yet is refused by its Features, never run with
-// less: the host's network, capabilities, a scratch /tmp, base writes. It runs as root only. A
-// terminal (Cmd.TTY) is runsc's host pseudo-terminal, whose master end
-// runsc hands over on a socket.
+// less: the host's network, capabilities, a scratch /tmp, base writes.
+// It runs as root only. A terminal (Cmd.TTY) is runsc's host
+// pseudo-terminal, whose master end runsc hands over on a socket.
 package gvisor
 
 import (
