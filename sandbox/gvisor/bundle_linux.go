@@ -237,12 +237,11 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 	}
 	if s.net != nil {
 		// pinfold's DNS server, as in a native sandbox.
-		const target = "/etc/resolv.conf"
-		if top["etc"] {
-			if fi, err := os.Lstat(filepath.Join(base, target)); err != nil || !fi.Mode().IsRegular() {
-				return &sandbox.SpecError{Field: "network", Err: fmt.Errorf("the base's %s is not a file, which the gvisor runtime needs to mount pinfold's over", target)}
-			}
-		} else if err := point("network", target, true); err != nil {
+		target, err := resolvTarget(base, top)
+		if err != nil {
+			return err
+		}
+		if err := point("network", target, true); err != nil {
 			return err
 		}
 		src := filepath.Join(dir, "resolv.conf")
@@ -305,4 +304,36 @@ func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]b
 		spec.Process.ConsoleSize = &ociSize{Height: cmd.Rows, Width: cmd.Cols}
 	}
 	return json.Marshal(&spec)
+}
+
+// resolvTarget is where pinfold's resolv.conf is mounted: the base's
+// /etc/resolv.conf, or where it links to (systemd-resolved's
+// /etc/resolv.conf is a link into /run, which the sandbox resolves in
+// its own root), once. Inside one of the base's top-level directories
+// the file must exist: the gofer makes no mount point there.
+func resolvTarget(base string, top map[string]bool) (string, error) {
+	target := "/etc/resolv.conf"
+	if !top["etc"] {
+		return target, nil
+	}
+	fi, err := os.Lstat(filepath.Join(base, target))
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		l, lerr := os.Readlink(filepath.Join(base, target))
+		if lerr != nil {
+			return "", &sandbox.SpecError{Field: "network", Err: lerr}
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join("/etc", l)
+		}
+		target = filepath.Clean(l)
+		first, _, _ := strings.Cut(strings.TrimPrefix(target, "/"), "/")
+		if !top[first] {
+			return target, nil // in the skeleton: a mount point is made
+		}
+		fi, err = os.Lstat(filepath.Join(base, target))
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", &sandbox.SpecError{Field: "network", Err: fmt.Errorf("the base's %s is not a file, which the gvisor runtime needs to mount pinfold's over", target)}
+	}
+	return target, nil
 }

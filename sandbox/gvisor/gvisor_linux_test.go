@@ -290,3 +290,32 @@ func TestHostLoopback(t *testing.T) {
 		t.Errorf("without --host-loopback: %s %+v", out, res.Violations)
 	}
 }
+
+// TestResolvTarget: pinfold's resolv.conf goes over the base's, or where
+// the base's links to (systemd-resolved's link into /run, which the
+// skeleton can hold); a base with an /etc but no resolv.conf is refused.
+func TestResolvTarget(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	top := map[string]bool{"etc": true, "usr": true}
+	if _, err := resolvTarget(base, top); err == nil {
+		t.Error("no resolv.conf: no error")
+	}
+	os.WriteFile(base+"/etc/resolv.conf", nil, 0o644)
+	if got, err := resolvTarget(base, top); err != nil || got != "/etc/resolv.conf" {
+		t.Errorf("a file: %q %v", got, err)
+	}
+	os.Remove(base + "/etc/resolv.conf")
+	os.Symlink("../run/systemd/resolve/stub-resolv.conf", base+"/etc/resolv.conf")
+	if got, err := resolvTarget(base, top); err != nil || got != "/run/systemd/resolve/stub-resolv.conf" {
+		t.Errorf("a link into /run: %q %v", got, err)
+	}
+	os.Remove(base + "/etc/resolv.conf")
+	os.Symlink("/usr/resolv.conf", base+"/etc/resolv.conf")
+	if _, err := resolvTarget(base, top); err == nil {
+		t.Error("a link to a file the base lacks: no error")
+	}
+	if got, err := resolvTarget(base, map[string]bool{"usr": true}); err != nil || got != "/etc/resolv.conf" {
+		t.Errorf("a base without /etc: %q %v", got, err)
+	}
+}
