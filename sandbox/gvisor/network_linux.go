@@ -136,13 +136,20 @@ func newNamespace(path string) (*os.File, error) {
 
 // configure gives the namespace's device the addresses and routes a
 // native sandbox's has; runsc moves them into the Sentry.
+// IPv6 is given where the host leaves it enabled in a new namespace.
 func configure(ns string) error {
-	batch := fmt.Sprintf("link set lo up\nlink set eth0 mtu %d up\naddr add %s/%d dev eth0\nroute add 0.0.0.0/0 dev eth0\naddr add %s/%d dev eth0 nodad\nroute add ::/0 dev eth0 metric 1\n",
-		netpolicy.MTU, netpolicy.SandboxAddr, netpolicy.Prefix4, netpolicy.SandboxAddr6, netpolicy.Prefix6)
-	cmd := exec.Command("nsenter", "--net="+ns, "ip", "-batch", "-")
-	cmd.Stdin = strings.NewReader(batch)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("configuring the device (ip -batch): %v: %s", err, strings.TrimSpace(string(out)))
+	ip := func(batch string) error {
+		cmd := exec.Command("nsenter", "--net="+ns, "ip", "-batch", "-")
+		cmd.Stdin = strings.NewReader(batch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("configuring the device (ip -batch): %v: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
 	}
+	if err := ip(fmt.Sprintf("link set lo up\nlink set eth0 mtu %d up\naddr add %s/%d dev eth0\nroute add 0.0.0.0/0 dev eth0\n",
+		netpolicy.MTU, netpolicy.SandboxAddr, netpolicy.Prefix4)); err != nil {
+		return err
+	}
+	ip(fmt.Sprintf("addr add %s/%d dev eth0 nodad\nroute add ::/0 dev eth0 metric 1\n", netpolicy.SandboxAddr6, netpolicy.Prefix6))
 	return nil
 }
