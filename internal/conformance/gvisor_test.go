@@ -243,3 +243,29 @@ func TestGVisorSessionsServed(t *testing.T) {
 		t.Errorf("the API session's write: %q", b)
 	}
 }
+
+// TestGVisorDisk: --disk gives a gVisor run the volume's /tmp, which
+// counts with the changeset's writes: past the cap writes fail with
+// ENOSPC and the run says it hit its cap; within it they land.
+func TestGVisorDisk(t *testing.T) {
+	gvisorRuntime(t)
+	store, ws := t.TempDir(), t.TempDir()
+	os.Chmod(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
+	run := func(script string) (string, string) {
+		c := exec.Command(filepath.Join(tools, "pinfold"), "run", "--backend", "gvisor", "--disk", "32m", "--", "sh", "-c", script)
+		c.Dir, c.Env = ws, append(os.Environ(), "PINFOLD_STORE="+store, "PINFOLD_NO_LAUNCH_CACHE=1")
+		var out, errs bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errs
+		c.Run()
+		return out.String(), errs.String()
+	}
+	out, errs := run("echo kept > /tmp/t && cat /tmp/t && echo in-ws > made && echo ok")
+	if out != "kept\nok\n" || strings.Contains(errs, "disk cap") {
+		t.Errorf("within the cap: %q %q", out, errs)
+	}
+	out, errs = run("head -c 20000000 /dev/zero > /tmp/a && echo tmp-ok; head -c 20000000 /dev/zero > big || echo full")
+	if out != "tmp-ok\nfull\n" || !strings.Contains(errs, "hit its disk cap") {
+		t.Errorf("past the cap: %q %q", out, errs)
+	}
+}

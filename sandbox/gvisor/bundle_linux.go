@@ -256,6 +256,18 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 	})
 	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
 		Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(sp.Limits.TmpSize, 10)}}
+	if sp.Scratch != "" {
+		// --disk: /tmp is the run's volume's directory (mode 1777), so
+		// that what it holds counts against the volume, with the
+		// changeset's writes.
+		// The gofer reaches it, as the caller's directories, through an
+		// idmapped view (the store's directories are root's alone).
+		view, err := s.ids.Bind(sp.Scratch)
+		if err != nil {
+			return &sandbox.SpecError{Field: "scratch", Err: err}
+		}
+		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: view, Options: []string{"rbind", "rw", "nosuid", "nodev"}}
+	}
 	// gVisor's own sysfs describes its virtual machine, not the host's;
 	// a native sandbox's /sys is empty, and so is this one.
 	sys := ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0555"}}

@@ -27,7 +27,7 @@
 // namespace runsc joins (network_linux.go).
 //
 // What it cannot enforce yet is refused by its Features, never run with
-// less: the host's network, capabilities, a scratch /tmp, base writes.
+// less: the host's network, capabilities, base writes.
 // It runs as root only. A terminal (Cmd.TTY) is runsc's host
 // pseudo-terminal, whose master end runsc hands over on a socket.
 package gvisor
@@ -74,6 +74,7 @@ func (r *Runtime) Features() sandbox.Features {
 		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
 		Networks:       []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkOutbound, sandbox.NetworkAllow},
 		Publish:        true,
+		Scratch:        true,
 		HostLoopback:   true,
 		ImageFiles:     true,
 		Captures:       true,
