@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/trust/trusttest"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 )
@@ -107,7 +110,6 @@ func TestRefused(t *testing.T) {
 	for _, sp := range []sandbox.Spec{
 		{Workspace: ws, Network: sandbox.NetworkHost},
 		{Workspace: ws, Capabilities: []string{"NET_RAW"}},
-		{Workspace: ws, Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: "docker.io/library/alpine"}},
 	} {
 		var ue *sandbox.UnsupportedError
 		if _, err := rt.New(context.Background(), sp); !errors.As(err, &ue) {
@@ -317,5 +319,48 @@ func TestResolvTarget(t *testing.T) {
 	}
 	if got, err := resolvTarget(base, map[string]bool{"usr": true}); err != nil || got != "/etc/resolv.conf" {
 		t.Errorf("a base without /etc: %q %v", got, err)
+	}
+}
+
+// TestRegistryBase: an oci base given by a registry reference (here a
+// registry on the loopback) is pulled into the store, as for a native
+// sandbox, and the command runs from it.
+func TestRegistryBase(t *testing.T) {
+	rt := runtime(t)
+	if _, err := exec.LookPath("skopeo"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("pulling needs skopeo (scripts/test-setup.sh installs it)")
+		}
+		t.Skip("pulling needs skopeo")
+	}
+	dir := t.TempDir()
+	bin, err := nettest.BuildClient(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	tw.WriteHeader(&tar.Header{Name: "netclient", Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg})
+	tw.Write(b)
+	tw.Close()
+	reg := trusttest.NewRegistry(t)
+	reg.PushImage("team/tool", "1", layer.Bytes())
+	sb, err := rt.New(context.Background(), sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: reg.Addr + "/team/tool:1"}, Store: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"/netclient", "tcp", "127.0.0.1:1"}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), `"err":`) {
+		t.Errorf("from the pulled base: %+v %v %q", res, err, out.String())
 	}
 }

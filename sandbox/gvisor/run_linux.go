@@ -46,10 +46,6 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 	if err := f.Supports(Name, &spec, nil); err != nil {
 		return nil, err
 	}
-	if spec.Base.Kind == sandbox.BaseOCI && spec.Base.Path == "" {
-		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "base",
-			Asked: "a registry reference (" + spec.Base.Ref + "): save the image to a file (skopeo copy docker://REF oci-archive:FILE) and use oci:FILE"}
-	}
 	if err := r.Check(ctx, &spec); err != nil {
 		return nil, err
 	}
@@ -129,12 +125,39 @@ func (s *Sandbox) setup(ctx context.Context) error {
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
+	if b := s.spec.Base; b.Kind == sandbox.BaseOCI && b.Path == "" {
+		return s.pulledBase(ctx)
+	}
 	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}
 	s.release = release
 	return root, nil
+}
+
+// pulledBase pulls (or finds) an oci base given by a registry reference
+// into the store, as the native runtime does (skopeo; a reference pulled
+// once is used from the store from then on).
+func (s *Sandbox) pulledBase(ctx context.Context) (string, error) {
+	dir := s.spec.Store
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return "", &sandbox.SpecError{Field: "store", Err: err}
+		}
+		dir = d
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "store", Err: err}
+	}
+	b, err := st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: store.Shift()}, false)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "base", Err: err}
+	}
+	s.release = store.UseBase(b.Root)
+	return b.Root, nil
 }
 
 // Close releases the idmapped mounts, the base and the sandbox's
