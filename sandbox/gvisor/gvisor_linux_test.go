@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/trust/trusttest"
@@ -362,5 +364,41 @@ func TestRegistryBase(t *testing.T) {
 	res, err := p.Wait()
 	if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), `"err":`) {
 		t.Errorf("from the pulled base: %+v %v %q", res, err, out.String())
+	}
+}
+
+// TestFreshDir: on a machine where no gVisor run was made yet, the
+// runtime's directory is made so that the sandbox's ids reach their
+// bundle, and the shared root beside it.
+func TestFreshDir(t *testing.T) {
+	rt := runtime(t)
+	parent, err := os.MkdirTemp("/run", "pinfold-gvisor-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(parent, 0o711)
+	old := Dir
+	Dir = filepath.Join(parent, "gvisor")
+	defer func() {
+		// runsc keeps its gofers' network namespace in the shared root.
+		unix.Unmount(filepath.Join(Dir, sharedRoot, "null-netns"), unix.MNT_DETACH)
+		os.RemoveAll(parent)
+		Dir = old
+	}()
+	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: t.TempDir(), Access: sandbox.AccessReadWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"echo", "fresh"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || out.String() != "fresh\n" {
+		t.Errorf("in a fresh directory: %+v %v %q", res, err, out.String())
+	}
+	if fi, err := os.Stat(filepath.Join(Dir, sharedRoot)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the shared root: %v %v", fi, err)
 	}
 }

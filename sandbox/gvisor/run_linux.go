@@ -76,7 +76,12 @@ type Sandbox struct {
 }
 
 func (s *Sandbox) setup(ctx context.Context) error {
-	if err := os.MkdirAll(filepath.Join(Dir, sharedRoot), 0o700); err != nil {
+	// The sandbox's ids traverse Dir to their bundle; the shared root is
+	// runsc's alone.
+	if err := os.MkdirAll(Dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(Dir, sharedRoot), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	dir := filepath.Join(Dir, container.Owner()+"-"+randomID())
