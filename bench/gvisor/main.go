@@ -6,6 +6,9 @@
 // ratios. It runs as root (the gvisor backend does).
 //
 //	go run ./bench/gvisor -pinfold /usr/local/bin/pinfold -runsc /var/cache/pinfold-tools/runsc -rounds 50
+//
+// -exec times pinfold exec in a running gVisor session against one in a
+// native session; -build DIR:PKG a cold go build under both.
 package main
 
 import (
@@ -46,6 +49,7 @@ func main() {
 	runsc := flag.String("runsc", "/var/cache/pinfold-tools/runsc", "the runsc binary")
 	rounds := flag.Int("rounds", 50, "paired rounds")
 	build := flag.String("build", "", "DIR:PKG: time a cold go build of PKG in module DIR instead")
+	sessions := flag.Bool("exec", false, "time pinfold exec -- true in a gvisor session against a native one instead")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "run as root: the gvisor backend runs as root only")
@@ -79,6 +83,25 @@ func main() {
 		rounds := measure(rs, *rounds)
 		report(rs, rounds)
 		fmt.Printf("gvisor / native: %.2fx\n", ratio(gv, nat))
+		return
+	}
+	if *sessions {
+		var rs []*runner
+		for _, backend := range []string{"gvisor", "native"} {
+			name := "bench-" + backend + "-" + fmt.Sprint(os.Getpid())
+			start := command(ws, env, *pinfold, "session", "start", "--backend", backend, "--access", "rw", "--name", name)
+			if err := start.run(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			defer command(ws, env, *pinfold, "session", "stop", name).run()
+			r := command(ws, env, *pinfold, "exec", name, "--", "true")
+			r.name = "exec in a " + backend + " session"
+			rs = append(rs, r)
+		}
+		measure(rs, *rounds)
+		report(rs, *rounds)
+		fmt.Printf("gvisor session exec / native session exec: %.2fx\n", ratio(rs[0], rs[1]))
 		return
 	}
 	do := command(ws, env, *runsc, "--root", state, "--network=none", "--platform=systrap", "do", "true")

@@ -30,6 +30,11 @@ type SessionTarget struct {
 	ServeHTTP string
 	// Python: the sandbox has python3, for RunScript's second check.
 	Python bool
+	// Processes lists the session's processes whose command line holds
+	// pattern; nil: the host's (ProcessesWith). A runtime whose commands
+	// are no host processes (gVisor's Sentry runs them) looks inside
+	// while the session runs, and after Close lists what served it.
+	Processes func(sess sandbox.Session, pattern string) []string
 }
 
 // Session runs the session scenarios: commands share /tmp, the home and
@@ -45,6 +50,12 @@ func Session(t *testing.T, st SessionTarget) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
+	procs := func(pattern string) []string {
+		if st.Processes != nil {
+			return st.Processes(sess, pattern)
+		}
+		return ProcessesWith(pattern)
+	}
 	run := func(cmd *sandbox.Cmd) (*sandbox.Result, string, string) {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -71,7 +82,7 @@ func Session(t *testing.T, st SessionTarget) {
 	if res.ExitCode != 0 || out != "1\n2\n"+spec.Workspace+"\n" {
 		t.Errorf("second run: %d %q", res.ExitCode, out)
 	}
-	if len(ProcessesWith("sleep 7373")) != 1 {
+	if len(procs("sleep 7373")) != 1 {
 		t.Error("the background process is gone")
 	}
 	// Streams: stdin in, output as it comes; a signal; a timeout.
@@ -153,10 +164,10 @@ func Session(t *testing.T, st SessionTarget) {
 	}
 	// The kernel kills what was left in the sandbox's PID namespace as
 	// its init goes; it may take a moment.
-	for end := time.Now().Add(5 * time.Second); len(ProcessesWith("sleep 7373")) > 0 && time.Now().Before(end); {
+	for end := time.Now().Add(5 * time.Second); len(procs("sleep 7373")) > 0 && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if p := ProcessesWith("sleep 7373"); len(p) > 0 {
+	if p := procs("sleep 7373"); len(p) > 0 {
 		t.Errorf("left running after Close: %v", p)
 	}
 	if _, err := sess.Run(ctx, &sandbox.Cmd{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {

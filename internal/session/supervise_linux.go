@@ -69,11 +69,6 @@ func Resolve(ctx context.Context, eng *engine.Engine, req *StartRequest, dir str
 		return nil, fault.New(fault.SessionRefused, "a session needs a sandbox", "the plan runs on the host (backend host)",
 			"use --backend native, podman or docker", nil)
 	}
-	if p.Backend == "gvisor" {
-		return nil, fault.New(fault.SessionRefused, "sessions do not run on backend gvisor yet",
-			"a session's agent serves the host on a unix socket in a bound directory, which gVisor's sandbox does not share with the host",
-			"use --backend native for sessions; pinfold run --backend gvisor runs single commands", nil)
-	}
 	// What the runtime cannot give is refused before a session record
 	// is made.
 	if err := eng.Supports(p); err != nil {

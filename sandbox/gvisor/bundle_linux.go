@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
@@ -69,12 +70,14 @@ type ociMount struct {
 
 type ociLinux struct {
 	Namespaces  []ociNS    `json:"namespaces"`
+	CgroupsPath string     `json:"cgroupsPath,omitempty"`
 	UIDMappings []ociIDMap `json:"uidMappings"`
 	GIDMappings []ociIDMap `json:"gidMappings"`
 }
 
 type ociNS struct {
 	Type string `json:"type"`
+	Path string `json:"path,omitempty"`
 }
 
 type ociIDMap struct {
@@ -232,12 +235,39 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 			return err
 		}
 	}
+	if s.net != nil {
+		// pinfold's DNS server, as in a native sandbox.
+		target, err := resolvTarget(base, top)
+		if err != nil {
+			return err
+		}
+		if err := point("network", target, true); err != nil {
+			return err
+		}
+		src := filepath.Join(dir, "resolv.conf")
+		if err := os.WriteFile(src, []byte("nameserver "+netpolicy.DNSAddr.String()+"\n"), 0o644); err != nil {
+			return err
+		}
+		own = append(own, ociMount{Destination: target, Type: "bind", Source: src, Options: []string{"rbind", "ro"}})
+	}
 	// Outer mounts first: a workspace under /tmp lands on the tmpfs.
 	slices.SortStableFunc(own, func(a, b ociMount) int {
 		return strings.Count(a.Destination, "/") - strings.Count(b.Destination, "/")
 	})
 	tmp := ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
 		Options: []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(sp.Limits.TmpSize, 10)}}
+	if sp.Scratch != "" {
+		// --disk: /tmp is the run's volume's directory (mode 1777), so
+		// that what it holds counts against the volume, with the
+		// changeset's writes.
+		// The gofer reaches it, as the caller's directories, through an
+		// idmapped view (the store's directories are root's alone).
+		view, err := s.ids.Bind(sp.Scratch)
+		if err != nil {
+			return &sandbox.SpecError{Field: "scratch", Err: err}
+		}
+		tmp = ociMount{Destination: "/tmp", Type: "bind", Source: view, Options: []string{"rbind", "rw", "nosuid", "nodev"}}
+	}
 	// gVisor's own sysfs describes its virtual machine, not the host's;
 	// a native sandbox's /sys is empty, and so is this one.
 	sys := ociMount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0555"}}
@@ -247,7 +277,9 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 }
 
 // config returns the bundle's config.json for one command.
-func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
+// cgroupsPath names the run's host group (limits), or is empty.
+// nw is the run's network (nil: none).
+func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]byte, error) {
 	env := cmd.Env
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
@@ -269,15 +301,51 @@ func (s *Sandbox) config(cmd *sandbox.Cmd) ([]byte, error) {
 		Hostname: s.spec.Hostname,
 		Mounts:   s.lay.mounts,
 		Linux: ociLinux{
-			Namespaces: []ociNS{{"pid"}, {"network"}, {"ipc"}, {"uts"}, {"mount"}, {"user"}},
+			Namespaces: []ociNS{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "user"}},
 			// The Sentry and gofer run as the sandbox range, never as
 			// host root.
 			UIDMappings: ids, GIDMappings: ids,
+			CgroupsPath: cgroupsPath,
 		},
+	}
+	if nw != nil {
+		spec.Linux.Namespaces[1].Path = nw.ns
 	}
 	if cmd.TTY {
 		spec.Process.Terminal = true
 		spec.Process.ConsoleSize = &ociSize{Height: cmd.Rows, Width: cmd.Cols}
 	}
 	return json.Marshal(&spec)
+}
+
+// resolvTarget is where pinfold's resolv.conf is mounted: the base's
+// /etc/resolv.conf, or where it links to (systemd-resolved's
+// /etc/resolv.conf is a link into /run, which the sandbox resolves in
+// its own root), once. Inside one of the base's top-level directories
+// the file must exist: the gofer makes no mount point there.
+func resolvTarget(base string, top map[string]bool) (string, error) {
+	target := "/etc/resolv.conf"
+	if !top["etc"] {
+		return target, nil
+	}
+	fi, err := os.Lstat(filepath.Join(base, target))
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		l, lerr := os.Readlink(filepath.Join(base, target))
+		if lerr != nil {
+			return "", &sandbox.SpecError{Field: "network", Err: lerr}
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join("/etc", l)
+		}
+		target = filepath.Clean(l)
+		first, _, _ := strings.Cut(strings.TrimPrefix(target, "/"), "/")
+		if !top[first] {
+			return target, nil // in the skeleton: a mount point is made
+		}
+		fi, err = os.Lstat(filepath.Join(base, target))
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", &sandbox.SpecError{Field: "network", Err: fmt.Errorf("the base's %s is not a file, which the gvisor runtime needs to mount pinfold's over", target)}
+	}
+	return target, nil
 }

@@ -22,6 +22,9 @@ func Leftovers(ctx context.Context) ([]string, error) {
 			left = append(left, "runsc process "+strconv.Itoa(pid))
 		}
 	}
+	for _, g := range deadGroups() {
+		left = append(left, "cgroup "+g)
+	}
 	return left, nil
 }
 
@@ -38,7 +41,36 @@ func (r *Runtime) Clean(ctx context.Context) ([]string, error) {
 		}
 		removed = append(removed, "gvisor sandbox "+d)
 	}
+	for _, g := range deadGroups() {
+		if unix.Rmdir(g) == nil {
+			removed = append(removed, "cgroup "+g)
+		}
+	}
 	return removed, nil
+}
+
+// deadGroups lists the cgroup directories of killed runs with limits:
+// the native runtime's Clean removes the groups pinfold made, but runsc
+// made one of its own in every other hierarchy (freezer, cpuset, ...),
+// which it removes only when it ends normally.
+func deadGroups() []string {
+	ds, _ := filepath.Glob(cgroupRoot + "/*/pinfold/*-g*")
+	v2, _ := filepath.Glob(cgroupRoot + "/pinfold/*-g*")
+	var dead []string
+	for _, d := range append(ds, v2...) {
+		// OWNER-gID, OWNER being PID-STARTTIME.
+		parts := strings.Split(filepath.Base(d), "-")
+		if len(parts) != 3 || !strings.HasPrefix(parts[2], "g") {
+			continue
+		}
+		pid, err1 := strconv.Atoi(parts[0])
+		start, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if err1 != nil || err2 != nil || (procstat.StartTime(pid) == start && start != 0) {
+			continue
+		}
+		dead = append(dead, d)
+	}
+	return dead
 }
 
 // deadDirs lists the sandbox directories whose pinfold process is gone.

@@ -15,11 +15,21 @@
 // idmapped mounts pinfold makes (the container runtime's), so what the
 // command writes belongs to the workspace's owner.
 //
+// Limits are a host cgroup pinfold makes and names in the bundle's
+// cgroupsPath, which runsc moves its Sentry and gofer into
+// (limits_linux.go).
+//
+// Sessions (Runtime.Session, and the CLI's and API's through the engine)
+// run pinfold's agent in one sandbox, its socket made on the host by
+// runsc's --host-uds=create (session_linux.go).
+//
+// Networks other than none are pinfold's own stack on a TUN device in a
+// namespace runsc joins (network_linux.go).
+//
 // What it cannot enforce yet is refused by its Features, never run with
-// less: limits, networks other than none, published ports,
-// capabilities, a scratch /tmp, base writes. It runs as root only. A
-// terminal (Cmd.TTY) is runsc's host pseudo-terminal, whose master end
-// runsc hands over on a socket.
+// less: the host's network, capabilities, base writes.
+// It runs as root only. A terminal (Cmd.TTY) is runsc's host
+// pseudo-terminal, whose master end runsc hands over on a socket.
 package gvisor
 
 import (
@@ -62,7 +72,10 @@ func (r *Runtime) Features() sandbox.Features {
 		Isolated:       true,
 		Bases:          []sandbox.BaseKind{sandbox.BaseHost, sandbox.BaseDir, sandbox.BaseTar, sandbox.BaseOCI, sandbox.BaseDebian12},
 		Access:         []sandbox.Access{sandbox.AccessChangeset, sandbox.AccessReadWrite, sandbox.AccessReadOnly, sandbox.AccessNone},
-		Networks:       []sandbox.Network{sandbox.NetworkNone},
+		Networks:       []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkOutbound, sandbox.NetworkAllow},
+		Publish:        true,
+		Scratch:        true,
+		HostLoopback:   true,
 		ImageFiles:     true,
 		Captures:       true,
 		Root:           true,
@@ -71,6 +84,9 @@ func (r *Runtime) Features() sandbox.Features {
 		Hostname:       true,
 		TTY:            true,
 		Timeout:        true,
+		Memory:         true,
+		Pids:           true,
+		CPUs:           true,
 	}
 }
 

@@ -1,18 +1,30 @@
 package gvisor
 
 import (
+	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/nettest"
 	"github.com/pinfold/pinfold/internal/store"
+	"github.com/pinfold/pinfold/internal/trust/trusttest"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/container"
 )
 
 // runtime returns the runtime with runsc found, or skips (fails on CI).
@@ -98,11 +110,8 @@ func TestRefused(t *testing.T) {
 	rt := runtime(t)
 	ws := t.TempDir()
 	for _, sp := range []sandbox.Spec{
-		{Workspace: ws, Limits: sandbox.Limits{Memory: 64 << 20}},
-		{Workspace: ws, Network: sandbox.NetworkOutbound},
-		{Workspace: ws, Net: sandbox.NetPolicy{Publish: []string{"8080:80"}}},
+		{Workspace: ws, Network: sandbox.NetworkHost},
 		{Workspace: ws, Capabilities: []string{"NET_RAW"}},
-		{Workspace: ws, Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: "docker.io/library/alpine"}},
 	} {
 		var ue *sandbox.UnsupportedError
 		if _, err := rt.New(context.Background(), sp); !errors.As(err, &ue) {
@@ -168,5 +177,228 @@ func TestCloseWhileRunning(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the sandbox's directory is left: %v", err)
+	}
+}
+
+// TestLimits: the limits hold on the processes that serve the sandbox:
+// memory past --memory ends it as out of memory, a fork bomb past --pids
+// is stopped, --cpus throttles the Sentry; within them commands run, and
+// no group is left.
+func TestLimits(t *testing.T) {
+	rt := runtime(t)
+	run := func(l sandbox.Limits, script string) *sandbox.Result {
+		t.Helper()
+		sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: t.TempDir(), Access: sandbox.AccessReadWrite, Limits: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close()
+		var out bytes.Buffer
+		p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d %s %v %q", script, res.ExitCode, res.Reason, res.LimitsHit, out.String())
+		return res
+	}
+	if r := run(sandbox.Limits{Memory: 128 << 20}, "head -c 40000000 /dev/zero | wc -c"); r.ExitCode != 0 || len(r.LimitsHit) > 0 {
+		t.Errorf("within the memory limit: %+v", r)
+	}
+	if r := run(sandbox.Limits{Memory: 128 << 20}, "tail /dev/zero"); r.Reason != sandbox.ReasonOOM || !slices.Contains(r.LimitsHit, sandbox.LimitMemory) {
+		t.Errorf("past the memory limit: %+v", r)
+	}
+	// Below what the Sentry needs to start: out of memory, not a failure
+	// of runsc's.
+	if r := run(sandbox.Limits{Memory: 8 << 20}, "true"); r.Reason != sandbox.ReasonOOM || !slices.Contains(r.LimitsHit, sandbox.LimitMemory) {
+		t.Errorf("a memory limit too small for the Sentry: %+v", r)
+	}
+	if r := run(sandbox.Limits{Pids: 16}, "for i in $(seq 8); do sleep 1 & done; wait"); r.ExitCode != 0 || len(r.LimitsHit) > 0 {
+		t.Errorf("within the pids limit: %+v", r)
+	}
+	if r := run(sandbox.Limits{Pids: 16}, "f() { f | f & }; f; sleep 30"); r.ExitCode == 0 || !slices.Contains(r.LimitsHit, sandbox.LimitPids) || r.Duration > 25*time.Second {
+		t.Errorf("a fork bomb past the pids limit: %+v", r)
+	}
+	// Half a CPU for 3 s of spinning: the host CPU time of runsc and its
+	// Sentry (children waited for) stays near 1.5 s, not 3.
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
+	if r := run(sandbox.Limits{CPUs: 0.5}, "timeout 3 sh -c 'while :; do :; done'; exit 0"); r.ExitCode != 0 {
+		t.Errorf("cpus: %+v", r)
+	}
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after)
+	used := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	t.Logf("CPU time under --cpus 0.5 for 3 s: %s", used)
+	if used > 2200*time.Millisecond {
+		t.Errorf("--cpus 0.5 let the sandbox use %s of CPU in 3 s", used)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/pinfold/" + container.Owner() + "-g*"); len(left) > 0 {
+		t.Errorf("groups left: %v", left)
+	}
+}
+
+// TestHostLoopback: with --host-loopback the command reaches a server on
+// the host's 127.0.0.1 at 10.0.2.2 through pinfold's stack; without it
+// the stack refuses and logs the attempt.
+func TestHostLoopback(t *testing.T) {
+	rt := runtime(t)
+	tools := t.TempDir()
+	os.Chmod(tools, 0o755)
+	client, err := nettest.BuildClient(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			bufio.NewReader(c).ReadString('\n')
+			c.Write([]byte("echo ping\n"))
+			c.Close()
+		}
+	}()
+	addr := "10.0.2.2:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	dial := func(hostLoopback bool) (string, *sandbox.Result) {
+		sb, err := rt.New(context.Background(), sandbox.Spec{Network: sandbox.NetworkOutbound, Net: sandbox.NetPolicy{HostLoopback: hostLoopback},
+			Mounts: []sandbox.Mount{{Source: client, Target: "/pinfold-test/netclient", ReadOnly: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close()
+		var out bytes.Buffer
+		p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"/pinfold-test/netclient", "tcp", addr}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), res
+	}
+	if out, _ := dial(true); !strings.Contains(out, `"out":"echo ping"`) {
+		t.Errorf("with --host-loopback: %s", out)
+	}
+	out, res := dial(false)
+	if strings.Contains(out, "echo ping") || len(res.Violations) == 0 {
+		t.Errorf("without --host-loopback: %s %+v", out, res.Violations)
+	}
+}
+
+// TestResolvTarget: pinfold's resolv.conf goes over the base's, or where
+// the base's links to (systemd-resolved's link into /run, which the
+// skeleton can hold); a base with an /etc but no resolv.conf is refused.
+func TestResolvTarget(t *testing.T) {
+	base := t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	top := map[string]bool{"etc": true, "usr": true}
+	if _, err := resolvTarget(base, top); err == nil {
+		t.Error("no resolv.conf: no error")
+	}
+	os.WriteFile(base+"/etc/resolv.conf", nil, 0o644)
+	if got, err := resolvTarget(base, top); err != nil || got != "/etc/resolv.conf" {
+		t.Errorf("a file: %q %v", got, err)
+	}
+	os.Remove(base + "/etc/resolv.conf")
+	os.Symlink("../run/systemd/resolve/stub-resolv.conf", base+"/etc/resolv.conf")
+	if got, err := resolvTarget(base, top); err != nil || got != "/run/systemd/resolve/stub-resolv.conf" {
+		t.Errorf("a link into /run: %q %v", got, err)
+	}
+	os.Remove(base + "/etc/resolv.conf")
+	os.Symlink("/usr/resolv.conf", base+"/etc/resolv.conf")
+	if _, err := resolvTarget(base, top); err == nil {
+		t.Error("a link to a file the base lacks: no error")
+	}
+	if got, err := resolvTarget(base, map[string]bool{"usr": true}); err != nil || got != "/etc/resolv.conf" {
+		t.Errorf("a base without /etc: %q %v", got, err)
+	}
+}
+
+// TestRegistryBase: an oci base given by a registry reference (here a
+// registry on the loopback) is pulled into the store, as for a native
+// sandbox, and the command runs from it.
+func TestRegistryBase(t *testing.T) {
+	rt := runtime(t)
+	if _, err := exec.LookPath("skopeo"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("pulling needs skopeo (scripts/test-setup.sh installs it)")
+		}
+		t.Skip("pulling needs skopeo")
+	}
+	dir := t.TempDir()
+	bin, err := nettest.BuildClient(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	tw.WriteHeader(&tar.Header{Name: "netclient", Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg})
+	tw.Write(b)
+	tw.Close()
+	reg := trusttest.NewRegistry(t)
+	reg.PushImage("team/tool", "1", layer.Bytes())
+	sb, err := rt.New(context.Background(), sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: reg.Addr + "/team/tool:1"}, Store: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"/netclient", "tcp", "127.0.0.1:1"}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), `"err":`) {
+		t.Errorf("from the pulled base: %+v %v %q", res, err, out.String())
+	}
+}
+
+// TestFreshDir: on a machine where no gVisor run was made yet, the
+// runtime's directory is made so that the sandbox's ids reach their
+// bundle, and the shared root beside it.
+func TestFreshDir(t *testing.T) {
+	rt := runtime(t)
+	parent, err := os.MkdirTemp("/run", "pinfold-gvisor-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(parent, 0o711)
+	old := Dir
+	Dir = filepath.Join(parent, "gvisor")
+	defer func() {
+		// runsc keeps its gofers' network namespace in the shared root.
+		unix.Unmount(filepath.Join(Dir, sharedRoot, "null-netns"), unix.MNT_DETACH)
+		os.RemoveAll(parent)
+		Dir = old
+	}()
+	sb, err := rt.New(context.Background(), sandbox.Spec{Workspace: t.TempDir(), Access: sandbox.AccessReadWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"echo", "fresh"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || out.String() != "fresh\n" {
+		t.Errorf("in a fresh directory: %+v %v %q", res, err, out.String())
+	}
+	if fi, err := os.Stat(filepath.Join(Dir, sharedRoot)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the shared root: %v %v", fi, err)
 	}
 }

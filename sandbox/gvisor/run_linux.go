@@ -22,9 +22,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // Dir holds the runs' bundles and runsc's state, one directory per
@@ -41,10 +45,6 @@ func (r *Runtime) New(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, 
 	f := r.Features()
 	if err := f.Supports(Name, &spec, nil); err != nil {
 		return nil, err
-	}
-	if spec.Base.Kind == sandbox.BaseOCI && spec.Base.Path == "" {
-		return nil, &sandbox.UnsupportedError{Runtime: Name, Feature: "base",
-			Asked: "a registry reference (" + spec.Base.Ref + "): save the image to a file (skopeo copy docker://REF oci-archive:FILE) and use oci:FILE"}
 	}
 	if err := r.Check(ctx, &spec); err != nil {
 		return nil, err
@@ -64,7 +64,11 @@ type Sandbox struct {
 	dir     string // Dir/OWNER-ID: the skeleton, bundles, runsc's state
 	lay     layout
 	ids     *container.IDMounts
-	release func() // lets the store's collector have the base again
+	release func()            // lets the store's collector have the base again
+	cgsys   *cgroup.System    // nil without limits
+	cglim   cgroup.Limits     // the host group's limits (hostLimits)
+	net     *netpolicy.Config // pinfold's network stack's, or nil (none)
+	session bool              // a session's agent runs here (RunDir is bound)
 	closed  atomic.Bool
 	cleaned sync.Once
 	mu      sync.Mutex
@@ -72,7 +76,12 @@ type Sandbox struct {
 }
 
 func (s *Sandbox) setup(ctx context.Context) error {
+	// The sandbox's ids traverse Dir to their bundle; the shared root is
+	// runsc's alone.
 	if err := os.MkdirAll(Dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(Dir, sharedRoot), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	dir := filepath.Join(Dir, container.Owner()+"-"+randomID())
@@ -80,6 +89,17 @@ func (s *Sandbox) setup(ctx context.Context) error {
 		return err
 	}
 	s.dir = dir
+	if err := s.limits(); err != nil {
+		return err
+	}
+	for _, m := range s.spec.Mounts {
+		s.session = s.session || m.Target == agent.RunDir && !m.ReadOnly
+	}
+	cfg, err := netconf.Config(&s.spec)
+	if err != nil {
+		return err
+	}
+	s.net = cfg
 	base, names := "/", sandbox.HostSystemDirs()
 	if s.spec.Base.Kind != sandbox.BaseHost {
 		base = s.spec.Base.Path
@@ -110,12 +130,39 @@ func (s *Sandbox) setup(ctx context.Context) error {
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
+	if b := s.spec.Base; b.Kind == sandbox.BaseOCI && b.Path == "" {
+		return s.pulledBase(ctx)
+	}
 	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}
 	s.release = release
 	return root, nil
+}
+
+// pulledBase pulls (or finds) an oci base given by a registry reference
+// into the store, as the native runtime does (skopeo; a reference pulled
+// once is used from the store from then on).
+func (s *Sandbox) pulledBase(ctx context.Context) (string, error) {
+	dir := s.spec.Store
+	if dir == "" {
+		d, err := store.DefaultDir()
+		if err != nil {
+			return "", &sandbox.SpecError{Field: "store", Err: err}
+		}
+		dir = d
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "store", Err: err}
+	}
+	b, err := st.PullBase(ctx, s.spec.Base.Ref, store.ImportOptions{UIDShift: store.Shift()}, false)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "base", Err: err}
+	}
+	s.release = store.UseBase(b.Root)
+	return b.Root, nil
 }
 
 // Close releases the idmapped mounts, the base and the sandbox's
@@ -218,29 +265,54 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	if err := f.Supports(Name, &s.spec, cmd); err != nil {
 		return nil, err
 	}
-	cfg, err := s.config(cmd)
+	cg, cgpath, err := s.group()
 	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Process, error) {
+		if cg != nil {
+			cg.Remove()
+		}
 		return nil, err
 	}
 	id := "pinfold-" + randomID()
 	bundle := filepath.Join(s.dir, id)
 	if err := os.Mkdir(bundle, 0o700); err != nil {
+		return fail(err)
+	}
+	var nw *network
+	if s.net != nil {
+		if nw, err = s.startNetwork(ctx, s.net, bundle); err != nil {
+			removeTree(bundle)
+			return fail(err)
+		}
+	}
+	fail = func(err error) (*Process, error) {
+		if nw != nil {
+			nw.close()
+		}
+		removeTree(bundle)
+		if cg != nil {
+			cg.Remove()
+		}
 		return nil, err
+	}
+	cfg, err := s.config(cmd, cgpath, nw)
+	if err != nil {
+		return fail(err)
 	}
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
-		os.RemoveAll(bundle)
-		return nil, err
+		return fail(err)
 	}
 	state := filepath.Join(s.dir, "state")
-	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout}
+	p := &Process{runsc: s.rt.runsc, state: state, id: id, bundle: bundle, done: make(chan struct{}), timeout: cmd.Timeout, cg: cg, limits: s.spec.Limits, net: nw, session: s.session}
 	run := []string{"run", "--bundle", bundle}
 	var console *net.UnixListener
 	if cmd.TTY {
 		// runsc sends the terminal's master end to this socket.
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bundle, "console"), Net: "unix"})
 		if err != nil {
-			os.RemoveAll(bundle)
-			return nil, err
+			return fail(err)
 		}
 		console = l
 		run = append(run, "--console-socket", filepath.Join(bundle, "console"))
@@ -257,8 +329,7 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 	// dies with this thread's process.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
-		os.RemoveAll(bundle)
-		return nil, fmt.Errorf("starting runsc: %w", err)
+		return fail(fmt.Errorf("starting runsc: %w", err))
 	}
 	p.cmd = c
 	p.start = time.Now()
@@ -293,6 +364,10 @@ func (s *Sandbox) run(ctx context.Context, cmd *sandbox.Cmd) (*Process, error) {
 type Process struct {
 	runsc, state, id, bundle string
 	sb                       *Sandbox
+	cg                       *cgroup.Group // the limits' host group, or nil
+	net                      *network      // pinfold's network, or nil
+	session                  bool          // Sandbox.session
+	limits                   sandbox.Limits
 	cmd                      *exec.Cmd
 	errs                     *runscErrors
 	pty                      *os.File // the terminal's master end (Cmd.TTY)
@@ -309,12 +384,32 @@ type Process struct {
 
 // global returns runsc's arguments: its flags, then args.
 func (p *Process) global(args ...string) []string {
-	g := []string{"--root", p.state, "--network=none", "--platform=" + Platform, "--overlay2=none"}
+	mode := "--network=none" // loopback only
+	if p.net != nil {
+		mode = "--network=sandbox" // the Sentry's stack on the bundle's namespace
+	}
+	// The shared root keeps the empty network namespace runsc gives its
+	// gofers, made once rather than for every run.
+	g := []string{"--root", p.state, "--shared-root", filepath.Join(Dir, sharedRoot), mode, "--platform=" + Platform, "--overlay2=none"}
+	if p.cg == nil {
+		// No limits: runsc would make (and remove) a group of its own in
+		// every hierarchy, which bounds nothing.
+		g = append(g, "--ignore-cgroups")
+	}
+	if p.session {
+		// The session's agent listens on a socket in its bound run
+		// directory, which the host connects to: bind() there makes a
+		// host socket (the gofer creates it), never connect() to one.
+		g = append(g, "--host-uds=create")
+	}
 	if d := os.Getenv(DebugEnv); d != "" {
 		g = append(g, "--debug", "--debug-log="+d+"/")
 	}
 	return append(g, args...)
 }
+
+// sharedRoot is runsc's state shared by every sandbox, in Dir.
+const sharedRoot = "shared"
 
 // DebugEnv names a directory that receives runsc's debug logs.
 const DebugEnv = "PINFOLD_RUNSC_DEBUG"
@@ -459,11 +554,24 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		// killed (a timeout, a cancel): then its state is removed here.
 		exec.Command(p.runsc, p.global("delete", "--force", p.id)...).Run()
 	}
+	var violations []sandbox.Violation
+	if p.net != nil {
+		// Closed first: the helper's last reports may be in flight.
+		p.net.close()
+		violations = p.net.violations()
+	}
 	removeTree(p.bundle)
+	var stats cgroup.Stats
+	if p.cg != nil {
+		// runsc, its Sentry and gofer have left the group by now.
+		stats, _ = p.cg.Stats()
+		p.cg.Remove()
+		removeGroups(p.cg.Name())
+	}
 	if p.sb != nil {
 		p.sb.ended()
 	}
-	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout}
+	r := &sandbox.Result{Duration: time.Since(p.start), Timeout: p.timeout, Limits: p.limits, Violations: violations}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
@@ -476,6 +584,10 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitTimeout)
 	case ws.Signaled():
 		r.ExitCode, r.Reason, r.Signal = 128+int(ws.Signal()), sandbox.ReasonKilled, ws.Signal()
+	case code == 128 && p.errs.failed() != "" && stats.OOMKills > 0:
+		// The memory limit killed the Sentry while it started: the
+		// limit is below what gVisor itself needs (some 20 MiB).
+		r.ExitCode, r.Reason, r.Signal = 128+int(syscall.SIGKILL), sandbox.ReasonKilled, syscall.SIGKILL
 	case code == 128 && p.errs.failed() != "":
 		return nil, p.errs.err()
 	case code > 128 && code < 128+65:
@@ -484,6 +596,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	default:
 		r.ExitCode, r.Reason = code, sandbox.ReasonExited
 	}
+	hit(r, stats)
 	return r, nil
 }
 
