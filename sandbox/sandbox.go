@@ -211,9 +211,6 @@ type Spec struct {
 	// namespace.
 	Capabilities []string
 	Limits       Limits
-	// Store is pinfold's store directory (tar bases live there). Empty
-	// means the default location.
-	Store string
 	// Trace records a timeline of how each instance started, returned in
 	// Result.Trace (for benchmarks and diagnosis).
 	Trace bool

@@ -57,7 +57,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 				names = append(names, e.Name())
 			}
 		}
-		img, binds, err := s.rt.skeleton(ctx, root, names, sp.Store)
+		img, binds, err := s.rt.skeleton(ctx, root, names, s.rt.store)
 		if err != nil {
 			return err
 		}
@@ -341,7 +341,7 @@ func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error)
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
+	root, release, err := store.SpecBase(ctx, s.rt.store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}

@@ -87,7 +87,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	// removes: podman's conmon, started in the client's directory, writes
 	// an "oom" file there when the kernel kills the command for memory,
 	// and nothing may land in the caller's directory.
-	wd, err := workDir(s.spec.Store)
+	wd, err := workDir(s.rt.store)
 	if err != nil {
 		(&Process{cg: cg, net: nw}).release()
 		return nil, err
@@ -122,7 +122,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	// The client goes with pinfold (the container then runs on until its
 	// command ends, or pinfold clean removes it).
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &Process{rt: s.rt, name: name, dir: wd, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	p := &Process{rt: s.rt, name: name, dir: wd, net: nw, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	if cmd.TTY {
 		rows, cols := cmd.Rows, cmd.Cols
 		if rows == 0 || cols == 0 {

@@ -110,7 +110,7 @@ func (s *Sandbox) setup(ctx context.Context) error {
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
+	root, release, err := store.SpecBase(ctx, s.rt.store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}
