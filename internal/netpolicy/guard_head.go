@@ -33,104 +33,141 @@ func parseHead(head []byte) (*request, error) {
 	case version != "HTTP/1.1" && version != "HTTP/1.0":
 		return nil, &GuardError{Reason: "HTTP version " + strconv.Quote(version) + " cannot be checked"}
 	}
-	r := &request{length: -1}
-	hosts := 0
-	var hostValue, te, connection, upgrade string
-	lengths := map[string]bool{}
-	for _, l := range lines[1:] {
-		if l == "" {
-			continue
-		}
-		if l[0] == ' ' || l[0] == '\t' {
-			return nil, &GuardError{Reason: "a folded HTTP header line (obsolete, ambiguous)"}
-		}
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || name == "" || !isToken(name) {
-			return nil, &GuardError{Reason: "a malformed HTTP header line"}
-		}
-		if strings.ContainsAny(value, "\x00\r\n") {
-			return nil, &GuardError{Reason: "a malformed HTTP header value"}
-		}
-		value = strings.Trim(value, " \t")
-		switch lowerASCII(name) {
-		case "host":
-			hosts++
-			hostValue = value
-		case "content-length":
-			lengths[value] = true
-		case "transfer-encoding":
-			if te != "" {
-				te += ", "
-			}
-			te += value
-		case "connection":
-			connection += "," + lowerASCII(value)
-		case "upgrade":
-			upgrade += "," + lowerASCII(value)
-		}
+	h, err := readHeaders(lines[1:])
+	if err != nil {
+		return nil, err
 	}
-	if hosts != 1 {
-		if hosts == 0 {
+	if h.hosts != 1 {
+		if h.hosts == 0 {
 			return nil, &GuardError{Reason: "an HTTP request without a Host header"}
 		}
-		return nil, &GuardError{Reason: "an HTTP request with " + strconv.Itoa(hosts) + " Host headers: ambiguous, refused"}
+		return nil, &GuardError{Reason: "an HTTP request with " + strconv.Itoa(h.hosts) + " Host headers: ambiguous, refused"}
 	}
-	host, err := parseHost(hostValue)
+	host, err := parseHost(h.host)
 	if err != nil {
-		return nil, &GuardError{Reason: "HTTP Host " + strconv.Quote(hostValue) + ": " + err.Error()}
+		return nil, &GuardError{Reason: "HTTP Host " + strconv.Quote(h.host) + ": " + err.Error()}
 	}
-	r.host = host
-	if !strings.HasPrefix(target, "/") && target != "*" {
-		// absolute-form: its authority must be the Host.
-		u, ok := strings.CutPrefix(lowerASCII(target), "http://")
-		if !ok {
-			u, ok = strings.CutPrefix(lowerASCII(target), "https://")
-		}
-		if !ok {
-			return nil, &GuardError{Name: host, Reason: "an HTTP request target that is neither a path nor an http URL"}
-		}
-		authority, _, _ := strings.Cut(u, "/")
-		authority, _, _ = strings.Cut(authority, "?")
-		th, err := parseHost(authority)
-		if err != nil || th != host {
-			return nil, &GuardError{Name: host, Reason: "the HTTP request's URL names " + strconv.Quote(authority) + " but its Host is " + strconv.Quote(hostValue) + ": ambiguous, refused"}
-		}
+	if err := checkTarget(target, host, h.host); err != nil {
+		return nil, err
 	}
-	switch {
-	case te != "" && len(lengths) > 0:
-		return nil, &GuardError{Name: host, Reason: "an HTTP request with both Content-Length and Transfer-Encoding: ambiguous, refused"}
-	case te != "":
-		codings := strings.Split(lowerASCII(te), ",")
-		if strings.TrimSpace(codings[len(codings)-1]) != "chunked" {
-			return nil, &GuardError{Name: host, Reason: "an HTTP request body whose length cannot be told (Transfer-Encoding " + strconv.Quote(te) + ")"}
-		}
-		for _, c := range codings[:len(codings)-1] {
-			if strings.TrimSpace(c) == "chunked" {
-				return nil, &GuardError{Name: host, Reason: "Transfer-Encoding chunked twice: ambiguous, refused"}
-			}
-		}
-		r.chunked = true
-	case len(lengths) > 1:
-		return nil, &GuardError{Name: host, Reason: "an HTTP request with different Content-Length headers: ambiguous, refused"}
-	case len(lengths) == 1:
-		for v := range lengths {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || strings.TrimLeft(v, "0123456789") != "" {
-				return nil, &GuardError{Name: host, Reason: "an HTTP Content-Length that is not a number: " + strconv.Quote(v)}
-			}
-			r.length = n
-		}
+	r := &request{host: host, length: -1}
+	if err := r.framing(&h); err != nil {
+		return nil, err
 	}
-	if strings.Contains(connection, "upgrade") || upgrade != "" {
-		for _, u := range strings.Split(upgrade, ",") {
+	if strings.Contains(h.connection, "upgrade") || h.upgrade != "" {
+		for _, u := range strings.Split(h.upgrade, ",") {
 			u = strings.TrimSpace(u)
 			if u != "" && u != "websocket" {
 				return nil, &GuardError{Name: host, Reason: "an HTTP upgrade to " + strconv.Quote(u) + " cannot be checked (only WebSocket upgrades are let through)"}
 			}
 		}
-		r.upgrade = strings.Contains(upgrade, "websocket")
+		r.upgrade = strings.Contains(h.upgrade, "websocket")
 	}
 	return r, nil
+}
+
+// headers are the header fields the guard decides on, as a request's
+// head gives them: how many Host fields and the last one's value, the
+// Content-Length values, and Transfer-Encoding, Connection and Upgrade
+// joined.
+type headers struct {
+	hosts                   int
+	host                    string
+	lengths                 map[string]bool
+	te, connection, upgrade string
+}
+
+// readHeaders reads the header lines of a head, refusing folded lines and
+// malformed names and values.
+func readHeaders(lines []string) (headers, error) {
+	h := headers{lengths: map[string]bool{}}
+	for _, l := range lines {
+		if l == "" {
+			continue
+		}
+		if l[0] == ' ' || l[0] == '\t' {
+			return h, &GuardError{Reason: "a folded HTTP header line (obsolete, ambiguous)"}
+		}
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || name == "" || !isToken(name) {
+			return h, &GuardError{Reason: "a malformed HTTP header line"}
+		}
+		if strings.ContainsAny(value, "\x00\r\n") {
+			return h, &GuardError{Reason: "a malformed HTTP header value"}
+		}
+		value = strings.Trim(value, " \t")
+		switch lowerASCII(name) {
+		case "host":
+			h.hosts++
+			h.host = value
+		case "content-length":
+			h.lengths[value] = true
+		case "transfer-encoding":
+			if h.te != "" {
+				h.te += ", "
+			}
+			h.te += value
+		case "connection":
+			h.connection += "," + lowerASCII(value)
+		case "upgrade":
+			h.upgrade += "," + lowerASCII(value)
+		}
+	}
+	return h, nil
+}
+
+// checkTarget refuses a request target in absolute form whose authority
+// is not host (hostValue as the Host header gave it).
+func checkTarget(target, host, hostValue string) error {
+	if strings.HasPrefix(target, "/") || target == "*" {
+		return nil
+	}
+	u, ok := strings.CutPrefix(lowerASCII(target), "http://")
+	if !ok {
+		u, ok = strings.CutPrefix(lowerASCII(target), "https://")
+	}
+	if !ok {
+		return &GuardError{Name: host, Reason: "an HTTP request target that is neither a path nor an http URL"}
+	}
+	authority, _, _ := strings.Cut(u, "/")
+	authority, _, _ = strings.Cut(authority, "?")
+	th, err := parseHost(authority)
+	if err != nil || th != host {
+		return &GuardError{Name: host, Reason: "the HTTP request's URL names " + strconv.Quote(authority) + " but its Host is " + strconv.Quote(hostValue) + ": ambiguous, refused"}
+	}
+	return nil
+}
+
+// framing sets how r's body is framed (chunked, or its length), refusing
+// every ambiguous or unknown framing.
+func (r *request) framing(h *headers) error {
+	host := r.host
+	switch {
+	case h.te != "" && len(h.lengths) > 0:
+		return &GuardError{Name: host, Reason: "an HTTP request with both Content-Length and Transfer-Encoding: ambiguous, refused"}
+	case h.te != "":
+		codings := strings.Split(lowerASCII(h.te), ",")
+		if strings.TrimSpace(codings[len(codings)-1]) != "chunked" {
+			return &GuardError{Name: host, Reason: "an HTTP request body whose length cannot be told (Transfer-Encoding " + strconv.Quote(h.te) + ")"}
+		}
+		for _, c := range codings[:len(codings)-1] {
+			if strings.TrimSpace(c) == "chunked" {
+				return &GuardError{Name: host, Reason: "Transfer-Encoding chunked twice: ambiguous, refused"}
+			}
+		}
+		r.chunked = true
+	case len(h.lengths) > 1:
+		return &GuardError{Name: host, Reason: "an HTTP request with different Content-Length headers: ambiguous, refused"}
+	case len(h.lengths) == 1:
+		for v := range h.lengths {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || strings.TrimLeft(v, "0123456789") != "" {
+				return &GuardError{Name: host, Reason: "an HTTP Content-Length that is not a number: " + strconv.Quote(v)}
+			}
+			r.length = n
+		}
+	}
+	return nil
 }
 
 // splitRequestLine splits "METHOD SP target SP version" (one space each,
