@@ -396,29 +396,7 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 	root := os.Geteuid() == 0
 	skipped := 0
 	var stripped []string
-	// Directories replaced by a non-directory: emptied and removed first.
-	replaced := make(map[dirKey]bool)
-	for i := range entries {
-		e := &entries[i]
-		if e.TypeChanged() && e.Old.Mode.IsDir() {
-			replaced[dirKey{e.Root, e.Path}] = true
-		}
-	}
-	inReplaced := func(e *Entry) bool {
-		for p := e.Path; ; {
-			d, _ := splitPath(p)
-			if d == "" {
-				return false
-			}
-			if replaced[dirKey{e.Root, d}] {
-				return true
-			}
-			p = d
-		}
-	}
-	var pre, mkdirs, writes, links, dels, metas []op
-	type inode struct{ dev, ino uint64 }
-	firstLink := make(map[inode]string)
+	l := newOpLists(entries)
 	for i := range entries {
 		if err := a.ctx.Err(); err != nil {
 			return nil, 0, nil, err
@@ -439,60 +417,113 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 		if owner == nil && root && now != nil {
 			owner = &Owner{UID: now.UID, GID: now.GID}
 		}
-		p := []byte(e.Path)
-		switch n := e.New; {
-		case n == nil:
-			k := opRemove
-			if e.Old.Mode.IsDir() {
-				k = opRmdir
-			}
-			d := op{Kind: k, Root: e.Root, Path: p, Entry: true}
-			if inReplaced(e) {
-				pre = append(pre, d)
-			} else {
-				dels = append(dels, d)
-			}
-		case n.Mode.IsDir():
-			if now == nil || !now.Mode.IsDir() {
-				mkdirs = append(mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: o.Owner})
-			}
-			metas = append(metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Entry: true})
-		case n.Mode&fs.ModeSymlink != 0:
-			writes = append(writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
-		default:
-			w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
-			if n.Nlink > 1 {
-				k := inode{n.Dev, n.Ino}
-				if first, ok := firstLink[k]; ok && firstLinkRoot(first) == e.Root {
-					links = append(links, op{Kind: opLink, Root: e.Root, Path: p, Src: []byte(firstLinkPath(first)), Entry: true})
-					break
-				}
-				firstLink[k] = strconv.Itoa(e.Root) + "\x00" + e.Path
-			}
-			writes = append(writes, w)
-		}
-		if e.TypeChanged() && e.Old.Mode.IsDir() {
-			pre = append(pre, op{Kind: opRmdir, Root: e.Root, Path: p})
-		}
+		l.add(e, now, owner, o.Owner)
 	}
-	byPathDesc := func(x, y op) int {
-		if c := cmp.Compare(y.Root, x.Root); c != 0 {
-			return c
-		}
-		return bytes.Compare(y.Path, x.Path)
-	}
-	slices.SortStableFunc(pre, byPathDesc)
-	slices.SortStableFunc(dels, byPathDesc)
-	slices.SortStableFunc(metas, byPathDesc)
-	for _, l := range [][]op{pre, mkdirs, writes, links, dels, metas} {
-		j.Ops = append(j.Ops, l...)
-	}
+	j.Ops = l.ops()
 	for _, x := range j.Ops {
 		if x.Entry {
 			j.Total++
 		}
 	}
 	return j, skipped, stripped, nil
+}
+
+// inode names a file by device and inode number.
+type inode struct{ dev, ino uint64 }
+
+// opLists are a journal's operations by phase, in the order they run:
+// what lies in directories replaced by a non-directory (emptied and
+// removed first), new directories, files and symbolic links, hard links
+// to files written before, removals, then directories' metadata.
+type opLists struct {
+	pre, mkdirs, writes, links, dels, metas []op
+	replaced                                map[dirKey]bool
+	firstLink                               map[inode]string // root NUL path of a hard link's first name
+}
+
+func newOpLists(entries []Entry) *opLists {
+	l := &opLists{replaced: make(map[dirKey]bool), firstLink: make(map[inode]string)}
+	for i := range entries {
+		e := &entries[i]
+		if e.TypeChanged() && e.Old.Mode.IsDir() {
+			l.replaced[dirKey{e.Root, e.Path}] = true
+		}
+	}
+	return l
+}
+
+// inReplaced reports whether e lies in a directory replaced by a
+// non-directory.
+func (l *opLists) inReplaced(e *Entry) bool {
+	for p := e.Path; ; {
+		d, _ := splitPath(p)
+		if d == "" {
+			return false
+		}
+		if l.replaced[dirKey{e.Root, d}] {
+			return true
+		}
+		p = d
+	}
+}
+
+// add plans entry e, whose original is now (nil: none): owner owns what
+// it writes, dirOwner the directories it makes.
+func (l *opLists) add(e *Entry, now *Stat, owner, dirOwner *Owner) {
+	p := []byte(e.Path)
+	switch n := e.New; {
+	case n == nil:
+		k := opRemove
+		if e.Old.Mode.IsDir() {
+			k = opRmdir
+		}
+		d := op{Kind: k, Root: e.Root, Path: p, Entry: true}
+		if l.inReplaced(e) {
+			l.pre = append(l.pre, d)
+		} else {
+			l.dels = append(l.dels, d)
+		}
+	case n.Mode.IsDir():
+		if now == nil || !now.Mode.IsDir() {
+			l.mkdirs = append(l.mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: dirOwner})
+		}
+		l.metas = append(l.metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Entry: true})
+	case n.Mode&fs.ModeSymlink != 0:
+		l.writes = append(l.writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
+	default:
+		w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
+		if n.Nlink > 1 {
+			k := inode{n.Dev, n.Ino}
+			if first, ok := l.firstLink[k]; ok && firstLinkRoot(first) == e.Root {
+				l.links = append(l.links, op{Kind: opLink, Root: e.Root, Path: p, Src: []byte(firstLinkPath(first)), Entry: true})
+				break
+			}
+			l.firstLink[k] = strconv.Itoa(e.Root) + "\x00" + e.Path
+		}
+		l.writes = append(l.writes, w)
+	}
+	if e.TypeChanged() && e.Old.Mode.IsDir() {
+		l.pre = append(l.pre, op{Kind: opRmdir, Root: e.Root, Path: p})
+	}
+}
+
+// ops are the operations in the order they run; removals and metadata
+// deepest first.
+func (l *opLists) ops() []op {
+	byPathDesc := func(x, y op) int {
+		if c := cmp.Compare(y.Root, x.Root); c != 0 {
+			return c
+		}
+		return bytes.Compare(y.Path, x.Path)
+	}
+	slices.SortStableFunc(l.pre, byPathDesc)
+	slices.SortStableFunc(l.dels, byPathDesc)
+	slices.SortStableFunc(l.metas, byPathDesc)
+	var ops []op
+	for _, x := range [][]op{l.pre, l.mkdirs, l.writes, l.links, l.dels, l.metas} {
+		ops = append(ops, x...)
+	}
+	return ops
 }
 
 // rootName is how a root's paths are shown: nothing for the first (the
