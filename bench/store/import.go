@@ -41,43 +41,7 @@ func importBench(dir, tarball string, tree []string, rounds, warmup int, cpuprof
 	syncfs(dir)
 
 	shift := store.Shift()
-	ctx := context.Background()
-	mkdir := func(out string) error { return os.Mkdir(out, 0o755) }
-	tarSide := func(name string, extra ...string) *side {
-		args := append([]string{"-xf", tarball}, extra...)
-		return &side{name: name, setup: mkdir, run: func(out string) (time.Duration, error) {
-			cmd := exec.Command("tar", append(args, "-C", out)...)
-			var b bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &b, &b
-			if err := cmd.Run(); err != nil {
-				return 0, fmt.Errorf("%s: %v: %s", cmd, err, b.String())
-			}
-			return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
-		}}
-	}
-	sides := []*side{
-		{name: "pinfold Store.TarBase", run: inProcess(func(out string) error {
-			st, err := store.Open(out)
-			if err != nil {
-				return err
-			}
-			_, err = st.TarBase(ctx, tarball, store.ImportOptions{UIDShift: shift})
-			return err
-		})},
-		tarSide("tar -xf"),
-		tarSide("tar -xf --numeric-owner", "--numeric-owner"),
-	}
-	// A baseline of what the import does besides extracting: hashing the
-	// file (it is read once, hashed and extracted in the same pass).
-	hash := &side{name: "sha256 of the tarball (context)", run: inProcess(func(string) error {
-		f, err := os.Open(tarball)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(sha256.New(), f)
-		return err
-	})}
+	sides, hash := importSides(tarball, shift)
 
 	n := 0
 	once := func(s *side, record bool) {
@@ -134,6 +98,56 @@ func importBench(dir, tarball string, tree []string, rounds, warmup int, cpuprof
 		pprof.StopCPUProfile()
 	}
 
+	printImport(all, sides, hash, rounds, cpuprofile)
+}
+
+// importSides are the import benchmark's sides: pinfold's Store.TarBase
+// and tar -xf with and without --numeric-owner; and the hash of the
+// tarball, for context.
+func importSides(tarball string, shift uint32) ([]*side, *side) {
+	ctx := context.Background()
+	mkdir := func(out string) error { return os.Mkdir(out, 0o755) }
+	tarSide := func(name string, extra ...string) *side {
+		args := append([]string{"-xf", tarball}, extra...)
+		return &side{name: name, setup: mkdir, run: func(out string) (time.Duration, error) {
+			cmd := exec.Command("tar", append(args, "-C", out)...)
+			var b bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &b, &b
+			if err := cmd.Run(); err != nil {
+				return 0, fmt.Errorf("%s: %v: %s", cmd, err, b.String())
+			}
+			return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+		}}
+	}
+	sides := []*side{
+		{name: "pinfold Store.TarBase", run: inProcess(func(out string) error {
+			st, err := store.Open(out)
+			if err != nil {
+				return err
+			}
+			_, err = st.TarBase(ctx, tarball, store.ImportOptions{UIDShift: shift})
+			return err
+		})},
+		tarSide("tar -xf"),
+		tarSide("tar -xf --numeric-owner", "--numeric-owner"),
+	}
+	// A baseline of what the import does besides extracting: hashing the
+	// file (it is read once, hashed and extracted in the same pass).
+	hash := &side{name: "sha256 of the tarball (context)", run: inProcess(func(string) error {
+		f, err := os.Open(tarball)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(sha256.New(), f)
+		return err
+	})}
+
+	return sides, hash
+}
+
+// printImport prints the import benchmark's table and ratios.
+func printImport(all, sides []*side, hash *side, rounds int, cpuprofile string) {
 	fmt.Printf("  %-36s %10s %10s %10s %10s %16s\n", "command", "median", "min", "max", "CPU", "syncfs after it")
 	for _, s := range all {
 		fmt.Printf("  %-36s %8.0fms %8.0fms %8.0fms %8.0fms %14.0fms\n", s.name, ms(median(s.d)), ms(minD(s.d)), ms(maxD(s.d)), ms(median(s.cpu)), ms(median(s.sync)))
