@@ -50,11 +50,10 @@ type HandoffOptions struct {
 }
 
 // LaunchRecord is what a replay of a launch is keyed by and depends on
-// besides the sandbox's own spec, which the runtime checks itself.
+// besides the sandbox's own spec, which the runtime checks itself. The
+// runtime keeps the record in its store (its "launch" directory), where
+// a replay makes its changeset and network log too.
 type LaunchRecord struct {
-	// Store is pinfold's store: the records are kept in its "launch"
-	// directory, and a replay makes its changeset and network log there.
-	Store string
 	// Prefix is the command line through the first "--" (without the
 	// program name); Cwd and Environ complete the key.
 	Prefix  []string

@@ -16,13 +16,18 @@
 // command in a fresh instance of it, so nothing one command does to /tmp or
 // its processes is seen by the next:
 //
-//	rt := native.Runtime()
+//	rt := native.NewRuntime()
 //	sb, err := rt.New(ctx, sandbox.Spec{Workspace: dir})
 //	if err != nil { ... }
 //	defer sb.Close()
 //	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"make", "test"}, Stdout: os.Stdout})
 //	if err != nil { ... }
 //	res, err := p.Wait()
+//
+// A Spec describes only the sandbox. What a runtime keeps between
+// sandboxes (tar, oci and debian-12 bases unpacked once, the shared
+// network helper) lives in pinfold's store, which is the runtime's own
+// option (native.WithStore and the like; the default store without it).
 //
 // A runtime that can keep a sandbox up between commands implements
 // Sessioner (sandbox/native does): its Session's commands share one
@@ -211,9 +216,6 @@ type Spec struct {
 	// namespace.
 	Capabilities []string
 	Limits       Limits
-	// Store is pinfold's store directory (tar bases live there). Empty
-	// means the default location.
-	Store string
 	// Trace records a timeline of how each instance started, returned in
 	// Result.Trace (for benchmarks and diagnosis).
 	Trace bool

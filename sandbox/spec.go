@@ -37,6 +37,37 @@ func (s *Spec) Normalize() error {
 	if s.Limits.TmpSize == 0 {
 		s.Limits.TmpSize = DefaultTmpSize
 	}
+	if err := s.normalizeBase(); err != nil {
+		return err
+	}
+	switch s.Network {
+	case NetworkNone, NetworkHost, NetworkOutbound, NetworkAllow:
+	default:
+		return &SpecError{"network", fmt.Errorf("unknown network %q (want none, host, outbound or allow)", s.Network)}
+	}
+	if err := s.normalizeWorkspace(); err != nil {
+		return err
+	}
+	if err := s.normalizeCaptures(); err != nil {
+		return err
+	}
+	if s.Scratch != "" {
+		d, err := canonicalDir(s.Scratch)
+		if err != nil {
+			return &SpecError{"scratch", err}
+		}
+		s.Scratch = d
+	}
+	if err := s.normalizeMounts(); err != nil {
+		return err
+	}
+	if s.Limits.TmpSize < 1<<20 {
+		return &SpecError{"limits", fmt.Errorf("tmp size %d is below 1MiB", s.Limits.TmpSize)}
+	}
+	return nil
+}
+
+func (s *Spec) normalizeBase() error {
 	switch s.Base.Kind {
 	case BaseHost, BaseDebian12:
 	case BaseDir, BaseTar, BaseOCI:
@@ -53,11 +84,12 @@ func (s *Spec) Normalize() error {
 	default:
 		return &SpecError{"base", fmt.Errorf("unknown base %q (want host, debian-12, dir, tar or oci)", s.Base.Kind)}
 	}
-	switch s.Network {
-	case NetworkNone, NetworkHost, NetworkOutbound, NetworkAllow:
-	default:
-		return &SpecError{"network", fmt.Errorf("unknown network %q (want none, host, outbound or allow)", s.Network)}
-	}
+	return nil
+}
+
+// normalizeWorkspace makes the workspace canonical, refuses one that
+// would show the host's system, and checks the access to it.
+func (s *Spec) normalizeWorkspace() error {
 	if s.Workspace != "" {
 		if s.Access == "" {
 			s.Access = AccessReadWrite
@@ -86,6 +118,11 @@ func (s *Spec) Normalize() error {
 	default:
 		return &SpecError{"workspace", fmt.Errorf("unknown workspace access %q (want changeset, rw, ro or none)", s.Access)}
 	}
+	return nil
+}
+
+// normalizeCaptures checks the captured directories as workspaces.
+func (s *Spec) normalizeCaptures() error {
 	for i := range s.Captures {
 		c := &s.Captures[i]
 		p, err := canonicalDir(c.Path)
@@ -100,13 +137,12 @@ func (s *Spec) Normalize() error {
 		}
 		c.Path = p
 	}
-	if s.Scratch != "" {
-		d, err := canonicalDir(s.Scratch)
-		if err != nil {
-			return &SpecError{"scratch", err}
-		}
-		s.Scratch = d
-	}
+	return nil
+}
+
+// normalizeMounts resolves the mounts' sources and refuses targets that
+// are not clean absolute paths or that the sandbox owns.
+func (s *Spec) normalizeMounts() error {
 	for i := range s.Mounts {
 		m := &s.Mounts[i]
 		src, err := filepath.EvalSymlinks(m.Source)
@@ -125,9 +161,6 @@ func (s *Spec) Normalize() error {
 				return &SpecError{"mount", fmt.Errorf("target %s: %s belongs to the sandbox", m.Target, own)}
 			}
 		}
-	}
-	if s.Limits.TmpSize < 1<<20 {
-		return &SpecError{"limits", fmt.Errorf("tmp size %d is below 1MiB", s.Limits.TmpSize)}
 	}
 	return nil
 }

@@ -44,30 +44,23 @@ func exitFor(err error) Exit {
 }
 
 func (a *agent) fileOp(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *Request) {
-	fail := func(err error) {
-		b, _ := json.Marshal(exitFor(err))
-		fw.frame(FrameExit, b)
-	}
-	ok := func(v any) {
-		b, _ := json.Marshal(v)
-		fw.frame(FrameOK, b)
-	}
+	rep := fileReply{fw}
 	if req.Path == "" {
-		fail(errors.New("no path given"))
+		rep.fail(errors.New("no path given"))
 		return
 	}
 	switch req.Op {
 	case "stat":
 		fi, err := os.Lstat(req.Path)
 		if err != nil {
-			fail(err)
+			rep.fail(err)
 			return
 		}
-		ok(fileInfo(filepath.Base(req.Path), fi, req.Path))
+		rep.ok(fileInfo(filepath.Base(req.Path), fi, req.Path))
 	case "list":
 		ents, err := os.ReadDir(req.Path)
 		if err != nil {
-			fail(err)
+			rep.fail(err)
 			return
 		}
 		list := []FileInfo{}
@@ -76,7 +69,7 @@ func (a *agent) fileOp(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *R
 				list = append(list, fileInfo(e.Name(), fi, filepath.Join(req.Path, e.Name())))
 			}
 		}
-		ok(list)
+		rep.ok(list)
 	case "remove":
 		var err error
 		if req.Recursive {
@@ -87,76 +80,103 @@ func (a *agent) fileOp(c *net.UnixConn, r *bufio.Reader, fw *frameWriter, req *R
 			err = os.Remove(req.Path)
 		}
 		if err != nil {
-			fail(err)
+			rep.fail(err)
 			return
 		}
-		ok(struct{}{})
+		rep.ok(struct{}{})
 	case "read":
-		f, err := os.Open(req.Path)
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err == nil && fi.IsDir() {
-			err = errors.New(req.Path + " is a directory")
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		ok(fileInfo(filepath.Base(req.Path), fi, req.Path))
-		if _, err := io.Copy(stream{fw, FrameStdout}, f); err != nil {
-			fail(err)
-			return
-		}
-		b, _ := json.Marshal(Exit{})
-		fw.frame(FrameExit, b)
+		sendFile(rep, req.Path)
 	case "write":
-		mode := fs.FileMode(req.Mode & 0o7777)
-		if mode == 0 {
-			mode = 0o644
-		}
-		mode &^= fs.ModeSetuid | fs.ModeSetgid
-		dir := filepath.Dir(req.Path)
-		tmp, err := os.CreateTemp(dir, ".pinfold-upload-*")
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer os.Remove(tmp.Name())
-		var werr error
-		var buf []byte
-		for {
-			t, b, err := readFrame(r, buf)
-			if err != nil {
-				tmp.Close()
-				return // the client went away: nothing is written
-			}
-			buf = b
-			if t == FrameStdinEOF {
-				break
-			}
-			if t == FrameStdin && werr == nil {
-				_, werr = tmp.Write(b)
-			}
-		}
-		if werr == nil {
-			werr = tmp.Chmod(mode)
-		}
-		if err := tmp.Close(); werr == nil {
-			werr = err
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), req.Path)
-		}
-		if werr != nil {
-			fail(werr)
-			return
-		}
-		ok(struct{}{})
+		receiveFile(r, rep, req)
 	}
+}
+
+// fileReply answers a file operation: OK with a value, or the exit
+// status of an error.
+type fileReply struct{ fw *frameWriter }
+
+func (f fileReply) ok(v any) {
+	b, _ := json.Marshal(v)
+	f.fw.frame(FrameOK, b)
+}
+
+func (f fileReply) fail(err error) {
+	b, _ := json.Marshal(exitFor(err))
+	f.fw.frame(FrameExit, b)
+}
+
+// sendFile answers a read: the file's info, its content as stdout
+// frames, and an exit.
+func sendFile(rep fileReply, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		rep.fail(err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		err = errors.New(path + " is a directory")
+	}
+	if err != nil {
+		rep.fail(err)
+		return
+	}
+	rep.ok(fileInfo(filepath.Base(path), fi, path))
+	if _, err := io.Copy(stream{rep.fw, FrameStdout}, f); err != nil {
+		rep.fail(err)
+		return
+	}
+	b, _ := json.Marshal(Exit{})
+	rep.fw.frame(FrameExit, b)
+}
+
+// receiveFile answers a write: the stdin frames up to EOF go to a
+// temporary file beside the path, renamed over it once whole (without
+// set-id bits), so that a failed or abandoned upload leaves nothing.
+func receiveFile(r *bufio.Reader, rep fileReply, req *Request) {
+	mode := fs.FileMode(req.Mode & 0o7777)
+	if mode == 0 {
+		mode = 0o644
+	}
+	mode &^= fs.ModeSetuid | fs.ModeSetgid
+	dir := filepath.Dir(req.Path)
+	tmp, err := os.CreateTemp(dir, ".pinfold-upload-*")
+	if err != nil {
+		rep.fail(err)
+		return
+	}
+	defer os.Remove(tmp.Name())
+	var werr error
+	var buf []byte
+	for {
+		t, b, err := readFrame(r, buf)
+		if err != nil {
+			tmp.Close()
+			return // the client went away: nothing is written
+		}
+		buf = b
+		if t == FrameStdinEOF {
+			break
+		}
+		if t == FrameStdin && werr == nil {
+			_, werr = tmp.Write(b)
+		}
+	}
+	if werr == nil {
+		werr = tmp.Chmod(mode)
+	}
+	if err := tmp.Close(); werr == nil {
+		werr = err
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), req.Path)
+	}
+	if werr != nil {
+		rep.fail(werr)
+		return
+	}
+	rep.ok(struct{}{})
 }
 
 // connect splices the client's connection to a TCP port of the sandbox's

@@ -72,86 +72,16 @@ func printJSON(v any) {
 
 // sessionRemote runs a session subcommand through the API.
 func sessionRemote(ctx context.Context, c *client.Client, sub string, args []string) int {
-	var pos []string
-	flags := map[string][]string{}
-	bools := map[string]bool{}
-	valued := map[string]bool{"--name": true, "--idle-timeout": true, "--base": true, "--access": true, "--network": true,
-		"--memory": true, "-m": true, "--pids": true, "--cpus": true, "--timeout": true, "--tmp-size": true, "--env": true,
-		"-e": true, "--workdir": true, "-w": true, "--workspace": true, "--allow": true, "--deny": true, "--backend": true,
-		"--hostname": true, "--user": true, "-u": true, "--time": true, "--snapshot": true}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		switch {
-		case valued[name] && hasVal:
-			flags[name] = append(flags[name], val)
-		case valued[a] && i+1 < len(args):
-			flags[a] = append(flags[a], args[i+1])
-			i++
-		case strings.HasPrefix(a, "-") && a != "-":
-			bools[a] = true
-		default:
-			pos = append(pos, a)
-		}
-	}
-	one := func(names ...string) string {
-		for _, n := range names {
-			if v := flags[n]; len(v) > 0 {
-				return v[len(v)-1]
-			}
-		}
-		return ""
-	}
+	a := parseSessionArgs(args)
 	ref := ""
-	if len(pos) > 0 {
-		ref = pos[0]
+	if len(a.pos) > 0 {
+		ref = a.pos[0]
 	}
 	switch sub {
 	case "start":
-		wd, _ := os.Getwd()
-		ws := one("--workspace")
-		if ws == "" {
-			ws = wd
-		}
-		r := client.CreateRequest{Name: one("--name"), IdleTimeout: one("--idle-timeout"), Base: one("--base"),
-			Access: one("--access"), Network: one("--network"), Memory: one("--memory", "-m"), Pids: one("--pids"),
-			CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
-			Env: append(flags["--env"], flags["-e"]...), Allow: flags["--allow"], Deny: flags["--deny"],
-			Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u"), Snapshot: one("--snapshot")}
-		// A tenant over TCP gets a workspace of its own. A server's socket
-		// reached from macOS or Windows is forwarded from a Linux host,
-		// where this directory is not: only --workspace names one there.
-		if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
-			if runtime.GOOS == "linux" || one("--workspace") != "" {
-				r.Workspace = ws
-			}
-		}
-		sb, err := c.Create(ctx, r)
-		if err != nil {
-			return apiFail(err)
-		}
-		if bools["--json"] {
-			printJSON(sb)
-		} else {
-			fmt.Println(sb.ID)
-		}
-		return 0
+		return startRemote(ctx, c, a)
 	case "ls", "list":
-		l, err := c.List(ctx, bools["--all"] || bools["-a"])
-		if err != nil {
-			return apiFail(err)
-		}
-		if bools["--json"] {
-			printJSON(l)
-			return 0
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tCHANGESET\tWORKSPACE")
-		for _, s := range l {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Changeset, s.Workspace)
-		}
-		tw.Flush()
-		return 0
+		return listRemote(ctx, c, a)
 	case "status":
 		sb, err := c.Get(ctx, ref)
 		if err != nil {
@@ -189,7 +119,7 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 		if err != nil {
 			return apiFail(err)
 		}
-		if bools["--json"] {
+		if a.bools["--json"] {
 			printJSON(sn)
 		} else {
 			fmt.Println(sn.ID)
@@ -197,6 +127,103 @@ func sessionRemote(ctx context.Context, c *client.Client, sub string, args []str
 		return 0
 	}
 	return usage()
+}
+
+// sessionArgs are a session command's arguments: the values of its
+// flags (repeated ones in order), the flags without values, and the
+// operands.
+type sessionArgs struct {
+	flags map[string][]string
+	bools map[string]bool
+	pos   []string
+}
+
+// sessionValued are the session flags that take a value.
+var sessionValued = map[string]bool{"--name": true, "--idle-timeout": true, "--base": true, "--access": true, "--network": true,
+	"--memory": true, "-m": true, "--pids": true, "--cpus": true, "--timeout": true, "--tmp-size": true, "--env": true,
+	"-e": true, "--workdir": true, "-w": true, "--workspace": true, "--allow": true, "--deny": true, "--backend": true,
+	"--hostname": true, "--user": true, "-u": true, "--time": true, "--snapshot": true}
+
+func parseSessionArgs(args []string) sessionArgs {
+	a := sessionArgs{flags: map[string][]string{}, bools: map[string]bool{}}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		name, val, hasVal := strings.Cut(arg, "=")
+		switch {
+		case sessionValued[name] && hasVal:
+			a.flags[name] = append(a.flags[name], val)
+		case sessionValued[arg] && i+1 < len(args):
+			a.flags[arg] = append(a.flags[arg], args[i+1])
+			i++
+		case strings.HasPrefix(arg, "-") && arg != "-":
+			a.bools[arg] = true
+		default:
+			a.pos = append(a.pos, arg)
+		}
+	}
+	return a
+}
+
+// one is the last value of the first of names given, "" for none.
+func (a *sessionArgs) one(names ...string) string {
+	for _, n := range names {
+		if v := a.flags[n]; len(v) > 0 {
+			return v[len(v)-1]
+		}
+	}
+	return ""
+}
+
+// startRemote is session start through the API.
+func startRemote(ctx context.Context, c *client.Client, a sessionArgs) int {
+	one := a.one
+	wd, _ := os.Getwd()
+	ws := one("--workspace")
+	if ws == "" {
+		ws = wd
+	}
+	r := client.CreateRequest{Name: one("--name"), IdleTimeout: one("--idle-timeout"), Base: one("--base"),
+		Access: one("--access"), Network: one("--network"), Memory: one("--memory", "-m"), Pids: one("--pids"),
+		CPUs: one("--cpus"), Timeout: one("--timeout"), TmpSize: one("--tmp-size"), Workdir: one("--workdir", "-w"),
+		Env: append(a.flags["--env"], a.flags["-e"]...), Allow: a.flags["--allow"], Deny: a.flags["--deny"],
+		Backend: one("--backend"), Hostname: one("--hostname"), User: one("--user", "-u"), Snapshot: one("--snapshot")}
+	// A tenant over TCP gets a workspace of its own. A server's socket
+	// reached from macOS or Windows is forwarded from a Linux host,
+	// where this directory is not: only --workspace names one there.
+	if strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "unix://") || strings.HasPrefix(os.Getenv("PINFOLD_HOST"), "/") {
+		if runtime.GOOS == "linux" || one("--workspace") != "" {
+			r.Workspace = ws
+		}
+	}
+	sb, err := c.Create(ctx, r)
+	if err != nil {
+		return apiFail(err)
+	}
+	if a.bools["--json"] {
+		printJSON(sb)
+	} else {
+		fmt.Println(sb.ID)
+	}
+	return 0
+}
+
+// listRemote is session ls through the API.
+func listRemote(ctx context.Context, c *client.Client, a sessionArgs) int {
+	l, err := c.List(ctx, a.bools["--all"] || a.bools["-a"])
+	if err != nil {
+		return apiFail(err)
+	}
+	if a.bools["--json"] {
+		printJSON(l)
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCREATED\tCHANGESET\tWORKSPACE")
+	for _, s := range l {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, s.State, s.Created.Local().Format("2006-01-02 15:04:05"), s.Changeset, s.Workspace)
+	}
+	tw.Flush()
+	return 0
 }
 
 // execRemote runs exec and shell through the API's WebSocket.

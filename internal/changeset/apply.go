@@ -1,8 +1,7 @@
 package changeset
 
-import "io/fs"
-
 import (
+	"io/fs"
 	"path"
 	"strings"
 )

@@ -11,12 +11,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -398,29 +396,7 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 	root := os.Geteuid() == 0
 	skipped := 0
 	var stripped []string
-	// Directories replaced by a non-directory: emptied and removed first.
-	replaced := make(map[dirKey]bool)
-	for i := range entries {
-		e := &entries[i]
-		if e.TypeChanged() && e.Old.Mode.IsDir() {
-			replaced[dirKey{e.Root, e.Path}] = true
-		}
-	}
-	inReplaced := func(e *Entry) bool {
-		for p := e.Path; ; {
-			d, _ := splitPath(p)
-			if d == "" {
-				return false
-			}
-			if replaced[dirKey{e.Root, d}] {
-				return true
-			}
-			p = d
-		}
-	}
-	var pre, mkdirs, writes, links, dels, metas []op
-	type inode struct{ dev, ino uint64 }
-	firstLink := make(map[inode]string)
+	l := newOpLists(entries)
 	for i := range entries {
 		if err := a.ctx.Err(); err != nil {
 			return nil, 0, nil, err
@@ -441,60 +417,113 @@ func (a *applier) plan(roots []Root, entries []Entry, o *ApplyOptions) (*journal
 		if owner == nil && root && now != nil {
 			owner = &Owner{UID: now.UID, GID: now.GID}
 		}
-		p := []byte(e.Path)
-		switch n := e.New; {
-		case n == nil:
-			k := opRemove
-			if e.Old.Mode.IsDir() {
-				k = opRmdir
-			}
-			d := op{Kind: k, Root: e.Root, Path: p, Entry: true}
-			if inReplaced(e) {
-				pre = append(pre, d)
-			} else {
-				dels = append(dels, d)
-			}
-		case n.Mode.IsDir():
-			if now == nil || !now.Mode.IsDir() {
-				mkdirs = append(mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: o.Owner})
-			}
-			metas = append(metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Entry: true})
-		case n.Mode&fs.ModeSymlink != 0:
-			writes = append(writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
-		default:
-			w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
-			if n.Nlink > 1 {
-				k := inode{n.Dev, n.Ino}
-				if first, ok := firstLink[k]; ok && firstLinkRoot(first) == e.Root {
-					links = append(links, op{Kind: opLink, Root: e.Root, Path: p, Src: []byte(firstLinkPath(first)), Entry: true})
-					break
-				}
-				firstLink[k] = strconv.Itoa(e.Root) + "\x00" + e.Path
-			}
-			writes = append(writes, w)
-		}
-		if e.TypeChanged() && e.Old.Mode.IsDir() {
-			pre = append(pre, op{Kind: opRmdir, Root: e.Root, Path: p})
-		}
+		l.add(e, now, owner, o.Owner)
 	}
-	byPathDesc := func(x, y op) int {
-		if c := cmp.Compare(y.Root, x.Root); c != 0 {
-			return c
-		}
-		return bytes.Compare(y.Path, x.Path)
-	}
-	slices.SortStableFunc(pre, byPathDesc)
-	slices.SortStableFunc(dels, byPathDesc)
-	slices.SortStableFunc(metas, byPathDesc)
-	for _, l := range [][]op{pre, mkdirs, writes, links, dels, metas} {
-		j.Ops = append(j.Ops, l...)
-	}
+	j.Ops = l.ops()
 	for _, x := range j.Ops {
 		if x.Entry {
 			j.Total++
 		}
 	}
 	return j, skipped, stripped, nil
+}
+
+// inode names a file by device and inode number.
+type inode struct{ dev, ino uint64 }
+
+// opLists are a journal's operations by phase, in the order they run:
+// what lies in directories replaced by a non-directory (emptied and
+// removed first), new directories, files and symbolic links, hard links
+// to files written before, removals, then directories' metadata.
+type opLists struct {
+	pre, mkdirs, writes, links, dels, metas []op
+	replaced                                map[dirKey]bool
+	firstLink                               map[inode]string // root NUL path of a hard link's first name
+}
+
+func newOpLists(entries []Entry) *opLists {
+	l := &opLists{replaced: make(map[dirKey]bool), firstLink: make(map[inode]string)}
+	for i := range entries {
+		e := &entries[i]
+		if e.TypeChanged() && e.Old.Mode.IsDir() {
+			l.replaced[dirKey{e.Root, e.Path}] = true
+		}
+	}
+	return l
+}
+
+// inReplaced reports whether e lies in a directory replaced by a
+// non-directory.
+func (l *opLists) inReplaced(e *Entry) bool {
+	for p := e.Path; ; {
+		d, _ := splitPath(p)
+		if d == "" {
+			return false
+		}
+		if l.replaced[dirKey{e.Root, d}] {
+			return true
+		}
+		p = d
+	}
+}
+
+// add plans entry e, whose original is now (nil: none): owner owns what
+// it writes, dirOwner the directories it makes.
+func (l *opLists) add(e *Entry, now *Stat, owner, dirOwner *Owner) {
+	p := []byte(e.Path)
+	switch n := e.New; {
+	case n == nil:
+		k := opRemove
+		if e.Old.Mode.IsDir() {
+			k = opRmdir
+		}
+		d := op{Kind: k, Root: e.Root, Path: p, Entry: true}
+		if l.inReplaced(e) {
+			l.pre = append(l.pre, d)
+		} else {
+			l.dels = append(l.dels, d)
+		}
+	case n.Mode.IsDir():
+		if now == nil || !now.Mode.IsDir() {
+			l.mkdirs = append(l.mkdirs, op{Kind: opMkdir, Root: e.Root, Path: p, Owner: dirOwner})
+		}
+		l.metas = append(l.metas, op{Kind: opMeta, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Entry: true})
+	case n.Mode&fs.ModeSymlink != 0:
+		l.writes = append(l.writes, op{Kind: opSymlink, Root: e.Root, Path: p, Target: []byte(n.Link), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true})
+	default:
+		w := op{Kind: opFile, Root: e.Root, Path: p, Mode: uint32(AppliedMode(n.Mode)), MTime: n.ModTime.UnixNano(), Owner: owner, Entry: true}
+		if n.Nlink > 1 {
+			k := inode{n.Dev, n.Ino}
+			if first, ok := l.firstLink[k]; ok && firstLinkRoot(first) == e.Root {
+				l.links = append(l.links, op{Kind: opLink, Root: e.Root, Path: p, Src: []byte(firstLinkPath(first)), Entry: true})
+				break
+			}
+			l.firstLink[k] = strconv.Itoa(e.Root) + "\x00" + e.Path
+		}
+		l.writes = append(l.writes, w)
+	}
+	if e.TypeChanged() && e.Old.Mode.IsDir() {
+		l.pre = append(l.pre, op{Kind: opRmdir, Root: e.Root, Path: p})
+	}
+}
+
+// ops are the operations in the order they run; removals and metadata
+// deepest first.
+func (l *opLists) ops() []op {
+	byPathDesc := func(x, y op) int {
+		if c := cmp.Compare(y.Root, x.Root); c != 0 {
+			return c
+		}
+		return bytes.Compare(y.Path, x.Path)
+	}
+	slices.SortStableFunc(l.pre, byPathDesc)
+	slices.SortStableFunc(l.dels, byPathDesc)
+	slices.SortStableFunc(l.metas, byPathDesc)
+	var ops []op
+	for _, x := range [][]op{l.pre, l.mkdirs, l.writes, l.links, l.dels, l.metas} {
+		ops = append(ops, x...)
+	}
+	return ops
 }
 
 // rootName is how a root's paths are shown: nothing for the first (the
@@ -524,500 +553,4 @@ func needsApply(r Root, e *Entry, now *Stat, fp Fingerprints) bool {
 		}
 	}
 	return !holdsNew(r, e, now)
-}
-
-// writeJournal writes the journal durably.
-func writeJournal(dir string, j *journal) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("writing the apply journal: %w", err)
-	}
-	data, err := json.Marshal(j)
-	if err != nil {
-		return err
-	}
-	if err := writeFileSync(filepath.Join(dir, journalName), data); err != nil {
-		return fmt.Errorf("writing the apply journal: %w", err)
-	}
-	os.Remove(filepath.Join(dir, progressName))
-	return nil
-}
-
-// readProgress reads which operations are recorded as done.
-func readProgress(path string, n int) []bool {
-	done := make([]bool, n)
-	data, _ := os.ReadFile(path)
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			break // a line cut short
-		}
-		if k, err := strconv.Atoi(string(data[:i])); err == nil && k >= 0 && k < n {
-			done[k] = true
-		}
-		data = data[i+1:]
-	}
-	return done
-}
-
-// finish removes the journal.
-func (a *applier) finish(journalDir string) error {
-	if a.progress != nil {
-		a.progress.Close()
-		a.progress = nil
-	}
-	os.Remove(filepath.Join(journalDir, progressName))
-	// Not synced: should the removal be lost, Recover re-runs idempotent
-	// operations, and a sync here would wait for the data of the apply.
-	if err := os.Remove(filepath.Join(journalDir, journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-// run carries out the journal's operations not marked in done.
-func (a *applier) run(journalDir string, done []bool) error {
-	f, err := os.OpenFile(filepath.Join(journalDir, progressName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("recording apply progress: %w", err)
-	}
-	a.progress = f
-	ops := a.j.Ops
-	var runErr error
-	for i := 0; i < len(ops) && runErr == nil; {
-		// Files and symlinks are independent of each other: run a stretch
-		// of them on several goroutines.
-		k := i
-		for k < len(ops) && (ops[k].Kind == opFile || ops[k].Kind == opSymlink) {
-			k++
-		}
-		if k-i > 1 {
-			runErr = a.parallel(i, k, done)
-			i = k
-			continue
-		}
-		if done == nil || !done[i] {
-			if err := a.ctx.Err(); err != nil {
-				runErr = err
-				break
-			}
-			runErr = a.do(i)
-		}
-		i++
-	}
-	if err := a.flushProgress(); runErr == nil {
-		runErr = err
-	}
-	if done != nil {
-		// Remove what an interrupted run may have left aside.
-		for i := range ops {
-			a.removeTemp(i)
-		}
-	}
-	return runErr
-}
-
-func (a *applier) parallel(from, to int, done []bool) error {
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-	}
-	failed := func() bool {
-		errMu.Lock()
-		defer errMu.Unlock()
-		return firstErr != nil
-	}
-	// Stretches of consecutive operations in one directory: one hand-off
-	// per small file would cost more than the file, and two threads in
-	// one directory wait for each other's locks on it.
-	var stretches []int // start of each stretch, then to
-	for i := from; i < to; {
-		stretches = append(stretches, i)
-		dir, _ := splitPath(string(a.j.Ops[i].Path))
-		k := i + 1
-		for k < to && k-i < 256 && a.j.Ops[k].Root == a.j.Ops[i].Root {
-			if d, _ := splitPath(string(a.j.Ops[k].Path)); d != dir {
-				break
-			}
-			k++
-		}
-		i = k
-	}
-	stretches = append(stretches, to)
-	var next atomic.Int64
-	for range min(len(stretches)-1, max(2, runtime.GOMAXPROCS(0))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := int(next.Add(1)) - 1
-				if n >= len(stretches)-1 {
-					return
-				}
-				for i := stretches[n]; i < stretches[n+1]; i++ {
-					if err := a.ctx.Err(); err != nil {
-						fail(err)
-					}
-					if failed() {
-						return
-					}
-					if done == nil || !done[i] {
-						if err := a.do(i); err != nil {
-							fail(err)
-						}
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
-}
-
-// do carries out operation i and records it as done.
-func (a *applier) do(i int) error {
-	o := &a.j.Ops[i]
-	var err error
-	switch o.Kind {
-	case opMkdir:
-		err = a.mkdir(o)
-	case opFile:
-		err = a.file(i, o)
-	case opSymlink:
-		err = a.symlink(i, o)
-	case opLink:
-		err = a.link(i, o)
-	case opRemove, opRmdir:
-		err = a.remove(o)
-	case opMeta:
-		err = a.meta(o)
-	default:
-		err = fmt.Errorf("unknown operation %q", o.Kind)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", o.Kind, quotePath(join(string(a.j.Roots[o.Root].Lower), string(o.Path))), err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if o.Entry {
-		a.applied++
-	}
-	// Recorded in batches: operations are idempotent, so losing the last
-	// batch to a kill only means doing them again.
-	a.progBuf = append(strconv.AppendInt(a.progBuf, int64(i), 10), '\n')
-	if len(a.progBuf) >= 4096 {
-		return a.flushProgress()
-	}
-	return nil
-}
-
-// flushProgress writes the batched progress records; a.mu is held or
-// no operation runs.
-func (a *applier) flushProgress() error {
-	if len(a.progBuf) == 0 || a.progress == nil {
-		return nil
-	}
-	_, err := a.progress.Write(a.progBuf)
-	a.progBuf = a.progBuf[:0]
-	if err != nil {
-		return fmt.Errorf("recording apply progress: %w", err)
-	}
-	return nil
-}
-
-func (a *applier) tmpName(i int) string { return a.j.Tmp + strconv.Itoa(i) }
-
-// removeTemp removes operation i's temporary name if it is there.
-func (a *applier) removeTemp(i int) {
-	o := &a.j.Ops[i]
-	if o.Kind != opFile && o.Kind != opSymlink && o.Kind != opLink {
-		return
-	}
-	parent, _ := splitPath(string(o.Path))
-	pfd, release, err := a.dir(o.Root, parent, false, nil)
-	if err != nil {
-		return
-	}
-	defer release()
-	unix.Unlinkat(pfd, a.tmpName(i), 0)
-}
-
-func (a *applier) parent(o *op) (int, string, func(), error) {
-	parent, name := splitPath(string(o.Path))
-	fd, release, err := a.dir(o.Root, parent, true, o.Owner)
-	return fd, name, release, err
-}
-
-func (a *applier) mkdir(o *op) error {
-	pfd, name, release, err := a.parent(o)
-	if err != nil {
-		return err
-	}
-	defer release()
-	err = unix.Mkdirat(pfd, name, 0o700)
-	if err == unix.EEXIST {
-		st, serr := statAt(pfd, name)
-		if serr != nil {
-			return serr
-		}
-		if st != nil && st.Mode.IsDir() {
-			return nil
-		}
-		if err = unix.Unlinkat(pfd, name, 0); err != nil && err != unix.ENOENT {
-			return err
-		}
-		err = unix.Mkdirat(pfd, name, 0o700)
-	}
-	if err != nil {
-		return err
-	}
-	if o.Owner != nil {
-		return unix.Fchownat(pfd, name, int(o.Owner.UID), int(o.Owner.GID), unix.AT_SYMLINK_NOFOLLOW)
-	}
-	return nil
-}
-
-// aside creates the temporary name with make, replacing a leftover.
-func aside(pfd int, tmp string, make func() error) error {
-	err := make()
-	if err == unix.EEXIST {
-		if err = unix.Unlinkat(pfd, tmp, 0); err == nil || err == unix.ENOENT {
-			err = make()
-		}
-	}
-	return err
-}
-
-func times(mtime int64) []unix.Timespec {
-	return []unix.Timespec{{Sec: 0, Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
-}
-
-func (a *applier) file(i int, o *op) (err error) {
-	pfd, name, release, err := a.parent(o)
-	if err != nil {
-		return err
-	}
-	defer release()
-	// O_NONBLOCK: a FIFO found where the file was does not block the apply.
-	src, err := openBeneath(a.upper[o.Root], string(o.Path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
-	if err != nil {
-		if unsafeErr(err) {
-			return fmt.Errorf("%w: the changed version is not a regular file", ErrUnsafe)
-		}
-		return fmt.Errorf("opening the changed version: %w", err)
-	}
-	defer unix.Close(src)
-	var st unix.Stat_t
-	if err := unix.Fstat(src, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%w: the changed version is not a regular file", ErrUnsafe)
-	}
-	tmp := a.tmpName(i)
-	var dst int
-	err = aside(pfd, tmp, func() error {
-		var err error
-		dst, err = unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if dst >= 0 {
-			unix.Close(dst)
-		}
-		if err != nil {
-			unix.Unlinkat(pfd, tmp, 0)
-		}
-	}()
-	if err = copyFD(dst, src, st.Size); err != nil {
-		return err
-	}
-	if o.Owner != nil {
-		if err = unix.Fchown(dst, int(o.Owner.UID), int(o.Owner.GID)); err != nil {
-			return err
-		}
-	}
-	if err = unix.Fchmod(dst, unixPerm(fs.FileMode(o.Mode))); err != nil {
-		return err
-	}
-	if err = unix.UtimesNanoAt(pfd, tmp, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	err = unix.Close(dst)
-	dst = -1
-	if err != nil {
-		return err
-	}
-	return unix.Renameat(pfd, tmp, pfd, name)
-}
-
-// copyFD copies src, size bytes when it was opened, to dst from their
-// current offsets: to its end, or size bytes (which saves the call that
-// finds the end).
-func copyFD(dst, src int, size int64) error {
-	if size == 0 {
-		return copyRW(dst, src)
-	}
-	first := true
-	var done int64
-	for {
-		n, err := unix.CopyFileRange(src, nil, dst, nil, 1<<30, 0)
-		if err == nil && n > 0 {
-			if done += int64(n); done == size {
-				return nil
-			}
-		}
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP || err == unix.EBADF || (n == 0 && err == nil && first):
-			return copyRW(dst, src)
-		case err != nil:
-			return err
-		case n == 0:
-			return nil
-		}
-		first = false
-	}
-}
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-
-func copyRW(dst, src int) error {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	for {
-		n, err := unix.Read(src, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
-		for w := 0; w < n; {
-			m, err := unix.Write(dst, buf[w:n])
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			w += m
-		}
-	}
-}
-
-func (a *applier) symlink(i int, o *op) (err error) {
-	pfd, name, release, err := a.parent(o)
-	if err != nil {
-		return err
-	}
-	defer release()
-	tmp := a.tmpName(i)
-	if err = aside(pfd, tmp, func() error { return unix.Symlinkat(string(o.Target), pfd, tmp) }); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			unix.Unlinkat(pfd, tmp, 0)
-		}
-	}()
-	if o.Owner != nil {
-		if err = unix.Fchownat(pfd, tmp, int(o.Owner.UID), int(o.Owner.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return err
-		}
-	}
-	if err = unix.UtimesNanoAt(pfd, tmp, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	return unix.Renameat(pfd, tmp, pfd, name)
-}
-
-func (a *applier) link(i int, o *op) (err error) {
-	pfd, name, release, err := a.parent(o)
-	if err != nil {
-		return err
-	}
-	defer release()
-	sdir, sname := splitPath(string(o.Src))
-	sfd, srelease, err := a.dir(o.Root, sdir, false, nil)
-	if err != nil {
-		return err
-	}
-	defer srelease()
-	tmp := a.tmpName(i)
-	if err = aside(pfd, tmp, func() error { return unix.Linkat(sfd, sname, pfd, tmp, 0) }); err != nil {
-		return err
-	}
-	err = unix.Renameat(pfd, tmp, pfd, name)
-	// Renaming a link over another link to the same file does nothing.
-	unix.Unlinkat(pfd, tmp, 0)
-	return err
-}
-
-func (a *applier) remove(o *op) error {
-	parent, name := splitPath(string(o.Path))
-	pfd, release, err := a.dir(o.Root, parent, false, nil)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && (pe.Err == unix.ENOENT || pe.Err == unix.ENOTDIR) {
-			return nil // the parent is gone: so is the path
-		}
-		return err
-	}
-	defer release()
-	flags := 0
-	if o.Kind == opRmdir {
-		flags = unix.AT_REMOVEDIR
-	}
-	err = unix.Unlinkat(pfd, name, flags)
-	switch {
-	case err == nil || err == unix.ENOENT:
-		return nil
-	case o.Kind == opRmdir && err == unix.ENOTDIR:
-		return nil // no longer a directory: a later operation replaced it
-	case o.Kind == opRmdir && (err == unix.ENOTEMPTY || err == unix.EEXIST):
-		a.mu.Lock()
-		a.left++
-		if o.Entry {
-			a.applied-- // counted back as skipped
-		}
-		a.mu.Unlock()
-		return nil
-	}
-	return err
-}
-
-func (a *applier) meta(o *op) error {
-	pfd, name, release, err := a.parent(o)
-	if err != nil {
-		return err
-	}
-	defer release()
-	fd, err := openBeneath(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		if unsafeErr(err) {
-			return fmt.Errorf("%w: a symbolic link is in the way", ErrUnsafe)
-		}
-		return err
-	}
-	defer unix.Close(fd)
-	if err := unix.Fchmod(fd, unixPerm(fs.FileMode(o.Mode))); err != nil {
-		return err
-	}
-	return unix.UtimesNanoAt(pfd, name, times(o.MTime), unix.AT_SYMLINK_NOFOLLOW)
 }

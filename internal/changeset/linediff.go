@@ -289,31 +289,42 @@ func (d *differ) split(xoff, xlim, yoff, ylim int) (int, int) {
 			continue
 		}
 		// Too expensive: cut at the point that got furthest.
-		fx, fy, fbest := xoff, yoff, -1
-		for k := fmax; k >= fmin; k -= 2 {
-			x := min(fd[base+k], xlim)
-			y := x - k
-			if y > ylim {
-				x, y = ylim+k, ylim
-			}
-			if x+y > fbest {
-				fbest, fx, fy = x+y, x, y
-			}
-		}
-		bx, by, bbest := xlim, ylim, big
-		for k := bmax; k >= bmin; k -= 2 {
-			x := max(xoff, bd[base+k])
-			y := x - k
-			if y < yoff {
-				x, y = yoff+k, yoff
-			}
-			if x+y < bbest {
-				bbest, bx, by = x+y, x, y
-			}
-		}
-		if fbest-(xoff+yoff) >= (xlim+ylim)-bbest {
-			return fx, fy
-		}
-		return bx, by
+		return furthest(fd[base+fmin:base+fmax+1], bd[base+bmin:base+bmax+1], fmin, bmin, xoff, yoff, xlim, ylim)
 	}
+}
+
+// furthest is where split cuts a search that cost too much: the point on
+// the forward diagonals fmin.. (their x in fd, every other one used) or
+// the backward ones bmin.. (bd) that got furthest from its start, within
+// the box from (xoff, yoff) to (xlim, ylim).
+func furthest(fd, bd []int, fmin, bmin, xoff, yoff, xlim, ylim int) (int, int) {
+	const big = int(^uint(0) >> 1)
+	fx, fy, fbest := xoff, yoff, -1
+	for i := len(fd) - 1; i >= 0; i -= 2 {
+		k := fmin + i
+		x := min(fd[i], xlim)
+		y := x - k
+		if y > ylim {
+			x, y = ylim+k, ylim
+		}
+		if x+y > fbest {
+			fbest, fx, fy = x+y, x, y
+		}
+	}
+	bx, by, bbest := xlim, ylim, big
+	for i := len(bd) - 1; i >= 0; i -= 2 {
+		k := bmin + i
+		x := max(xoff, bd[i])
+		y := x - k
+		if y < yoff {
+			x, y = yoff+k, yoff
+		}
+		if x+y < bbest {
+			bbest, bx, by = x+y, x, y
+		}
+	}
+	if fbest-(xoff+yoff) >= (xlim+ylim)-bbest {
+		return fx, fy
+	}
+	return bx, by
 }

@@ -379,53 +379,69 @@ func (s *scanner) dir(rel string, ufd, lfd int, opaque bool) error {
 			continue
 		}
 		if !u.Mode.IsDir() {
-			switch {
-			case l == nil:
-				s.add(Entry{Path: p, Kind: Added, New: u})
-			case l.Mode.IsDir():
-				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
-				if err := s.deletedDir(p, lfd, name); err != nil {
-					return err
-				}
-			case !sameMode(l.Mode, u.Mode) || l.Link != u.Link || l.Rdev != u.Rdev ||
-				(l.Mode.IsRegular() && l.Size != u.Size):
-				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
-			case l.Mode.IsRegular() && l.Size > 0:
-				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
-				s.same = append(s.same, len(s.out)-1)
-			}
-			continue
+			err = s.file(p, lfd, name, u, l)
+		} else {
+			err = s.subdir(p, ufd, lfd, name, u, l, opaque)
 		}
-		// A directory.
-		cu, err := openDir(ufd, name)
 		if err != nil {
-			return fmt.Errorf("opening %s: %w", s.upperPath(p), err)
-		}
-		cl := -1
-		childOpaque := false
-		switch {
-		case l == nil:
-			s.add(Entry{Path: p, Kind: Added, New: u})
-		case !l.Mode.IsDir():
-			s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
-		default:
-			childOpaque = opaque || s.isOpaque(p)
-			if childOpaque || !sameMode(l.Mode, u.Mode) {
-				s.add(Entry{Path: p, Kind: Modified, Old: l, New: u, Opaque: childOpaque})
-			}
-			if cl, err = openDir(lfd, name); err != nil {
-				unix.Close(cu)
-				return fmt.Errorf("opening %s: %w", s.lowerPath(p), err)
-			}
-		}
-		if err := s.sub(p, cu, cl, childOpaque); err != nil {
 			return err
 		}
 	}
 	if !opaque || lfd < 0 {
 		return nil
 	}
-	// The original's names that the upper directory does not hold.
+	return s.hidden(rel, lfd, paths)
+}
+
+// file adds the entry of p, not a directory in the upper directory
+// (stat u), against the original's l (nil: none).
+func (s *scanner) file(p string, lfd int, name string, u, l *Stat) error {
+	switch {
+	case l == nil:
+		s.add(Entry{Path: p, Kind: Added, New: u})
+	case l.Mode.IsDir():
+		s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+		return s.deletedDir(p, lfd, name)
+	case !sameMode(l.Mode, u.Mode) || l.Link != u.Link || l.Rdev != u.Rdev ||
+		(l.Mode.IsRegular() && l.Size != u.Size):
+		s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+	case l.Mode.IsRegular() && l.Size > 0:
+		s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+		s.same = append(s.same, len(s.out)-1)
+	}
+	return nil
+}
+
+// subdir adds the entry of the upper directory p (stat u) against the
+// original's l, and scans below it (opaque when p or a parent is).
+func (s *scanner) subdir(p string, ufd, lfd int, name string, u, l *Stat, opaque bool) error {
+	cu, err := openDir(ufd, name)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.upperPath(p), err)
+	}
+	cl := -1
+	childOpaque := false
+	switch {
+	case l == nil:
+		s.add(Entry{Path: p, Kind: Added, New: u})
+	case !l.Mode.IsDir():
+		s.add(Entry{Path: p, Kind: Modified, Old: l, New: u})
+	default:
+		childOpaque = opaque || s.isOpaque(p)
+		if childOpaque || !sameMode(l.Mode, u.Mode) {
+			s.add(Entry{Path: p, Kind: Modified, Old: l, New: u, Opaque: childOpaque})
+		}
+		if cl, err = openDir(lfd, name); err != nil {
+			unix.Close(cu)
+			return fmt.Errorf("opening %s: %w", s.lowerPath(p), err)
+		}
+	}
+	return s.sub(p, cu, cl, childOpaque)
+}
+
+// hidden adds as deleted the original's names in the opaque directory
+// rel that the upper directory (paths, sorted) does not hold.
+func (s *scanner) hidden(rel string, lfd int, paths []string) error {
 	lpaths, _, err := s.readPaths(lfd, rel, false)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.lowerPath(rel), err)

@@ -8,7 +8,9 @@
 // Run is called from a test per target:
 //
 //	func TestNative(t *testing.T) {
-//		conformance.Run(t, conformance.Target{Backend: "native", Runtime: native.NewRuntime()})
+//		conformance.Run(t, conformance.Target{Backend: "native", Runtime: func(store string) sandbox.Runtime {
+//			return native.NewRuntime(native.WithStore(store))
+//		}})
 //	}
 package conformance
 
@@ -34,7 +36,10 @@ import (
 type Target struct {
 	// Backend is its name on the command line (--backend).
 	Backend string
-	Runtime sandbox.Runtime
+	// Runtime makes the runtime on a store: each scenario has a fresh
+	// store, where its engine keeps bases and changesets and the runtime
+	// what it keeps (native.WithStore and the like).
+	Runtime func(store string) sandbox.Runtime
 	// Base is the --base the plans use ("" is the host base).
 	Base string
 	// Pinfold is the pinfold binary, for the scenarios that run the CLI
@@ -72,18 +77,20 @@ type Scenario struct {
 
 // Run runs every scenario against tg, each as a subtest.
 func Run(t *testing.T, tg Target) {
-	f := tg.Runtime.Features()
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
-			e := &Env{T: t, Target: tg, refuse: sc.Needs != nil && !sc.Needs(&f)}
+			store := t.TempDir()
+			rt := tg.Runtime(store)
+			f := rt.Features()
+			e := &Env{T: t, Target: tg, Runtime: rt, refuse: sc.Needs != nil && !sc.Needs(&f)}
 			e.Workspace = t.TempDir()
 			os.Chmod(e.Workspace, 0o755)
-			e.Engine = engine.New(t.TempDir())
+			e.Engine = engine.New(store)
 			e.Engine.Runtimes = func(name string) (sandbox.Runtime, error) {
 				if name == tg.Backend {
-					return tg.Runtime, nil
+					return rt, nil
 				}
-				return engine.Runtimes(name)
+				return engine.Runtime(store, name)
 			}
 			sc.Run(e)
 			if e.refuse && !e.refused {
@@ -95,8 +102,10 @@ func Run(t *testing.T, tg Target) {
 
 // Env is one scenario's run on one target: a fresh workspace and store.
 type Env struct {
-	T         *testing.T
-	Target    Target
+	T      *testing.T
+	Target Target
+	// Runtime is the target's runtime on the scenario's store.
+	Runtime   sandbox.Runtime
 	Engine    *engine.Engine
 	Workspace string
 	// Config is written to the workspace's pinfold.yaml before each plan,

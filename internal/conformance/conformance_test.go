@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/conformance"
 	"github.com/pinfold/pinfold/internal/nettest"
+	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -52,6 +53,8 @@ func TestNative(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the conformance suite runs as root (limits, test hosts in network namespaces)")
 	}
-	conformance.Run(t, conformance.Target{Backend: native.Name, Runtime: native.NewRuntime(),
+	conformance.Run(t, conformance.Target{Backend: native.Name, Runtime: func(store string) sandbox.Runtime {
+		return native.NewRuntime(native.WithStore(store))
+	},
 		Pinfold: filepath.Join(tools, "pinfold"), Tools: tools})
 }

@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/container"
 )
 
-func containerTarget(t *testing.T, rt *container.Runtime) conformance.Target {
+func containerTarget(t *testing.T, engine func(...container.Option) *container.Runtime) conformance.Target {
+	rt := engine()
 	if os.Geteuid() != 0 {
 		t.Skip("the conformance suite runs as root (limits, test hosts in network namespaces)")
 	}
@@ -20,12 +22,13 @@ func containerTarget(t *testing.T, rt *container.Runtime) conformance.Target {
 		}
 		t.Skipf("%v", err)
 	}
-	return conformance.Target{Backend: rt.Name(), Runtime: rt, Pinfold: filepath.Join(tools, "pinfold"), Tools: tools,
+	on := func(store string) sandbox.Runtime { return engine(container.WithStore(store)) }
+	return conformance.Target{Backend: rt.Name(), Runtime: on, Pinfold: filepath.Join(tools, "pinfold"), Tools: tools,
 		Leftovers: rt.Leftovers}
 }
 
 func TestPodman(t *testing.T) {
-	conformance.Run(t, containerTarget(t, container.Podman()))
+	conformance.Run(t, containerTarget(t, container.Podman))
 }
 
 func TestDocker(t *testing.T) {
@@ -35,5 +38,5 @@ func TestDocker(t *testing.T) {
 		}
 		t.Skip(dockerErr)
 	}
-	conformance.Run(t, containerTarget(t, container.Docker()))
+	conformance.Run(t, containerTarget(t, container.Docker))
 }

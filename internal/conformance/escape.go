@@ -56,7 +56,7 @@ func rootOnlyFiles(e *Env) {
 	for _, user := range []string{"", "root"} {
 		f := e.rw()
 		f.User = user
-		if user == "root" && !e.Target.Runtime.Features().Root {
+		if user == "root" && !e.Runtime.Features().Root {
 			// A runtime without root inside must refuse it.
 			var ue *sandbox.UnsupportedError
 			if err := e.StartErr(f, "true"); !errors.As(err, &ue) {
@@ -268,7 +268,7 @@ true`
 		}
 	}
 	// Control: the same look sees the secret when it is mounted.
-	if e.Target.Runtime.Features().Mounts {
+	if e.Runtime.Features().Mounts {
 		f := e.rw()
 		f.Mounts = append(f.Mounts, secret+":"+secret+":ro")
 		c := e.Exec(f, "sh", "-c", `test -e "$1/secret" && echo "sees $1"`, "sh", secret)
@@ -295,7 +295,7 @@ func capabilities(e *Env) {
 	// bind ends it at once.
 	const probe = `/pinfold-test/netclient serve 80 >/dev/null 2>&1 & pid=$!; sleep 1; kill $pid 2>/dev/null && echo BOUND; true`
 	networks := []string{"none"}
-	if slices.Contains(e.Target.Runtime.Features().Networks, sandbox.NetworkAllow) {
+	if slices.Contains(e.Runtime.Features().Networks, sandbox.NetworkAllow) {
 		networks = append(networks, "allow")
 	}
 	for _, n := range networks {

@@ -39,7 +39,8 @@ func TestGVisor(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	conformance.Run(t, conformance.Target{Backend: gvisor.Name, Runtime: rt,
+	conformance.Run(t, conformance.Target{Backend: gvisor.Name,
+		Runtime: func(store string) sandbox.Runtime { return gvisor.NewRuntime(gvisor.WithStore(store)) },
 		Pinfold: filepath.Join(tools, "pinfold"), Tools: tools, Leftovers: gvisor.Leftovers,
 		GuestKernel: "gVisor's Sentry answers the command's system calls: the ids it sees are its own kernel's, and its Sentry and gofer run as the sandbox range (TestHostIDs in sandbox/gvisor)",
 		TTYUnnamed:  "runsc gives the command a host terminal, which gVisor's kernel shows as a host descriptor, not as one of its /dev/pts"})

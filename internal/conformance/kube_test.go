@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/conformance"
+	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/kubernetes"
 )
 
@@ -163,7 +164,7 @@ func TestKubernetes(t *testing.T) {
 	if err := rt.Check(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	tg := conformance.Target{Backend: kubernetes.Name, Runtime: rt, Base: "oci:" + kubeImage,
+	tg := conformance.Target{Backend: kubernetes.Name, Runtime: func(string) sandbox.Runtime { return rt }, Base: "oci:" + kubeImage,
 		Pinfold: filepath.Join(tools, "pinfold"), Leftovers: rt.Leftovers,
 		SysfsShown: "pods get the container runtime's read-only sysfs of the node"}
 	api := exec.Command("go", "build", "-o", filepath.Join(tools, "pinfold-api"), "github.com/pinfold/pinfold/cmd/pinfold-api")

@@ -27,7 +27,7 @@ import (
 // writes a copy) runs them with the changeset access, the next most
 // direct.
 func (e *Env) rw() plan.Flags {
-	f := e.Target.Runtime.Features()
+	f := e.Runtime.Features()
 	if slices.Contains(f.Access, sandbox.AccessReadWrite) {
 		return plan.Flags{Access: "rw"}
 	}

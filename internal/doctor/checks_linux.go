@@ -4,20 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/pinfold/pinfold/internal/appmount"
 	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/internal/landlock"
-	"github.com/pinfold/pinfold/internal/netpolicy"
-	"github.com/pinfold/pinfold/internal/pack"
 	"github.com/pinfold/pinfold/internal/preflight"
-	"github.com/pinfold/pinfold/internal/store"
-	"github.com/pinfold/pinfold/internal/trust"
 	"golang.org/x/sys/unix"
 )
 
@@ -227,39 +219,8 @@ func (h *host) cgroupChecks() []Check {
 		return []Check{ver, ctl, del}
 	}
 	v := sys.Version()
-	ver.Status = Pass
-	switch v {
-	case "v1":
-		ver.Detail = "v1: memory, pids and cpu are on cgroup v1 hierarchies"
-	case "v2":
-		ver.Detail = "v2: memory, pids and cpu are in the unified cgroup2 tree"
-	case "hybrid":
-		ver.Detail = "hybrid: some controllers on cgroup v1 hierarchies, some in the cgroup2 tree"
-	default:
-		ver.Status = Warn
-		ver.Detail = "none: no memory, pids or cpu controller is mounted"
-		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
-	}
-
-	type one struct {
-		name string
-		l    cgroup.Limits
-	}
-	var ok, bad []string
-	var errs []error
-	for _, o := range [...]one{
-		{"memory", cgroup.Limits{MemoryBytes: preflight.AllLimits.MemoryBytes}},
-		{"pids", cgroup.Limits{Pids: preflight.AllLimits.Pids}},
-		{"cpu", cgroup.Limits{CPUs: preflight.AllLimits.CPUs}},
-	} {
-		if err := sys.Supports(o.l); err != nil {
-			bad = append(bad, o.name)
-			errs = append(errs, err)
-		} else {
-			ok = append(ok, o.name)
-		}
-	}
-	joined := errors.Join(errs...)
+	ver = versionCheck(ver, v)
+	ok, bad, joined := usableControllers(sys)
 	if h.EUID == 0 {
 		del.Status = Pass
 		del.Detail = "not needed: pinfold runs as root and makes its cgroups itself"
@@ -316,6 +277,46 @@ func (h *host) cgroupChecks() []Check {
 	return []Check{ver, ctl, del}
 }
 
+// versionCheck says which cgroup version v is.
+func versionCheck(ver Check, v string) Check {
+	ver.Status = Pass
+	switch v {
+	case "v1":
+		ver.Detail = "v1: memory, pids and cpu are on cgroup v1 hierarchies"
+	case "v2":
+		ver.Detail = "v2: memory, pids and cpu are in the unified cgroup2 tree"
+	case "hybrid":
+		ver.Detail = "hybrid: some controllers on cgroup v1 hierarchies, some in the cgroup2 tree"
+	default:
+		ver.Status = Warn
+		ver.Detail = "none: no memory, pids or cpu controller is mounted"
+		ver.Fix = "mount cgroup2 at /sys/fs/cgroup (systemd does), or the memory, pids and cpu v1 hierarchies"
+	}
+	return ver
+}
+
+// usableControllers tries each of memory, pids and cpu as this process:
+// those it can limit, those it cannot, and why not.
+func usableControllers(sys *cgroup.System) (ok, bad []string, why error) {
+	var errs []error
+	for _, o := range [...]struct {
+		name string
+		l    cgroup.Limits
+	}{
+		{"memory", cgroup.Limits{MemoryBytes: preflight.AllLimits.MemoryBytes}},
+		{"pids", cgroup.Limits{Pids: preflight.AllLimits.Pids}},
+		{"cpu", cgroup.Limits{CPUs: preflight.AllLimits.CPUs}},
+	} {
+		if err := sys.Supports(o.l); err != nil {
+			bad = append(bad, o.name)
+			errs = append(errs, err)
+		} else {
+			ok = append(ok, o.name)
+		}
+	}
+	return ok, bad, errors.Join(errs...)
+}
+
 // enabledControllers lists which of memory, pids and cpu /proc/cgroups
 // shows as enabled.
 func (h *host) enabledControllers() []string {
@@ -367,149 +368,6 @@ func landlockCheck() Check {
 	return c
 }
 
-// storeDir is the store directory to check.
-func storeDir(dir string) (string, error) {
-	if dir == "" {
-		return store.DefaultDir()
-	}
-	return filepath.Abs(dir)
-}
-
-// storeChecks are "store.writable" and "store.space".
-func (h *host) storeChecks(dir string) []Check {
-	w := Check{ID: "store.writable", Title: "store directory"}
-	sp := Check{ID: "store.space", Title: "store free space"}
-	dir, err := storeDir(dir)
-	if err != nil {
-		w.Status, w.Detail = Fail, err.Error()
-		w.Fix = "set PINFOLD_STORE to a directory of your own"
-		sp.Status, sp.Detail = Warn, "not checked: no store directory"
-		return []Check{w, sp}
-	}
-	w.Detail, w.path = dir, dir
-	existing := dir // the directory whose file system holds the store
-	var st unix.Stat_t
-	err = unix.Stat(dir, &st)
-	switch {
-	case err == unix.ENOENT:
-		existing = nearestDir(dir)
-		if unix.Faccessat(unix.AT_FDCWD, existing, unix.W_OK|unix.X_OK, unix.AT_EACCESS) == nil {
-			w.Status = Warn
-			w.Detail = dir + " does not exist yet; pinfold creates it when it first needs it"
-			w.Fix = "mkdir -m 700 -p " + dir
-			w.Fixable = true
-		} else {
-			w.Status = Fail
-			w.Detail = dir + " does not exist and " + existing + " is not writable by " + h.AsWho()
-			w.Fix = "create it for this user (mkdir -p " + dir + " && chown " + strconv.Itoa(h.EUID) + " " + dir + "), or set PINFOLD_STORE to a directory of your own"
-		}
-	case err != nil:
-		w.Status = Fail
-		w.Detail = "cannot use " + dir + ": " + err.Error()
-		w.Fix = "set PINFOLD_STORE to a directory of your own"
-		existing = nearestDir(dir)
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		w.Status = Fail
-		w.Detail = dir + " is not a directory"
-		w.Fix = "remove it, or set PINFOLD_STORE to a directory of your own"
-		existing = filepath.Dir(dir)
-	case int(st.Uid) != h.EUID:
-		w.Status = Fail
-		w.Detail = dir + " belongs to uid " + strconv.Itoa(int(st.Uid)) + ", not to " + h.AsWho()
-		w.Fix = "chown " + strconv.Itoa(h.EUID) + " " + dir + ", or set PINFOLD_STORE to a directory of your own"
-	case st.Mode&0o022 != 0:
-		w.Status = Fail
-		w.Detail = dir + " may be written by others (mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
-		w.Fix = "chmod go-w " + dir
-		w.Fixable = true
-	default:
-		f, err := os.CreateTemp(dir, ".doctor-*")
-		if err != nil {
-			w.Status = Fail
-			w.Detail = "cannot write in " + dir + ": " + err.Error()
-			w.Fix = "make it writable by this user, or set PINFOLD_STORE to a directory of your own"
-			break
-		}
-		f.Close()
-		os.Remove(f.Name())
-		w.Status = Pass
-		w.Detail = dir + " (writable, mode " + strconv.FormatUint(uint64(st.Mode&0o7777), 8) + ")"
-	}
-
-	var fs unix.Statfs_t
-	if err := unix.Statfs(existing, &fs); err != nil {
-		sp.Status, sp.Detail = Warn, "statfs "+existing+": "+err.Error()
-		return []Check{w, sp}
-	}
-	free := int64(fs.Bavail) * int64(fs.Bsize)
-	sp.Detail = humanBytes(free) + " free on the file system of " + existing
-	switch {
-	case free < 100<<20:
-		sp.Status = Fail
-	case free < 1<<30:
-		sp.Status = Warn
-	default:
-		sp.Status = Pass
-	}
-	if sp.Status != Pass {
-		sp.Fix = "free space there, or set PINFOLD_STORE to a directory on a larger file system (tar bases need their unpacked size)"
-	}
-	return []Check{w, sp}
-}
-
-// nearestDir is the closest ancestor of dir that exists.
-func nearestDir(dir string) string {
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || d == "/" {
-			return d
-		}
-	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
-}
-
-// basesCheck looks at the host base's directories and counts the tar
-// bases in the store.
-func (h *host) basesCheck(dir string) Check {
-	c := Check{ID: "bases", Title: "bases"}
-	var have, miss []string
-	for _, d := range [...]string{"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			have = append(have, d)
-		} else {
-			miss = append(miss, d)
-		}
-	}
-	if len(have) == 0 || have[0] != "/usr" {
-		c.Status = Fail
-		c.Detail = "/usr is missing: the host base has nothing to run"
-		c.Fix = "use --base dir:PATH or --base tar:PATH with a root file system"
-		return c
-	}
-	c.Status = Pass
-	c.Detail = "host base: " + strings.Join(have, " ")
-	if dir, err := storeDir(dir); err == nil {
-		m, _ := filepath.Glob(filepath.Join(dir, "bases", "tar", "*", "manifest.json"))
-		switch len(m) {
-		case 0:
-			c.Detail += "; no tar bases in the store"
-		case 1:
-			c.Detail += "; 1 tar base in the store"
-		default:
-			c.Detail += "; " + strconv.Itoa(len(m)) + " tar bases in the store"
-		}
-	}
-	return c
-}
-
 // idmapCheck tries an idmapped mount of the workspace, which a root
 // supervisor makes so that files the command writes belong to the
 // workspace's owner.
@@ -534,194 +392,5 @@ func (h *host) idmapCheck(ctx context.Context, ws string) Check {
 		c.Detail = "could not try: " + err.Error()
 		c.Fix = "check that " + ws + " exists and is a directory"
 	}
-	return c
-}
-
-// toolChecks are "NAME" (installed, version) and "NAME.reachable" for
-// podman or docker, both optional backends: missing or unreachable is a
-// warning.
-func toolChecks(ctx context.Context, name string) []Check {
-	c := Check{ID: name, Title: name}
-	path, err := exec.LookPath(name)
-	if err != nil {
-		c.Status = Warn
-		c.Detail = "not installed (optional: pinfold's own sandbox does not need it)"
-		pkg := "podman"
-		if name == "docker" {
-			pkg = "docker.io"
-		}
-		c.Fix = "to use backend: " + name + ", install it (apt-get install " + pkg + ")"
-		return []Check{c}
-	}
-	vctx, cancel := context.WithTimeout(ctx, toolTimeout)
-	ver, err := preflight.RunOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Client.Version}}"))
-	cancel()
-	if err != nil && ver == "" {
-		c.Status = Warn
-		c.Detail = path + ": " + name + " version failed: " + err.Error()
-		c.Fix = "run " + name + " version to see why"
-	} else {
-		c.Status = Pass
-		c.Detail = name + " " + preflight.LastLine(ver) + " (" + path + ")"
-	}
-	r := Check{ID: name + ".reachable", Title: name + " service"}
-	if name == "podman" {
-		ictx, cancel := context.WithTimeout(ctx, infoTimeout)
-		arch, err := preflight.RunOut(probeCmdEnv(ictx, path, "info", "--format", "{{.Host.Arch}}"))
-		cancel()
-		if err != nil {
-			r.Status = Warn
-			r.Detail = "podman info failed: " + err.Error()
-			r.Fix = "run podman info to see why (rootless podman needs entries in /etc/subuid and /etc/subgid)"
-		} else {
-			r.Status = Pass
-			r.Detail = "podman info works (" + preflight.LastLine(arch) + ")"
-		}
-		return []Check{c, r}
-	}
-	r.Title = "docker daemon"
-	dockerReachable(ctx, path, &r)
-	return []Check{c, r}
-}
-
-// probeCmdEnv is a probe child that keeps the caller's environment
-// (DOCKER_HOST, XDG_RUNTIME_DIR, CONTAINER_HOST... choose the daemon).
-func probeCmdEnv(ctx context.Context, path string, args ...string) *exec.Cmd {
-	cmd := preflight.ProbeCmd(ctx, path, args...)
-	cmd.Env = nil
-	return cmd
-}
-
-// dockerReachable pings the daemon: over its unix socket by hand when
-// DOCKER_HOST is unset or unix://, else through docker version.
-func dockerReachable(ctx context.Context, path string, r *Check) {
-	dh := os.Getenv("DOCKER_HOST")
-	sock := "/var/run/docker.sock"
-	if dh != "" {
-		p, ok := strings.CutPrefix(dh, "unix://")
-		if !ok {
-			vctx, cancel := context.WithTimeout(ctx, toolTimeout)
-			v, err := preflight.RunOut(probeCmdEnv(vctx, path, "version", "--format", "{{.Server.Version}}"))
-			cancel()
-			if err != nil {
-				r.Status = Warn
-				r.Detail = "no daemon answers at " + dh + ": " + err.Error()
-				r.Fix = "start the daemon DOCKER_HOST names, or unset DOCKER_HOST"
-				return
-			}
-			r.Status = Pass
-			r.Detail = "daemon " + preflight.LastLine(v) + " answers at " + dh
-			return
-		}
-		sock = p
-	}
-	line, err := pingDocker(sock, 3*time.Second)
-	switch {
-	case err == nil:
-		r.Status = Pass
-		r.Detail = "daemon answers at unix://" + sock + " (" + line + ")"
-	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED):
-		r.Status = Warn
-		r.Detail = "no daemon listening at unix://" + sock
-		r.Fix = startDocker() + ", or set DOCKER_HOST to where it listens"
-	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-		r.Status = Warn
-		r.Detail = "no permission to connect to unix://" + sock
-		r.Fix = "use rootless docker and set DOCKER_HOST, or run as a member of the docker group (which is as powerful as root)"
-	default:
-		r.Status = Warn
-		r.Detail = "the daemon at unix://" + sock + " did not answer: " + err.Error()
-		r.Fix = "check that the daemon runs: systemctl status docker"
-	}
-}
-
-// startDocker says how to start the docker daemon on this machine: through
-// systemd where it runs, else by hand (containers and CI machines often
-// boot without it).
-func startDocker() string {
-	if fi, err := os.Stat("/run/systemd/system"); err == nil && fi.IsDir() {
-		return "start it: systemctl start docker"
-	}
-	return "start it as root (no systemd here): dockerd >/var/log/dockerd.log 2>&1 &"
-}
-
-// signaturesCheck says whether registry images' signatures can be
-// verified (verify_signature): the crypto works, and skopeo is there to
-// read signatures from registries.
-func signaturesCheck() Check {
-	c := Check{ID: "signatures", Title: "image signature verification"}
-	if err := trust.SelfTest(); err != nil {
-		c.Status, c.Detail = Fail, "the self-test failed: "+err.Error()
-		c.Fix = "please report this"
-		return c
-	}
-	tool, err := exec.LookPath("skopeo")
-	if err != nil {
-		c.Status, c.Detail = Warn, "skopeo is not installed: verify_signature cannot read signatures from registries"
-		c.Fix = "apt-get install skopeo"
-		return c
-	}
-	c.Status, c.Detail = Pass, "cosign signatures checked offline against trusted keys; registries read with "+tool
-	return c
-}
-
-// netHelperCheck finds pinfold-net, which serves the network modes
-// outbound and allow and published ports, and checks that it starts.
-func netHelperCheck() Check {
-	c := Check{ID: "network.helper", Title: "network helper (pinfold-net)"}
-	path, err := netpolicy.HelperPath()
-	if err != nil {
-		c.Status, c.Detail = Warn, "not found: --network outbound and allow, and published ports, cannot run"
-		c.Fix = "install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path"
-		return c
-	}
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		c.Status, c.Detail = Warn, path+" is not an executable file"
-		c.Fix = "install pinfold-net beside pinfold (scripts/setup.sh does), or set PINFOLD_NET_HELPER to its path"
-		return c
-	}
-	c.Status, c.Detail = Pass, path
-	return c
-}
-
-// packHelperCheck says whether pinfold pack can write images.
-func packHelperCheck() Check {
-	c := Check{ID: "pack.helper", Title: "image writer (pinfold-pack)"}
-	fix := "install pinfold-pack beside pinfold (scripts/setup.sh --all does), or set PINFOLD_PACK_HELPER to its path"
-	path, err := pack.HelperPath()
-	if err != nil {
-		c.Status, c.Detail, c.Fix = Warn, "not found: pinfold pack cannot write images (running apps needs no helper)", fix
-		return c
-	}
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		c.Status, c.Detail, c.Fix = Warn, path+" is not an executable file", fix
-		return c
-	}
-	c.Status, c.Detail = Pass, path
-	return c
-}
-
-// appMountCheck says how runs of apps start here: their root image mounted
-// through squashfuse inside the sandbox, or their layers unpacked into the
-// store on the first run (docs/pack.md, "How it starts").
-func appMountCheck() Check {
-	c := Check{ID: "app.mount", Title: "app start (mount or unpack)"}
-	mode, why := appmount.Mode()
-	note := "; pack app adds the root image with sqfstar"
-	if _, err := exec.LookPath("sqfstar"); err != nil {
-		note = "; sqfstar is not installed, so pack app writes apps without a root image (they are unpacked wherever they run)"
-	}
-	if mode == "mount" {
-		c.Status, c.Detail = Pass, "apps are mounted: "+why+note
-		return c
-	}
-	if os.Geteuid() != 0 && os.Getenv(appmount.Env) != "0" {
-		// What a user's runs do: nothing to fix.
-		c.Status, c.Detail = Pass, "apps are unpacked into the store on their first run (mounting them needs root)"+note
-		return c
-	}
-	c.Status, c.Detail = Warn, "apps are unpacked into the store on their first run: "+why+note
-	c.Fix = "install squashfuse (apt-get install squashfuse), or unset " + appmount.Env
 	return c
 }

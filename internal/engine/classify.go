@@ -36,20 +36,7 @@ func Classify(err error, p *plan.Plan) error {
 	}
 	var ee *sandbox.ExecError
 	if errors.As(err, &ee) && p != nil {
-		where, fix := "in the sandbox", "give the full path, install it in the base, or mount its directory with --mount"
-		if p.Mode == "host" {
-			where, fix = "on the host", "check the command and the PATH the plan gives it (pinfold plan -- CMD)"
-		}
-		if errors.Is(ee.Err, fs.ErrNotExist) {
-			e := fault.New(fault.NotFound, "command not found "+where+": "+ee.Name,
-				"no executable "+ee.Name+" in the PATH it is given, or its interpreter is missing", fix, err)
-			e.Exit = fault.ExitNotFound
-			return e
-		}
-		e := fault.New(fault.CannotExec, "cannot execute "+ee.Name+" "+where,
-			ee.Err.Error(), "check that it is an executable file for this machine", err)
-		e.Exit = fault.ExitCannotExec
-		return e
+		return execFault(ee, p, err)
 	}
 	var ue *sandbox.UnsupportedError
 	if errors.As(err, &ue) {
@@ -61,48 +48,89 @@ func Classify(err error, p *plan.Plan) error {
 	}
 	var se *sandbox.SpecError
 	if errors.As(err, &se) && p != nil {
-		switch se.Field {
-		case "workspace":
-			if errors.Is(err, sandbox.ErrWorkspace) {
-				return fault.New(fault.WorkspaceRefuse, se.Err.Error(),
-					"exposing it would hand the sandbox the host's system or other users' files",
-					"run pinfold from your project directory, or pass --workspace DIR or --access none", err)
-			}
-			return fault.New(fault.WorkspaceMissing, "workspace "+p.Sandbox.Workspace+" cannot be used",
-				se.Err.Error(), "pass an existing directory with --workspace", err)
-		case "base":
-			if p.Sandbox.Base.Kind == sandbox.BaseTar {
-				return fault.New(fault.BaseImport, "cannot use tarball base "+p.Sandbox.Base.Path,
-					se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
-			}
-			if p.Sandbox.Base.Kind == sandbox.BaseOCI && strings.HasSuffix(p.Sandbox.Base.Path, ".pinfold") {
-				return fault.New(fault.BadBase, "cannot run the app "+p.Sandbox.Base.Path, se.Err.Error(),
-					"the file is damaged or was changed since it was packed: get it again, or pack it again (pinfold pack app)", err)
-			}
-			var re *oci.RefError
-			if errors.As(err, &re) && len(re.Names) > 0 {
-				// The names listed are the choice; the Fix shows the first.
-				first, _, _ := strings.Cut(re.Names[0], " (")
-				return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
-					se.Err.Error(), "name one of the images the file lists: --base oci:"+p.Sandbox.Base.Path+":NAME, e.g. --base oci:"+
-						p.Sandbox.Base.Path+":"+first, err)
-			}
-			return fault.New(fault.BadBase, "cannot use base "+string(p.Sandbox.Base.Kind)+":"+p.Sandbox.Base.Path,
-				se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
-		case "workdir":
-			return WorkdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
-		case "mount":
-			return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
-				"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
-		case "limits":
-			return fault.New(fault.Limits, "cannot enforce the requested limits", se.Err.Error(),
-				"run pinfold as root, or inside a cgroup delegated to you; or drop --memory/--pids/--cpus", err)
-		case "store":
-			return fault.New(fault.Store, "cannot use pinfold's store", se.Err.Error(),
-				"set PINFOLD_STORE to a writable directory", err)
-		}
-		return fault.New(fault.BadValue, se.Error(), "", "", err)
+		return specFault(se, p, err)
 	}
+	if f := setupFault(err); f != nil {
+		return f
+	}
+	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+}
+
+// execFault is a command that could not be executed: missing or not
+// executable, in the sandbox or on the host.
+func execFault(ee *sandbox.ExecError, p *plan.Plan, err error) error {
+	where, fix := "in the sandbox", "give the full path, install it in the base, or mount its directory with --mount"
+	if p.Mode == "host" {
+		where, fix = "on the host", "check the command and the PATH the plan gives it (pinfold plan -- CMD)"
+	}
+	if errors.Is(ee.Err, fs.ErrNotExist) {
+		e := fault.New(fault.NotFound, "command not found "+where+": "+ee.Name,
+			"no executable "+ee.Name+" in the PATH it is given, or its interpreter is missing", fix, err)
+		e.Exit = fault.ExitNotFound
+		return e
+	}
+	e := fault.New(fault.CannotExec, "cannot execute "+ee.Name+" "+where,
+		ee.Err.Error(), "check that it is an executable file for this machine", err)
+	e.Exit = fault.ExitCannotExec
+	return e
+}
+
+// specFault is a part of the plan's sandbox the runtime could not use,
+// by the field it names.
+func specFault(se *sandbox.SpecError, p *plan.Plan, err error) error {
+	switch se.Field {
+	case "workspace":
+		if errors.Is(err, sandbox.ErrWorkspace) {
+			return fault.New(fault.WorkspaceRefuse, se.Err.Error(),
+				"exposing it would hand the sandbox the host's system or other users' files",
+				"run pinfold from your project directory, or pass --workspace DIR or --access none", err)
+		}
+		return fault.New(fault.WorkspaceMissing, "workspace "+p.Sandbox.Workspace+" cannot be used",
+			se.Err.Error(), "pass an existing directory with --workspace", err)
+	case "base":
+		return baseFault(se, &p.Sandbox.Base, err)
+	case "workdir":
+		return WorkdirFault(p.Command.Dir, "sandbox", se.Err.Error(), err)
+	case "mount":
+		return fault.New(fault.BadMount, "cannot mount: "+se.Err.Error(), "",
+			"use --mount SRC:DST[:ro] with an existing SRC and an absolute DST outside /proc and /dev", err)
+	case "limits":
+		return fault.New(fault.Limits, "cannot enforce the requested limits", se.Err.Error(),
+			"run pinfold as root, or inside a cgroup delegated to you; or drop --memory/--pids/--cpus", err)
+	case "store":
+		return fault.New(fault.Store, "cannot use pinfold's store", se.Err.Error(),
+			"set PINFOLD_STORE to a writable directory", err)
+	}
+	return fault.New(fault.BadValue, se.Error(), "", "", err)
+}
+
+// baseFault is a base the runtime could not use: a tarball, an app, or
+// an image file that holds several images or none it can run.
+func baseFault(se *sandbox.SpecError, b *sandbox.Base, err error) error {
+	if b.Kind == sandbox.BaseTar {
+		return fault.New(fault.BaseImport, "cannot use tarball base "+b.Path,
+			se.Err.Error(), "check the file is a tar archive (optionally gzip, bzip2, xz or zstd)", err)
+	}
+	if b.Kind == sandbox.BaseOCI && strings.HasSuffix(b.Path, ".pinfold") {
+		return fault.New(fault.BadBase, "cannot run the app "+b.Path, se.Err.Error(),
+			"the file is damaged or was changed since it was packed: get it again, or pack it again (pinfold pack app)", err)
+	}
+	var re *oci.RefError
+	if errors.As(err, &re) && len(re.Names) > 0 {
+		// The names listed are the choice; the Fix shows the first.
+		first, _, _ := strings.Cut(re.Names[0], " (")
+		return fault.New(fault.BadBase, "cannot use base "+string(b.Kind)+":"+b.Path,
+			se.Err.Error(), "name one of the images the file lists: --base oci:"+b.Path+":NAME, e.g. --base oci:"+
+				b.Path+":"+first, err)
+	}
+	return fault.New(fault.BadBase, "cannot use base "+string(b.Kind)+":"+b.Path,
+		se.Err.Error(), "use --base host, debian-12, dir:PATH to a directory, tar:PATH or oci:PATH", err)
+}
+
+// setupFault is a sandbox that could not be built: the runtime, its
+// engine or cluster, the network helper or the kernel refused. nil when
+// err is none of those.
+func setupFault(err error) error {
 	if errors.Is(err, initp.ErrUnsupported) {
 		return fault.New(fault.Unsupported, "the native sandbox is not built for this architecture", "",
 			"use an amd64 machine", err)
@@ -145,7 +173,7 @@ func Classify(err error, p *plan.Plan) error {
 			"check that sysctl user.max_user_namespaces is above 0 (and kernel.unprivileged_userns_clone=1 "+
 				"or the AppArmor userns restriction off, where the distribution has them)", err)
 	}
-	return fault.New(fault.Internal, err.Error(), "", "please report this", err)
+	return nil
 }
 
 // WorkdirFault says that a command's working directory dir is missing

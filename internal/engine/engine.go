@@ -48,7 +48,9 @@ type Engine struct {
 	// Report hears what a run does besides the command (notices, builds);
 	// nil is silent.
 	Report Reporter
-	// Runtimes makes the runtime of a backend; nil means Runtimes.
+	// Runtimes makes the runtime of a backend; nil means Runtime on the
+	// engine's Store. A runtime that keeps anything in pinfold's store
+	// must be made on Store (native.WithStore and the like).
 	Runtimes func(name string) (sandbox.Runtime, error)
 }
 
@@ -102,48 +104,66 @@ func (s *stepper) step(line string) {
 	s.r.Progress(s.op, Step{Phase: phase, Item: item, Done: s.n})
 }
 
-// Runtimes returns the built-in runtime of a backend name.
-// The container runtimes remember their engine's probe for the process.
-var podman, docker = container.Podman(), container.Docker()
+// runtimes holds the built-in runtimes made so far, per store and
+// backend: a runtime keeps what it found once (the container engines'
+// probe, where runsc is) for the process, and each store has its own
+// (bases, network helper, launch records and temporary directories live
+// in the runtime's store).
+var runtimes struct {
+	sync.Mutex
+	m map[[2]string]sandbox.Runtime
+}
 
-// kube is the kubernetes runtime; it remembers its cluster's check. Made
-// on first use: a package-level call would be one more init on every run.
+// kube is the kubernetes runtime, which keeps nothing in the store; it
+// remembers its cluster's check. Made on first use: a package-level call
+// would be one more init on every run.
 var (
 	kubeOnce sync.Once
 	kube     *kubernetes.Runtime
 )
 
-// gvisorRT is the gvisor runtime; it remembers where runsc is.
-var (
-	gvisorOnce sync.Once
-	gvisorRT   *gvisor.Runtime
-)
-
-func Runtimes(name string) (sandbox.Runtime, error) {
+// Runtime returns the built-in runtime of a backend name on the store
+// dir, made once per store and name.
+func Runtime(store, name string) (sandbox.Runtime, error) {
 	switch name {
-	case native.Name:
-		return native.NewRuntime(), nil
 	case host.Name:
 		return host.Runtime{}, nil
-	case container.PodmanName:
-		return podman, nil
-	case container.DockerName:
-		return docker, nil
-	case gvisor.Name:
-		gvisorOnce.Do(func() { gvisorRT = gvisor.NewRuntime() })
-		return gvisorRT, nil
 	case kubernetes.Name:
 		kubeOnce.Do(func() { kube = kubernetes.Default() })
 		return kube, nil
+	case native.Name, container.PodmanName, container.DockerName, gvisor.Name:
+	default:
+		return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, gvisor, podman, docker, kubernetes, host or auto", nil)
 	}
-	return nil, fault.New(fault.BadValue, "unknown backend "+name, "", "use native, gvisor, podman, docker, kubernetes, host or auto", nil)
+	runtimes.Lock()
+	defer runtimes.Unlock()
+	key := [2]string{store, name}
+	if rt, ok := runtimes.m[key]; ok {
+		return rt, nil
+	}
+	var rt sandbox.Runtime
+	switch name {
+	case native.Name:
+		rt = native.NewRuntime(native.WithStore(store))
+	case container.PodmanName:
+		rt = container.Podman(container.WithStore(store))
+	case container.DockerName:
+		rt = container.Docker(container.WithStore(store))
+	case gvisor.Name:
+		rt = gvisor.NewRuntime(gvisor.WithStore(store))
+	}
+	if runtimes.m == nil {
+		runtimes.m = map[[2]string]sandbox.Runtime{}
+	}
+	runtimes.m[key] = rt
+	return rt, nil
 }
 
 func (e *Engine) runtime(name string) (sandbox.Runtime, error) {
 	if e.Runtimes != nil {
 		return e.Runtimes(name)
 	}
-	return Runtimes(name)
+	return Runtime(e.Store, name)
 }
 
 func (e *Engine) notice(format string, args ...any) {
@@ -377,7 +397,6 @@ func (e *Engine) Start(ctx context.Context, p *plan.Plan, o Options) (*Run, erro
 	}
 	spec := p.Sandbox
 	spec.Base = base
-	spec.Store = e.Store
 	spec.Trace = o.Mark != nil
 	if r.cs, r.unlock, err = e.startChangeset(p, &spec); err != nil {
 		return nil, err
@@ -579,7 +598,7 @@ func (r *Run) handoff(proc sandbox.Process) {
 	}
 	if h.Record != nil && r.e.Store != "" && recordable(r.p) {
 		rec := *h.Record
-		rec.Store, rec.Empty = r.e.Store, PendingDirs(r.e.Store)
+		rec.Empty = PendingDirs(r.e.Store)
 		rec.AnyCommand, rec.Stdin = !r.p.Dispatched, r.p.Interactive
 		ho.Record = &rec
 		if r.cs != nil {

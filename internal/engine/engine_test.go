@@ -112,7 +112,7 @@ func (r restricted) Features() sandbox.Features {
 func TestRuntimeRefusesWhatItCannotEnforce(t *testing.T) {
 	e, ws := newEngine(t, "")
 	e.Runtimes = func(name string) (sandbox.Runtime, error) {
-		return restricted{native.NewRuntime()}, nil
+		return restricted{native.NewRuntime(native.WithStore(e.Store))}, nil
 	}
 	for _, f := range []plan.Flags{{Memory: "64m"}, {Network: "outbound"}} {
 		p := resolve(t, e, ws, f, "true")
@@ -392,7 +392,7 @@ func TestAutoPicksTheFirstRuntimeThatCan(t *testing.T) {
 	e, ws := newEngine(t, "")
 	e.Runtimes = func(name string) (sandbox.Runtime, error) {
 		if name == native.Name {
-			return restricted{native.NewRuntime()}, nil
+			return restricted{native.NewRuntime(native.WithStore(e.Store))}, nil
 		}
 		return nil, errors.New("not built in")
 	}

@@ -32,9 +32,9 @@ func TestGVisorIsAskedFor(t *testing.T) {
 	t.Setenv(gvisor.RunscEnv, "/nonexistent/runsc")
 	e.Runtimes = func(name string) (sandbox.Runtime, error) {
 		if name == gvisor.Name {
-			return gvisor.NewRuntime(), nil // its Check fails: no runsc
+			return gvisor.NewRuntime(gvisor.WithStore(e.Store)), nil // its Check fails: no runsc
 		}
-		return engine.Runtimes(name)
+		return engine.Runtime(e.Store, name)
 	}
 	r, err := e.Start(context.Background(), p, engine.Options{Stdout: io.Discard, Stderr: io.Discard})
 	if err == nil {

@@ -67,24 +67,8 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	}
 	var files []string
 	if ws != "" {
-		// A sandbox mounts its own /tmp, /dev, /proc, /sys and /run over
-		// the image's: a workspace packed there would not be found when
-		// the image runs in pinfold.
-		for _, d := range []string{"/tmp", "/dev", "/proc", "/sys", "/run"} {
-			if ws == d || strings.HasPrefix(ws, d+"/") {
-				return nil, fault.New(fault.PackFailed, "the workspace "+ws+" is under "+d+", which a sandbox covers with its own",
-					"the image would keep the workspace at "+ws+", where pinfold run APP or --base oci: finds the sandbox's "+d+" instead",
-					"move the project out of "+d+" (like ~/src/project) and pack it there, or pack --access none for an image of the base alone", nil)
-			}
-		}
-		if err := e.checkClean(ws, o.AllowDirty); err != nil {
-			return nil, err
-		}
 		var err error
-		if files, err = workspaceFiles(ws); err != nil {
-			return nil, fault.New(fault.PackFailed, "listing the workspace's files: "+err.Error(), "", "", err)
-		}
-		if files, err = withoutSecrets(ws, files, p.Secrets); err != nil {
+		if files, err = e.packedFiles(p, ws, o.AllowDirty); err != nil {
 			return nil, err
 		}
 	}
@@ -129,7 +113,44 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 		job.Layers = append(job.Layers, pack.Layer{Dir: ws, Prefix: ws, Files: files, Comment: "workspace " + ws,
 			EpochTimes: true, GitModes: isGit(ws), Parents: base.Dir, ParentsShift: base.UIDShift})
 	}
-	c := &job.Config
+	job.Config = imageConfig(p, &o, ws, sys)
+	res, err := pack.Run(ctx, job)
+	if err != nil {
+		return nil, packFault(err)
+	}
+	return &Packed{Result: res, System: sys, Epoch: epoch}, nil
+}
+
+// packedFiles are the workspace's files an image keeps: those of a clean
+// checkout (or any, with allowDirty), without the plan's secrets. A
+// workspace where a sandbox mounts its own directories is refused.
+func (e *Engine) packedFiles(p *plan.Plan, ws string, allowDirty bool) ([]string, error) {
+	// A sandbox mounts its own /tmp, /dev, /proc, /sys and /run over
+	// the image's: a workspace packed there would not be found when
+	// the image runs in pinfold.
+	for _, d := range []string{"/tmp", "/dev", "/proc", "/sys", "/run"} {
+		if ws == d || strings.HasPrefix(ws, d+"/") {
+			return nil, fault.New(fault.PackFailed, "the workspace "+ws+" is under "+d+", which a sandbox covers with its own",
+				"the image would keep the workspace at "+ws+", where pinfold run APP or --base oci: finds the sandbox's "+d+" instead",
+				"move the project out of "+d+" (like ~/src/project) and pack it there, or pack --access none for an image of the base alone", nil)
+		}
+	}
+	if err := e.checkClean(ws, allowDirty); err != nil {
+		return nil, err
+	}
+	files, err := workspaceFiles(ws)
+	if err != nil {
+		return nil, fault.New(fault.PackFailed, "listing the workspace's files: "+err.Error(), "", "", err)
+	}
+	return withoutSecrets(ws, files, p.Secrets)
+}
+
+// imageConfig is the packed image's config: the plan's environment
+// without the host's values and secrets, the entrypoint, the working
+// directory, and labels naming the sandbox, base, workspace and
+// capabilities.
+func imageConfig(p *plan.Plan, o *PackOptions, ws string, sys *plan.System) pack.Config {
+	var c pack.Config
 	for _, v := range p.Command.Env {
 		// Not the host's values, nor where a secret file is mounted (the
 		// image does not have it).
@@ -158,25 +179,26 @@ func (e *Engine) Pack(ctx context.Context, p *plan.Plan, o PackOptions) (*Packed
 	if len(sys.Capabilities) > 0 {
 		c.Labels[pack.LabelCaps] = strings.Join(sys.Capabilities, ",")
 	}
-	res, err := pack.Run(ctx, job)
-	if err != nil {
-		fix := "see the message"
-		var pe *pack.Error
-		switch {
-		case errors.Is(err, pack.ErrNoHelper):
-			fix = "install pinfold-pack beside pinfold (scripts/setup.sh --all does), or set PINFOLD_PACK_HELPER to its path"
-		case errors.As(err, &pe) && pe.Stage == pack.StageOut:
-			fix = "check the --out path: its directory must exist and be writable, a directory must be new or empty, and only an archive (FILE.tar) holds a signature"
-		case errors.As(err, &pe) && pe.Stage == pack.StagePush:
-			fix = "check the --push reference (HOST[:PORT]/REPO[:TAG]), that the registry is reachable, and its credentials (docker login)"
-		case errors.As(err, &pe) && pe.Stage == pack.StageKey:
-			fix = "give --sign-key an unencrypted PEM private key (see docs/pack.md#signing)"
-		case errors.As(err, &pe) && pe.Stage == pack.StageLayers:
-			fix = "check that the files can be read and do not change while they are packed"
-		}
-		return nil, fault.New(fault.PackFailed, "packing the image: "+err.Error(), "", fix, err)
+	return c
+}
+
+// packFault is a failed pack, with the fix for the stage that failed.
+func packFault(err error) error {
+	fix := "see the message"
+	var pe *pack.Error
+	switch {
+	case errors.Is(err, pack.ErrNoHelper):
+		fix = "install pinfold-pack beside pinfold (scripts/setup.sh --all does), or set PINFOLD_PACK_HELPER to its path"
+	case errors.As(err, &pe) && pe.Stage == pack.StageOut:
+		fix = "check the --out path: its directory must exist and be writable, a directory must be new or empty, and only an archive (FILE.tar) holds a signature"
+	case errors.As(err, &pe) && pe.Stage == pack.StagePush:
+		fix = "check the --push reference (HOST[:PORT]/REPO[:TAG]), that the registry is reachable, and its credentials (docker login)"
+	case errors.As(err, &pe) && pe.Stage == pack.StageKey:
+		fix = "give --sign-key an unencrypted PEM private key (see docs/pack.md#signing)"
+	case errors.As(err, &pe) && pe.Stage == pack.StageLayers:
+		fix = "check that the files can be read and do not change while they are packed"
 	}
-	return &Packed{Result: res, System: sys, Epoch: epoch}, nil
+	return fault.New(fault.PackFailed, "packing the image: "+err.Error(), "", fix, err)
 }
 
 // packRoot returns the directory of p's root file system and the host id

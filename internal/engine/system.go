@@ -250,7 +250,7 @@ func (e *Engine) installPackages(ctx context.Context, op string, base store.Base
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: []string{"/bin/sh", "-c", script}, Env: env, Dir: "/", Stdout: out, Stderr: out})
+	res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: []string{"/bin/sh", "-c", script}, Env: env, Dir: "/", Stdout: out, Stderr: out}, native.WithStore(e.Store))
 	if err != nil {
 		return err
 	}

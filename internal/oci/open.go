@@ -189,45 +189,9 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 	if err != nil {
 		return nil, err
 	}
-	// Follow image indexes down to one manifest.
-	var m document
-	for depth := 0; ; depth++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		max := int64(maxManifestSize)
-		if isIndexType(d.MediaType) {
-			max = maxIndexSize
-		}
-		b, err := readBlob(src, d, max)
-		if err != nil {
-			return nil, err
-		}
-		var doc document
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", d.Digest, err)
-		}
-		if doc.SchemaVersion != 2 {
-			return nil, fmt.Errorf("%s has schema version %d; only 2 is read", d.Digest, doc.SchemaVersion)
-		}
-		mt := cmpOr(d.MediaType, doc.MediaType)
-		switch {
-		case isIndexType(mt) || mt == "" && doc.Config == nil && doc.Manifests != nil:
-			if depth >= maxNesting {
-				return nil, fmt.Errorf("image indexes nest more than %d deep", maxNesting)
-			}
-			next, err := choosePlatform(doc.Manifests)
-			if err != nil {
-				return nil, fmt.Errorf("index %s: %w", d.Digest, err)
-			}
-			d = next
-			continue
-		case mt == mtOCIManifest || mt == mtDockerManifest || mt == "" && doc.Config != nil:
-			m = doc
-		default:
-			return nil, fmt.Errorf("%s has media type %s, which is not an image manifest or index", d.Digest, tarentry.Quote(mt))
-		}
-		break
+	d, m, err := resolveManifest(ctx, src, d)
+	if err != nil {
+		return nil, err
 	}
 	if m.Config == nil {
 		return nil, fmt.Errorf("manifest %s has no config", d.Digest)
@@ -264,6 +228,47 @@ func openLayout(ctx context.Context, src source, format, ref string) (*Image, er
 		})
 	}
 	return img, nil
+}
+
+// resolveManifest follows image indexes from d down to one manifest
+// (this machine's platform's), and returns it and its descriptor.
+func resolveManifest(ctx context.Context, src source, d descriptor) (descriptor, document, error) {
+	for depth := 0; ; depth++ {
+		if err := ctx.Err(); err != nil {
+			return d, document{}, err
+		}
+		max := int64(maxManifestSize)
+		if isIndexType(d.MediaType) {
+			max = maxIndexSize
+		}
+		b, err := readBlob(src, d, max)
+		if err != nil {
+			return d, document{}, err
+		}
+		var doc document
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return d, document{}, fmt.Errorf("reading %s: %w", d.Digest, err)
+		}
+		if doc.SchemaVersion != 2 {
+			return d, document{}, fmt.Errorf("%s has schema version %d; only 2 is read", d.Digest, doc.SchemaVersion)
+		}
+		mt := cmpOr(d.MediaType, doc.MediaType)
+		switch {
+		case isIndexType(mt) || mt == "" && doc.Config == nil && doc.Manifests != nil:
+			if depth >= maxNesting {
+				return d, document{}, fmt.Errorf("image indexes nest more than %d deep", maxNesting)
+			}
+			next, err := choosePlatform(doc.Manifests)
+			if err != nil {
+				return d, document{}, fmt.Errorf("index %s: %w", d.Digest, err)
+			}
+			d = next
+		case mt == mtOCIManifest || mt == mtDockerManifest || mt == "" && doc.Config != nil:
+			return d, doc, nil
+		default:
+			return d, document{}, fmt.Errorf("%s has media type %s, which is not an image manifest or index", d.Digest, tarentry.Quote(mt))
+		}
+	}
 }
 
 // RefError is an index whose images the reference does not choose one

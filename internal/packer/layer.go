@@ -207,29 +207,10 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 	}
 	prefix := strings.Trim(path.Clean("/"+filepath.ToSlash(l.Prefix)), "/")
 	if prefix != "" {
-		// The prefix's parents, then the directory itself.
-		parts := strings.Split(prefix, "/")
-		below := l.Parents != "" // the tree below still has the path
-		for i := 1; i < len(parts); i++ {
-			name := strings.Join(parts[:i], "/")
-			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: epoch}
-			if below {
-				// As the tree below has it, when it has it as a
-				// directory; after a symbolic link or a missing
-				// component, never (a link would lead out of the tree,
-				// to the packing host's directories).
-				fi, err := os.Lstat(filepath.Join(l.Parents, filepath.FromSlash(name)))
-				if below = err == nil && fi.IsDir(); below {
-					if h, err := header(fi, name, l.ParentsShift, epoch); err == nil && h != nil {
-						hdr = h
-					}
-				}
-			}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
+		if err := writeParents(tw, l, prefix, epoch); err != nil {
+			return err
 		}
-		list = append([]string{""}, list...)
+		list = append([]string{""}, list...) // then the directory itself
 	}
 	links := map[[2]uint64]string{}
 	// Paths that are not directories: nothing is read through them (a
@@ -296,22 +277,58 @@ func writeTree(ctx context.Context, tw *tar.Writer, l pack.Layer, epoch time.Tim
 			}
 		}
 		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-			// A workspace a sandbox (an rw session) may still write: no
-			// link on the way or at the end is followed, no FIFO opened.
-			root, below := srcRoot(l, rel)
-			f, err := untrusted.OpenFileBeneath(root, below)
-			if err != nil {
+			if err := copyContent(tw, l, rel, hdr.Size, buf); err != nil {
 				return err
-			}
-			n, err := io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			if n != hdr.Size {
-				return fmt.Errorf("%s changed while it was packed", src)
 			}
 		}
+	}
+	return nil
+}
+
+// writeParents writes the directories above prefix (a/b for a/b/c): as
+// the tree below (l.Parents) has them, else plain.
+func writeParents(tw *tar.Writer, l pack.Layer, prefix string, epoch time.Time) error {
+	parts := strings.Split(prefix, "/")
+	below := l.Parents != "" // the tree below still has the path
+	for i := 1; i < len(parts); i++ {
+		name := strings.Join(parts[:i], "/")
+		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: epoch}
+		if below {
+			// As the tree below has it, when it has it as a
+			// directory; after a symbolic link or a missing
+			// component, never (a link would lead out of the tree,
+			// to the packing host's directories).
+			fi, err := os.Lstat(filepath.Join(l.Parents, filepath.FromSlash(name)))
+			if below = err == nil && fi.IsDir(); below {
+				if h, err := header(fi, name, l.ParentsShift, epoch); err == nil && h != nil {
+					hdr = h
+				}
+			}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyContent copies the size bytes of the regular file rel into tw. A
+// workspace a sandbox (an rw session) may still write: no link on the
+// way or at the end is followed, no FIFO opened, and a file whose size
+// changed is refused.
+func copyContent(tw *tar.Writer, l pack.Layer, rel string, size int64, buf []byte) error {
+	root, below := srcRoot(l, rel)
+	f, err := untrusted.OpenFileBeneath(root, below)
+	if err != nil {
+		return err
+	}
+	n, err := io.CopyBuffer(tw, io.LimitReader(f, size), buf)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("%s changed while it was packed", srcPath(l, rel))
 	}
 	return nil
 }

@@ -71,28 +71,9 @@ func Main() int {
 // Do runs job.
 func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	epoch := time.Unix(job.Epoch, 0).UTC()
-	// What can be refused is refused before any work.
-	if err := checkOut(job); err != nil {
-		return nil, staged(pack.StageOut, err)
-	}
-	var pushRef name.Reference
-	if job.Push != "" {
-		r, err := name.ParseReference(job.Push)
-		if err != nil {
-			return nil, staged(pack.StagePush, fmt.Errorf("--push %s: %w", job.Push, err))
-		}
-		pushRef = r
-	}
-	var signer crypto.Signer
-	if job.SignKey != "" {
-		if job.Out != "" && !job.Archive && !isArchive(job.Out) {
-			return nil, staged(pack.StageOut, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory"))
-		}
-		s, err := loadSigner(job.SignKey)
-		if err != nil {
-			return nil, staged(pack.StageKey, err)
-		}
-		signer = s
+	pushRef, signer, err := prepare(job)
+	if err != nil {
+		return nil, err
 	}
 	work, err := os.MkdirTemp(workDir(job.Out), ".pinfold-pack-")
 	if err != nil {
@@ -107,23 +88,9 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 	if err := os.MkdirAll(blobs, 0o755); err != nil {
 		return nil, err
 	}
-	var written []*fileLayer
-	for i, l := range job.Layers {
-		fl, err := writeLayer(ctx, l, epoch, filepath.Join(blobs, fmt.Sprintf(".layer%d", i)))
-		if err != nil {
-			return nil, staged(pack.StageLayers, fmt.Errorf("packing %s: %w", l.Dir, err))
-		}
-		final := filepath.Join(blobs, fl.digest.Hex)
-		if err := os.Rename(fl.path, final); err != nil {
-			return nil, err
-		}
-		fl.path = final
-		written = append(written, fl)
-		img, err = mutate.Append(img, mutate.Addendum{Layer: fl, MediaType: types.OCILayer,
-			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "pinfold pack", Comment: l.Comment}})
-		if err != nil {
-			return nil, err
-		}
+	img, written, err := appendLayers(ctx, img, job, epoch, blobs)
+	if err != nil {
+		return nil, err
 	}
 	rootFile := ""
 	if len(job.Meta) > 0 && job.Out != "" {
@@ -173,24 +140,86 @@ func Do(ctx context.Context, job *pack.Job) (*pack.Result, error) {
 			return nil, staged(pack.StageOut, err)
 		}
 	}
-	if ref := pushRef; ref != nil {
-		if err := remoteWrite(ctx, ref, img); err != nil {
-			return nil, staged(pack.StagePush, fmt.Errorf("pushing to %s: %w", job.Push, err))
-		}
-		res.Pushed = ref.Context().Digest(res.Digest).String()
-		if signer != nil {
-			sig, err := sign(signer, ref.Context().Name(), res.Digest)
-			if err != nil {
-				return nil, staged(pack.StageKey, err)
-			}
-			tag, err := pushSignature(ctx, ref, res.Digest, sig)
-			if err != nil {
-				return nil, staged(pack.StagePush, fmt.Errorf("pushing the signature to %s: %w", job.Push, err))
-			}
-			res.Signature = tag
+	if pushRef != nil {
+		if err := push(ctx, pushRef, job.Push, img, signer, res); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// prepare refuses what can be refused before any work: the output, the
+// push reference and the signing key, which it loads.
+func prepare(job *pack.Job) (name.Reference, crypto.Signer, error) {
+	if err := checkOut(job); err != nil {
+		return nil, nil, staged(pack.StageOut, err)
+	}
+	var pushRef name.Reference
+	if job.Push != "" {
+		r, err := name.ParseReference(job.Push)
+		if err != nil {
+			return nil, nil, staged(pack.StagePush, fmt.Errorf("--push %s: %w", job.Push, err))
+		}
+		pushRef = r
+	}
+	var signer crypto.Signer
+	if job.SignKey != "" {
+		if job.Out != "" && !job.Archive && !isArchive(job.Out) {
+			return nil, nil, staged(pack.StageOut, fmt.Errorf("a signature goes into an archive (--out FILE.tar) or beside a pushed image (--push), not into a layout directory"))
+		}
+		s, err := loadSigner(job.SignKey)
+		if err != nil {
+			return nil, nil, staged(pack.StageKey, err)
+		}
+		signer = s
+	}
+	return pushRef, signer, nil
+}
+
+// appendLayers writes the job's layers into blobs, each under its digest,
+// and appends them to img.
+func appendLayers(ctx context.Context, img v1.Image, job *pack.Job, epoch time.Time, blobs string) (v1.Image, []*fileLayer, error) {
+	var written []*fileLayer
+	for i, l := range job.Layers {
+		fl, err := writeLayer(ctx, l, epoch, filepath.Join(blobs, fmt.Sprintf(".layer%d", i)))
+		if err != nil {
+			return nil, nil, staged(pack.StageLayers, fmt.Errorf("packing %s: %w", l.Dir, err))
+		}
+		final := filepath.Join(blobs, fl.digest.Hex)
+		if err := os.Rename(fl.path, final); err != nil {
+			return nil, nil, err
+		}
+		fl.path = final
+		written = append(written, fl)
+		img, err = mutate.Append(img, mutate.Addendum{Layer: fl, MediaType: types.OCILayer,
+			History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "pinfold pack", Comment: l.Comment}})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return img, written, nil
+}
+
+// push pushes img to ref (given as to), and with signer its signature
+// beside it.
+func push(ctx context.Context, ref name.Reference, to string, img v1.Image, signer crypto.Signer, res *pack.Result) error {
+	if err := remoteWrite(ctx, ref, img); err != nil {
+		return staged(pack.StagePush, fmt.Errorf("pushing to %s: %w", to, err))
+	}
+	res.Pushed = ref.Context().Digest(res.Digest).String()
+	if signer == nil {
+		return nil
+	}
+	sig, err := sign(signer, ref.Context().Name(), res.Digest)
+	if err != nil {
+		return staged(pack.StageKey, err)
+	}
+	tag, err := pushSignature(ctx, ref, res.Digest, sig)
+	if err != nil {
+		return staged(pack.StagePush, fmt.Errorf("pushing the signature to %s: %w", to, err))
+	}
+	res.Signature = tag
+	return nil
 }
 
 func describe(img v1.Image) (*pack.Result, error) {

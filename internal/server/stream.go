@@ -2,9 +2,10 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/pinfold/pinfold/internal/agent"
 	"net/http"
 	"time"
+
+	"github.com/pinfold/pinfold/internal/agent"
 
 	"github.com/coder/websocket"
 

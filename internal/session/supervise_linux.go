@@ -190,85 +190,34 @@ func Spawn(ctx context.Context, st *Store, storeDir, exe string, req *StartReque
 // status. A failure to start is classified (engine.Classify) here, where
 // the plan is known, and reported to Spawn with its code.
 func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
-	st := Open(eng.Store)
-	ready := os.NewFile(3, "ready")
-	report := func(v any) {
-		if ready != nil {
-			json.NewEncoder(ready).Encode(v)
-			ready.Close()
-			ready = nil
-		}
-	}
-	r, err := st.load(id)
+	sv := &supervisor{st: Open(eng.Store), id: id, ready: os.NewFile(3, "ready")}
+	r, err := sv.st.load(id)
 	if err != nil {
-		report(map[string]any{"error": startError{What: "no session " + id, Why: err.Error()}})
+		sv.report(map[string]any{"error": startError{What: "no session " + id, Why: err.Error()}})
 		return 1
 	}
-	var p *plan.Plan
-	failed := func(err error) int {
-		err = engine.Classify(err, p)
-		se := startError{What: err.Error()}
-		var fe *fault.Error
-		if errors.As(err, &fe) {
-			se = startError{Code: string(fe.Code), What: fe.What, Why: fe.Why, Fix: fe.Fix, Exit: fe.Exit}
-		}
-		r.State, r.Error, r.Ended = StateFailed, err.Error(), time.Now().UTC()
-		st.Save(r)
-		os.RemoveAll(filepath.Join(st.Path(id), "run"))
-		os.RemoveAll(filepath.Join(st.Path(id), "home"))
-		report(map[string]any{"error": se})
-		return 1
-	}
+	sv.r = r
 	var req StartRequest
-	b, err := os.ReadFile(filepath.Join(st.Path(id), "request.json"))
+	b, err := os.ReadFile(filepath.Join(sv.st.Path(id), "request.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &req)
 	}
 	if err != nil {
-		return failed(err)
+		return sv.failed(err)
 	}
 	// Signals end the session; the terminal it came from is not ours.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	if err := eng.Recover(ctx); err != nil {
-		return failed(err)
+		return sv.failed(err)
 	}
-	p, err = Resolve(ctx, eng, &req, st.Path(id))
-	if err != nil {
-		return failed(err)
+	if sv.p, err = Resolve(ctx, eng, &req, sv.st.Path(id)); err != nil {
+		return sv.failed(err)
 	}
 	r.Pid, r.PidStart = os.Getpid(), procstat.StartTime(os.Getpid())
-	r.Workspace, r.Backend = p.Sandbox.Workspace, p.Backend
-	st.Save(r)
-	// The agent is up once it answers; then the session can be paused
-	// and is recorded running.
-	sock := st.Sock(id)
-	waitUp := func() bool {
-		for i := 0; i < 2000; i++ {
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := agent.Call(cctx, sock, &agent.Request{Op: "ping"})
-			cancel()
-			if err == nil {
-				return true
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return false
-	}
-	running := func(proc sandbox.Process) {
-		if np, ok := proc.(interface{ Pid() int }); ok && r.Freezer == "" {
-			// Pausable; a host without a freezer only cannot pause.
-			if dir, v2, err := st.setupFreezer(id, np.Pid()); err == nil {
-				r.Freezer, r.FreezerV2 = dir, v2
-			} else {
-				fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", id, err)
-			}
-		}
-		r.State = StateRunning
-		st.Save(r)
-		report(map[string]any{"ok": true})
-	}
+	r.Workspace, r.Backend = sv.p.Sandbox.Workspace, sv.p.Backend
+	sv.st.Save(r)
 	opts := engine.Options{Stdout: os.Stdout, Stderr: os.Stderr}
 	handingOff := false
 	// Once the agent runs, this process has nothing to do but wait: when
@@ -283,36 +232,36 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 		// The network helper reports what it blocked in the session's log.
 		Report: os.Stderr,
 		Ready: func(proc sandbox.Process, changeset string) bool {
-			if !waitUp() {
+			if !sv.waitUp(ctx) {
 				return false // Start returns and the session goes on as below
 			}
-			r.Changeset = changeset
-			running(proc)
+			sv.r.Changeset = changeset
+			sv.running(proc)
 			signal.Reset(syscall.SIGTERM, syscall.SIGINT) // the waiter forwards them to the agent
 			handingOff = true
 			return true
 		},
 	}
-	run, err := eng.Start(ctx, p, opts)
+	run, err := eng.Start(ctx, sv.p, opts)
 	if handingOff {
 		// Still here: the hand-off failed.
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	}
 	if err != nil {
-		return failed(err)
+		return sv.failed(err)
 	}
 	r.Changeset = run.ChangesetID()
 	if r.State != StateRunning {
-		if !waitUp() {
+		if !sv.waitUp(ctx) {
 			run.Process.Signal(syscall.SIGKILL)
 			out, _ := run.Wait()
 			why := "its agent did not answer within 10 s"
 			if out != nil && out.Result != nil {
 				why = fmt.Sprintf("its agent ended with status %d", out.Result.ExitCode)
 			}
-			return failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+st.LogPath(id), nil))
+			return sv.failed(fault.New(fault.SessionRefused, "the session did not start", why, "see "+sv.st.LogPath(id), nil))
 		}
-		running(run.Process)
+		sv.running(run.Process)
 	}
 	go func() {
 		for s := range sigs {
@@ -320,6 +269,87 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 		}
 	}()
 	out, err := run.Wait()
+	sv.ended(out, err)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold: session %s: %v\n", id, err)
+		return 1
+	}
+	return 0
+}
+
+// supervisor is a session's supervisor: its record, its plan once
+// resolved, and the readiness pipe Spawn waits on.
+type supervisor struct {
+	st    *Store
+	id    string
+	r     *Record
+	p     *plan.Plan
+	ready *os.File
+}
+
+// report answers Spawn once; later reports are dropped.
+func (sv *supervisor) report(v any) {
+	if sv.ready != nil {
+		json.NewEncoder(sv.ready).Encode(v)
+		sv.ready.Close()
+		sv.ready = nil
+	}
+}
+
+// failed records that the session could not start, with err classified
+// against the plan, and reports it to Spawn.
+func (sv *supervisor) failed(err error) int {
+	err = engine.Classify(err, sv.p)
+	se := startError{What: err.Error()}
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		se = startError{Code: string(fe.Code), What: fe.What, Why: fe.Why, Fix: fe.Fix, Exit: fe.Exit}
+	}
+	r := sv.r
+	r.State, r.Error, r.Ended = StateFailed, err.Error(), time.Now().UTC()
+	sv.st.Save(r)
+	os.RemoveAll(filepath.Join(sv.st.Path(sv.id), "run"))
+	os.RemoveAll(filepath.Join(sv.st.Path(sv.id), "home"))
+	sv.report(map[string]any{"error": se})
+	return 1
+}
+
+// waitUp waits (10 s at most) for the session's agent to answer.
+func (sv *supervisor) waitUp(ctx context.Context) bool {
+	sock := sv.st.Sock(sv.id)
+	for i := 0; i < 2000; i++ {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := agent.Call(cctx, sock, &agent.Request{Op: "ping"})
+		cancel()
+		if err == nil {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
+// running records the session running, pausable when proc's cgroup can
+// be frozen, and reports it started.
+func (sv *supervisor) running(proc sandbox.Process) {
+	r := sv.r
+	if np, ok := proc.(interface{ Pid() int }); ok && r.Freezer == "" {
+		// Pausable; a host without a freezer only cannot pause.
+		if dir, v2, err := sv.st.setupFreezer(sv.id, np.Pid()); err == nil {
+			r.Freezer, r.FreezerV2 = dir, v2
+		} else {
+			fmt.Fprintf(os.Stderr, "pinfold: session %s cannot be paused: %v\n", sv.id, err)
+		}
+	}
+	r.State = StateRunning
+	sv.st.Save(r)
+	sv.report(map[string]any{"ok": true})
+}
+
+// ended records the session stopped, why, and its changeset's counts,
+// and removes its run and home directories.
+func (sv *supervisor) ended(out *engine.Outcome, err error) {
+	st, id, r := sv.st, sv.id, sv.r
 	// A fresh read: pause and resume write the record too.
 	if cur, lerr := st.load(id); lerr == nil {
 		r = cur
@@ -351,11 +381,6 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 		r.Error = err.Error()
 	}
 	st.Save(r)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pinfold: session %s: %v\n", id, err)
-		return 1
-	}
-	return 0
 }
 
 func sandboxMount(src, dst string, ro bool) sandbox.Mount {

@@ -144,37 +144,8 @@ func (s *Store) BuildCurated(ctx context.Context, name string, opt BuildOptions)
 		}
 	}()
 	root := work + "/rootfs"
-	cmd := exec.CommandContext(ctx, tool, "--variant=minbase", "--components=main", suite, root, mirror)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return Base{}, fmt.Errorf("building %s: %w", name, err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return Base{}, fmt.Errorf("%w: starting debootstrap: %w", ErrBuild, err)
-	}
-	var tail []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := sc.Text()
-		if opt.Log != nil {
-			io.WriteString(opt.Log, line+"\n")
-		}
-		if step, ok := strings.CutPrefix(line, "I: "); ok && opt.Progress != nil {
-			opt.Progress(step)
-		}
-		if tail = append(tail, line); len(tail) > 8 {
-			tail = tail[1:]
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		if ctx.Err() != nil {
-			return Base{}, ctx.Err()
-		}
-		return Base{}, fmt.Errorf("%w: debootstrap %s from %s: %w:\n%s\n(a full disk, an unreachable mirror or a mirror without %s: check `df`, the mirror, or pass --mirror)",
-			ErrBuild, suite, mirror, err, strings.Join(tail, "\n"), suite)
+	if err := debootstrap(ctx, tool, suite, root, mirror, &opt); err != nil {
+		return Base{}, err
 	}
 	if opt.Progress != nil {
 		opt.Progress("Normalizing and digesting the tree")
@@ -211,6 +182,45 @@ func (s *Store) BuildCurated(ctx context.Context, name string, opt BuildOptions)
 		return Base{}, fmt.Errorf("building %s: %w", name, err)
 	}
 	return Base{Digest: digest, Root: final + "/rootfs"}, nil
+}
+
+// debootstrap runs tool to install suite from mirror into root, passing
+// its output to opt's Log and its steps to opt's Progress; its error
+// ends with the output's last lines.
+func debootstrap(ctx context.Context, tool, suite, root, mirror string, opt *BuildOptions) error {
+	cmd := exec.CommandContext(ctx, tool, "--variant=minbase", "--components=main", suite, root, mirror)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("%w: starting debootstrap: %w", ErrBuild, err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: starting debootstrap: %w", ErrBuild, err)
+	}
+	var tail []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if opt.Log != nil {
+			io.WriteString(opt.Log, line+"\n")
+		}
+		if step, ok := strings.CutPrefix(line, "I: "); ok && opt.Progress != nil {
+			opt.Progress(step)
+		}
+		if tail = append(tail, line); len(tail) > 8 {
+			tail = tail[1:]
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: debootstrap %s from %s: %w:\n%s\n(a full disk, an unreachable mirror or a mirror without %s: check `df`, the mirror, or pass --mirror)",
+			ErrBuild, suite, mirror, err, strings.Join(tail, "\n"), suite)
+	}
+	return nil
 }
 
 // debianUnhashed are the paths whose content depends on the machine or the

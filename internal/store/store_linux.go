@@ -250,41 +250,16 @@ func (s *Store) importTar(ctx context.Context, abs, key string, lim limits, prog
 		return Base{}, fmt.Errorf("importing %s: %w", abs, err)
 	}
 
-	// The digest is computed on another CPU from a second read of the
-	// file (from the page cache), and writeback starts while the files
-	// are still being made, so that neither waits at the end. The file
-	// must not change meanwhile (checked below).
-	hashed := make(chan hashResult, 1)
-	go func() { hashed <- hashFile(abs) }()
-	stopFlush := flushWhile(work)
-	src := &sourceReader{ctx: ctx, r: f, total: before.Size, progress: progress}
-	br := bufio.NewReaderSize(src, 256<<10)
-	stats, err := extractArchive(ctx, abs, br, root, lim, true)
-	if err == nil {
-		// The digest covers the whole file, also what follows the archive.
-		if _, err = io.Copy(io.Discard, br); err != nil {
-			err = fmt.Errorf("reading archive %s: %w", abs, err)
-		}
-	}
-	stopFlush()
-	h := <-hashed
+	stats, sum, n, err := extractHashed(ctx, f, abs, &before, work, root, lim, progress)
 	if err != nil {
 		return Base{}, err
 	}
-	if h.err != nil {
-		return Base{}, fmt.Errorf("reading archive %s: %w", abs, h.err)
-	}
-	var during unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &during) != nil || !sameFile(&before, &during) || h.n != src.n {
-		return Base{}, fmt.Errorf("importing %s: the archive changed while it was read; run again", abs)
-	}
-	sum := h.sum
 	digest := digestPrefix + sum
 
 	m := manifest{
 		Digest:  digest,
 		Source:  abs,
-		Size:    src.n,
+		Size:    n,
 		Entries: stats.entries,
 		Created: time.Now().UTC().Format(time.RFC3339),
 		Format:  manifestFormat,
@@ -320,6 +295,40 @@ func (s *Store) importTar(ctx context.Context, abs, key string, lim limits, prog
 		_ = s.writeIndex(key, digest) // a missing entry costs only a re-import
 	}
 	return Base{Digest: digest, Root: final + "/rootfs"}, nil
+}
+
+// extractHashed extracts the archive f (abs, as before stats it) into
+// root and returns what it extracted, the file's sha256 and its size as
+// read. The digest is computed on another CPU from a second read of the
+// file (from the page cache), and writeback of work starts while the
+// files are still being made, so that neither waits at the end. The file
+// must not change meanwhile: it is refused if it did.
+func extractHashed(ctx context.Context, f *os.File, abs string, before *unix.Stat_t, work, root string, lim limits, progress func(done, total int64)) (extractStats, string, int64, error) {
+	hashed := make(chan hashResult, 1)
+	go func() { hashed <- hashFile(abs) }()
+	stopFlush := flushWhile(work)
+	src := &sourceReader{ctx: ctx, r: f, total: before.Size, progress: progress}
+	br := bufio.NewReaderSize(src, 256<<10)
+	stats, err := extractArchive(ctx, abs, br, root, lim, true)
+	if err == nil {
+		// The digest covers the whole file, also what follows the archive.
+		if _, err = io.Copy(io.Discard, br); err != nil {
+			err = fmt.Errorf("reading archive %s: %w", abs, err)
+		}
+	}
+	stopFlush()
+	h := <-hashed
+	if err != nil {
+		return stats, "", 0, err
+	}
+	if h.err != nil {
+		return stats, "", 0, fmt.Errorf("reading archive %s: %w", abs, h.err)
+	}
+	var during unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &during) != nil || !sameFile(before, &during) || h.n != src.n {
+		return stats, "", 0, fmt.Errorf("importing %s: the archive changed while it was read; run again", abs)
+	}
+	return stats, h.sum, src.n, nil
 }
 
 func sameFile(a, b *unix.Stat_t) bool {

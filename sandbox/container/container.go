@@ -53,6 +53,7 @@ var Tini = "/usr/bin/tini-static"
 // Runtime runs sandboxes as containers of one engine.
 type Runtime struct {
 	engine string
+	store  string // pinfold's store (WithStore)
 
 	once   sync.Once
 	bin    string
@@ -61,11 +62,29 @@ type Runtime struct {
 	images sync.Map // skeleton image name -> struct{} once imported
 }
 
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithStore keeps what the runtime's sandboxes need of pinfold's store
+// (tar, oci and debian-12 bases, the skeleton images' marks, temporary
+// directories, the shared network helper's socket) in dir. Without it,
+// bases come from the default store (store.DefaultDir) and temporary
+// directories from the system's.
+func WithStore(dir string) Option { return func(r *Runtime) { r.store = dir } }
+
 // Podman is the podman runtime.
-func Podman() *Runtime { return &Runtime{engine: PodmanName} }
+func Podman(opts ...Option) *Runtime { return newRuntime(PodmanName, opts) }
 
 // Docker is the docker runtime.
-func Docker() *Runtime { return &Runtime{engine: DockerName} }
+func Docker(opts ...Option) *Runtime { return newRuntime(DockerName, opts) }
+
+func newRuntime(engine string, opts []Option) *Runtime {
+	r := &Runtime{engine: engine}
+	for _, f := range opts {
+		f(r)
+	}
+	return r
+}
 
 // Name returns "podman" or "docker".
 func (r *Runtime) Name() string { return r.engine }

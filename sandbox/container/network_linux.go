@@ -32,7 +32,7 @@ type network struct {
 // startNetwork makes a network for cfg.
 func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*network, error) {
 	n := &network{rt: s.rt, holder: "pinfold-net-" + randomID()}
-	dir, err := workDir(s.spec.Store)
+	dir, err := workDir(s.rt.store)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 		return nil, err
 	}
 	// The holder: the host's skeleton and its sleep, nothing else.
-	img, binds, err := s.rt.skeleton(ctx, "/", sandbox.HostSystemDirs(), s.spec.Store)
+	img, binds, err := s.rt.skeleton(ctx, "/", sandbox.HostSystemDirs(), s.rt.store)
 	if err != nil {
 		n.close()
 		return nil, err
@@ -73,7 +73,7 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 		n.close()
 		return nil, &engineError{engine: s.rt.engine, detail: "finding the network holder's process"}
 	}
-	st, err := netpolicy.Launch(*cfg, s.spec.Store)
+	st, err := netpolicy.Launch(*cfg, s.rt.store)
 	if err != nil {
 		n.close()
 		return nil, err

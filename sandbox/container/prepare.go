@@ -33,39 +33,8 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 			return &sandbox.SpecError{Field: "mount", Err: err}
 		}
 	}
-	switch {
-	case sp.Base.Kind == sandbox.BaseOCI && sp.Base.Path == "":
-		s.image = sp.Base.Ref
-	default:
-		root, names := "/", sandbox.HostSystemDirs()
-		if sp.Base.Kind != sandbox.BaseHost {
-			root = sp.Base.Path
-			if sp.Base.Kind != sandbox.BaseDir {
-				// tar, debian-12 and image files: the root pinfold's
-				// store unpacked, shared with native runs.
-				var err error
-				if root, err = s.storeBase(ctx); err != nil {
-					return err
-				}
-			}
-			ents, err := os.ReadDir(root)
-			if err != nil {
-				return &sandbox.SpecError{Field: "base", Err: err}
-			}
-			names = names[:0]
-			for _, e := range ents {
-				names = append(names, e.Name())
-			}
-		}
-		img, binds, err := s.rt.skeleton(ctx, root, names, sp.Store)
-		if err != nil {
-			return err
-		}
-		s.stty = exists(filepath.Join(root, "bin/sh")) && exists(filepath.Join(root, "usr/bin/stty"))
-		s.image = img
-		for _, b := range binds {
-			add("-v", b+":"+strings.TrimPrefix(b, strings.TrimSuffix(root, "/"))+":ro")
-		}
+	if err := s.base(ctx, &a); err != nil {
+		return err
 	}
 	add("--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
 	for _, c := range sp.Capabilities {
@@ -92,6 +61,67 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.volumes(ids, &a); err != nil {
+		return err
+	}
+	// Limits are pinfold's own cgroup, the container's parent (see Run):
+	// its counters say which limit a command hit.
+	if l := sp.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
+		sys, err := cgroup.Detect()
+		if err != nil {
+			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
+		}
+		s.cgsys = sys
+	}
+	add("-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini")
+	s.args = a
+	return nil
+}
+
+// base finds the image of the spec's base, or makes the skeleton image
+// of its top level, and adds the read-only binds of its directories to a.
+func (s *Sandbox) base(ctx context.Context, a *[]string) error {
+	sp := &s.spec
+	if sp.Base.Kind == sandbox.BaseOCI && sp.Base.Path == "" {
+		s.image = sp.Base.Ref
+		return nil
+	}
+	root, names := "/", sandbox.HostSystemDirs()
+	if sp.Base.Kind != sandbox.BaseHost {
+		root = sp.Base.Path
+		if sp.Base.Kind != sandbox.BaseDir {
+			// tar, debian-12 and image files: the root pinfold's
+			// store unpacked, shared with native runs.
+			var err error
+			if root, err = s.storeBase(ctx); err != nil {
+				return err
+			}
+		}
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			return &sandbox.SpecError{Field: "base", Err: err}
+		}
+		names = names[:0]
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+	}
+	img, binds, err := s.rt.skeleton(ctx, root, names, s.rt.store)
+	if err != nil {
+		return err
+	}
+	s.stty = exists(filepath.Join(root, "bin/sh")) && exists(filepath.Join(root, "usr/bin/stty"))
+	s.image = img
+	for _, b := range binds {
+		*a = append(*a, "-v", b+":"+strings.TrimPrefix(b, strings.TrimSuffix(root, "/"))+":ro")
+	}
+	return nil
+}
+
+// volumes adds the volumes of the workspace, the captures and the mounts
+// to a, each through its idmapped view when ids is set.
+func (s *Sandbox) volumes(ids *idMounts, a *[]string) error {
+	sp := &s.spec
 	bind := func(field, p string) (string, error) { return p, nil }
 	if ids != nil {
 		bind = func(field, p string) (string, error) {
@@ -118,15 +148,15 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		}
 		switch sp.Access {
 		case sandbox.AccessReadWrite:
-			add("-v", src+":"+sp.Workspace)
+			*a = append(*a, "-v", src+":"+sp.Workspace)
 		case sandbox.AccessReadOnly:
-			add("-v", src+":"+sp.Workspace+":ro")
+			*a = append(*a, "-v", src+":"+sp.Workspace+":ro")
 		case sandbox.AccessChangeset:
 			o, err := s.overlay(src, sp.Workspace, sp.Changeset)
 			if err != nil {
 				return err
 			}
-			a = append(a, o...)
+			*a = append(*a, o...)
 		}
 	}
 	for i := range sp.Captures {
@@ -138,7 +168,7 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		a = append(a, o...)
+		*a = append(*a, o...)
 	}
 	for _, m := range sp.Mounts {
 		src, err := bind("mount", m.Source)
@@ -149,19 +179,8 @@ func (s *Sandbox) prepare(ctx context.Context) error {
 		if m.ReadOnly {
 			v += ":ro"
 		}
-		add("-v", v)
+		*a = append(*a, "-v", v)
 	}
-	// Limits are pinfold's own cgroup, the container's parent (see Run):
-	// its counters say which limit a command hit.
-	if l := sp.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
-		sys, err := cgroup.Detect()
-		if err != nil {
-			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
-		}
-		s.cgsys = sys
-	}
-	add("-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini")
-	s.args = a
 	return nil
 }
 
@@ -341,7 +360,7 @@ func (s *Sandbox) overlay(src, dir string, c *sandbox.Capture) ([]string, error)
 // storeBase unpacks (or finds) the spec's tar, debian-12 or image-file
 // base in pinfold's store and returns its root (store.SpecBase).
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
+	root, release, err := store.SpecBase(ctx, s.rt.store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}

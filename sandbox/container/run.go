@@ -87,7 +87,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	// removes: podman's conmon, started in the client's directory, writes
 	// an "oom" file there when the kernel kills the command for memory,
 	// and nothing may land in the caller's directory.
-	wd, err := workDir(s.spec.Store)
+	wd, err := workDir(s.rt.store)
 	if err != nil {
 		(&Process{cg: cg, net: nw}).release()
 		return nil, err
@@ -100,63 +100,17 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		return nil, err
 	}
 	args = append(args, envArgs...)
-	if cmd.Stdin != nil || cmd.TTY {
-		args = append(args, "-i")
-	}
-	if cmd.TTY {
-		args = append(args, "-t")
-	}
-	if strings.Contains(s.image, "pinfold-skeleton:") {
-		args = append(args, "--pull=never") // it is imported, never pulled
-	}
-	args = append(args, s.image, "-s", "-g", "--")
-	if cmd.TTY && s.rt.engine == DockerName && s.stty && cmd.Rows > 0 && cmd.Cols > 0 {
-		// docker 20.10's client sizes the terminal only once the command
-		// runs, which may read 0x0 first: the size is set before it.
-		args = append(args, "/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, cmd.Rows, cmd.Cols), "sh")
-	}
-	args = append(args, cmd.Args...)
+	args = append(args, s.commandArgs(cmd)...)
 
 	c := exec.Command(s.rt.bin, args...)
 	c.Env, c.Dir = clientEnv, wd
 	// The client goes with pinfold (the container then runs on until its
 	// command ends, or pinfold clean removes it).
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &Process{rt: s.rt, name: name, dir: wd, net: nw, mark: imageMark(s.spec.Store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
-	if cmd.TTY {
-		rows, cols := cmd.Rows, cmd.Cols
-		if rows == 0 || cols == 0 {
-			rows, cols = 24, 80
-		}
-		ptmx, err := pty.StartWithSize(c, &pty.Winsize{Rows: rows, Cols: cols})
-		if err != nil {
-			p.release()
-			return nil, err
-		}
-		p.pty = ptmx
-		p.out = make(chan struct{})
-		go func() {
-			if cmd.Stdout != nil {
-				io.Copy(cmd.Stdout, ptmx)
-			} else {
-				io.Copy(io.Discard, ptmx)
-			}
-			close(p.out)
-		}()
-		if cmd.Stdin != nil {
-			go io.Copy(ptmx, cmd.Stdin)
-		}
-	} else {
-		c.Stdin, c.Stdout = cmd.Stdin, cmd.Stdout
-		p.stderr = &execSniffer{w: cmd.Stderr}
-		c.Stderr = p.stderr
-		// Its own process group: the terminal's Ctrl-C goes to pinfold,
-		// which forwards it to the container, not to the client.
-		c.SysProcAttr.Setpgid = true
-		if err := c.Start(); err != nil {
-			p.release()
-			return nil, err
-		}
+	p := &Process{rt: s.rt, name: name, dir: wd, net: nw, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	if err := p.startClient(c, cmd); err != nil {
+		p.release()
+		return nil, err
 	}
 	p.cmd = c
 	p.start = time.Now()
@@ -174,6 +128,66 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		}
 	}()
 	return p, nil
+}
+
+// commandArgs end the run's arguments with what depends on cmd besides
+// its environment: its streams and terminal, the image, and the command
+// line after tini's flags.
+func (s *Sandbox) commandArgs(cmd *sandbox.Cmd) []string {
+	var args []string
+	if cmd.Stdin != nil || cmd.TTY {
+		args = append(args, "-i")
+	}
+	if cmd.TTY {
+		args = append(args, "-t")
+	}
+	if strings.Contains(s.image, "pinfold-skeleton:") {
+		args = append(args, "--pull=never") // it is imported, never pulled
+	}
+	args = append(args, s.image, "-s", "-g", "--")
+	if cmd.TTY && s.rt.engine == DockerName && s.stty && cmd.Rows > 0 && cmd.Cols > 0 {
+		// docker 20.10's client sizes the terminal only once the command
+		// runs, which may read 0x0 first: the size is set before it.
+		args = append(args, "/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, cmd.Rows, cmd.Cols), "sh")
+	}
+	return append(args, cmd.Args...)
+}
+
+// startClient starts the engine's client c for cmd: on a new terminal,
+// copied to and from cmd's streams, with cmd.TTY; else with cmd's
+// streams, in a process group of its own.
+func (p *Process) startClient(c *exec.Cmd, cmd *sandbox.Cmd) error {
+	if !cmd.TTY {
+		c.Stdin, c.Stdout = cmd.Stdin, cmd.Stdout
+		p.stderr = &execSniffer{w: cmd.Stderr}
+		c.Stderr = p.stderr
+		// Its own process group: the terminal's Ctrl-C goes to pinfold,
+		// which forwards it to the container, not to the client.
+		c.SysProcAttr.Setpgid = true
+		return c.Start()
+	}
+	rows, cols := cmd.Rows, cmd.Cols
+	if rows == 0 || cols == 0 {
+		rows, cols = 24, 80
+	}
+	ptmx, err := pty.StartWithSize(c, &pty.Winsize{Rows: rows, Cols: cols})
+	if err != nil {
+		return err
+	}
+	p.pty = ptmx
+	p.out = make(chan struct{})
+	go func() {
+		if cmd.Stdout != nil {
+			io.Copy(cmd.Stdout, ptmx)
+		} else {
+			io.Copy(io.Discard, ptmx)
+		}
+		close(p.out)
+	}()
+	if cmd.Stdin != nil {
+		go io.Copy(ptmx, cmd.Stdin)
+	}
+	return nil
 }
 
 // Process is a command running in a container.

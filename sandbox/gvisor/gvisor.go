@@ -55,13 +55,27 @@ const RunscEnv = "PINFOLD_RUNSC"
 
 // Runtime runs sandboxes under runsc.
 type Runtime struct {
+	store string // pinfold's store (WithStore)
 	once  sync.Once
 	runsc string
 	check error
 }
 
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithStore takes tar, oci and debian-12 bases from pinfold's store dir
+// rather than the default one (store.DefaultDir).
+func WithStore(dir string) Option { return func(r *Runtime) { r.store = dir } }
+
 // NewRuntime returns the gvisor runtime.
-func NewRuntime() *Runtime { return &Runtime{} }
+func NewRuntime(opts ...Option) *Runtime {
+	r := &Runtime{}
+	for _, f := range opts {
+		f(r)
+	}
+	return r
+}
 
 // Name returns "gvisor".
 func (r *Runtime) Name() string { return Name }

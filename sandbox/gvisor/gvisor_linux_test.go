@@ -329,6 +329,7 @@ func TestResolvTarget(t *testing.T) {
 // sandbox, and the command runs from it.
 func TestRegistryBase(t *testing.T) {
 	rt := runtime(t)
+	rt.store = t.TempDir()
 	if _, err := exec.LookPath("skopeo"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("pulling needs skopeo (scripts/test-setup.sh installs it)")
@@ -351,7 +352,7 @@ func TestRegistryBase(t *testing.T) {
 	tw.Close()
 	reg := trusttest.NewRegistry(t)
 	reg.PushImage("team/tool", "1", layer.Bytes())
-	sb, err := rt.New(context.Background(), sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: reg.Addr + "/team/tool:1"}, Store: t.TempDir()})
+	sb, err := rt.New(context.Background(), sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseOCI, Ref: reg.Addr + "/team/tool:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

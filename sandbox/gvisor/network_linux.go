@@ -38,7 +38,7 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config, dir s
 		return nil, err
 	}
 	// The helper starts while the namespace is made.
-	st, err := netpolicy.Launch(*cfg, s.spec.Store)
+	st, err := netpolicy.Launch(*cfg, s.rt.store)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 	if b := s.spec.Base; b.Kind == sandbox.BaseOCI && b.Path == "" {
 		return s.pulledBase(ctx)
 	}
-	root, release, err := store.SpecBase(ctx, s.spec.Store, s.spec.Base)
+	root, release, err := store.SpecBase(ctx, s.rt.store, s.spec.Base)
 	if err != nil {
 		return "", err
 	}
@@ -145,7 +145,7 @@ func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
 // into the store, as the native runtime does (skopeo; a reference pulled
 // once is used from the store from then on).
 func (s *Sandbox) pulledBase(ctx context.Context) (string, error) {
-	dir := s.spec.Store
+	dir := s.rt.store
 	if dir == "" {
 		d, err := store.DefaultDir()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/native"
 )
 
 // rootfs makes a minimal root filesystem: the static attacker as /bin/app,
@@ -80,14 +81,14 @@ func TestTarBase(t *testing.T) {
 	gz.Close()
 	archive := filepath.Join(t.TempDir(), "root.tar.gz")
 	os.WriteFile(archive, buf.Bytes(), 0o644)
-	spec := sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseTar, Path: archive}, Workspace: t.TempDir(), Store: t.TempDir()}
+	spec, store := sandbox.Spec{Base: sandbox.Base{Kind: sandbox.BaseTar, Path: archive}, Workspace: t.TempDir()}, t.TempDir()
 	for i := 0; i < 2; i++ { // the second run reuses the extracted base
-		res, out, errs := run(t, spec, &sandbox.Cmd{Args: []string{"/usr/bin/app", "read", "/etc/passwd"}})
+		res, out, errs := run(t, spec, &sandbox.Cmd{Args: []string{"/usr/bin/app", "read", "/etc/passwd"}}, native.WithStore(store))
 		if res.ExitCode != 0 || !strings.Contains(out, "root:x:0:0") {
 			t.Fatalf("run %d: %d %q %q", i, res.ExitCode, out, errs)
 		}
 	}
-	ents, _ := os.ReadDir(filepath.Join(spec.Store, "bases", "tar"))
+	ents, _ := os.ReadDir(filepath.Join(store, "bases", "tar"))
 	if len(ents) != 1 {
 		t.Errorf("store holds %d bases, want 1", len(ents))
 	}

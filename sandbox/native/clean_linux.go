@@ -14,8 +14,8 @@ import (
 
 var _ sandbox.Cleaner = (*Runtime)(nil)
 
-// Clean is the package's Clean for the default store.
-func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return Clean(ctx, "") }
+// Clean is the package's Clean for the runtime's store (WithStore's).
+func (r *Runtime) Clean(ctx context.Context) ([]string, error) { return Clean(ctx, r.options().store) }
 
 // Clean removes what sandboxes of processes that no longer exist left
 // behind: their cgroups and the store's temporary directories. A process

@@ -165,11 +165,15 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		AnyCommand: rec.AnyCommand, Stdin: rec.Stdin, Timeout: p.timeout,
 		TimeoutMsg: o.TimeoutMsg, TmpFullMsg: o.TmpFullMsg,
 	}
+	storeDir, err := p.sb.storeDir()
+	if err != nil {
+		return
+	}
 	if sp.Access == sandbox.AccessChangeset {
-		if len(o.Finish) != 3 || o.Finish[1] != rec.Store || rec.MetaTail == "" {
+		if len(o.Finish) != 3 || o.Finish[1] != storeDir || rec.MetaTail == "" {
 			return
 		}
-		if r.Changeset = launchChangeset(cfg, o.Finish[0], rec.Store, o.Finish[2], rec.MetaTail); r.Changeset == nil {
+		if r.Changeset = launchChangeset(cfg, o.Finish[0], storeDir, o.Finish[2], rec.MetaTail); r.Changeset == nil {
 			return
 		}
 	}
@@ -183,9 +187,9 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		if !ok {
 			return
 		}
-		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(rec.Store, "runs"), Config: cfgMsg}
+		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(storeDir, "runs"), Config: cfgMsg}
 	}
-	initp.WriteLaunch(filepath.Join(rec.Store, "launch"), r)
+	initp.WriteLaunch(filepath.Join(storeDir, "launch"), r)
 }
 
 // launchChangeset describes how a replay makes a changeset like the one

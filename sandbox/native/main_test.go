@@ -76,7 +76,7 @@ type probe struct {
 
 // run runs args in a sandbox made from spec and returns the result and
 // what the command wrote.
-func run(t *testing.T, spec sandbox.Spec, cmd *sandbox.Cmd) (*sandbox.Result, string, string) {
+func run(t *testing.T, spec sandbox.Spec, cmd *sandbox.Cmd, opts ...native.Option) (*sandbox.Result, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if cmd.Stdout == nil {
@@ -87,7 +87,7 @@ func run(t *testing.T, spec sandbox.Spec, cmd *sandbox.Cmd) (*sandbox.Result, st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := native.Run(ctx, spec, cmd)
+	res, err := native.Run(ctx, spec, cmd, opts...)
 	if err != nil {
 		t.Fatalf("running %q: %v", cmd.Args, err)
 	}

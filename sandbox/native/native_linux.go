@@ -30,7 +30,14 @@ type Option func(*options)
 type options struct {
 	pool  int
 	agent string // pinfold's binary for sessions' agents
+	store string // pinfold's store; "" is store.DefaultDir
 }
+
+// WithStore keeps what the sandboxes need of pinfold's store (tar, oci
+// and debian-12 bases, the shared network helper's socket, launch
+// records) in dir rather than in the default store (store.DefaultDir);
+// the store is also hidden from the command where a bind would show it.
+func WithStore(dir string) Option { return func(o *options) { o.store = dir } }
 
 // WithPool keeps n instances of the sandbox built ahead of time, so Run
 // only has to start the command. Each instance serves one command.
@@ -39,6 +46,7 @@ func WithPool(n int) Option { return func(o *options) { o.pool = n } }
 // Sandbox is a sandbox template; see the package documentation.
 type Sandbox struct {
 	spec   sandbox.Spec
+	store  string // WithStore's, "" for the default
 	tmpl   initp.Config
 	cgsys  *cgroup.System
 	limits cgroup.Limits
@@ -80,16 +88,16 @@ func (s *Sandbox) launchNet() (*netpolicy.Stack, error) {
 	if s.net == nil {
 		return nil, nil
 	}
-	return netpolicy.Launch(*s.net, s.netStore())
+	d, _ := s.storeDir() // where the shared helper listens
+	return netpolicy.Launch(*s.net, d)
 }
 
-// netStore is where the shared network helper listens: pinfold's store.
-func (s *Sandbox) netStore() string {
-	if s.spec.Store != "" {
-		return s.spec.Store
+// storeDir is the sandbox's store: WithStore's, or the default one.
+func (s *Sandbox) storeDir() (string, error) {
+	if s.store != "" {
+		return s.store, nil
 	}
-	d, _ := store.DefaultDir()
-	return d
+	return store.DefaultDir()
 }
 
 // New checks spec, prepares its base (importing a tarball into the store
@@ -102,7 +110,7 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	if err := spec.Normalize(); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{spec: spec, closing: make(chan struct{})}
+	s := &Sandbox{spec: spec, store: o.store, closing: make(chan struct{})}
 	nc, err := netconf.Config(&spec)
 	if err != nil {
 		return nil, err
@@ -263,7 +271,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 	if plan.hostBase {
 		plan.hideExe = hostExecutable()
 	}
-	hide, err := hideStore(sp, &plan)
+	hide, err := hideStore(s.store, &plan)
 	if err != nil {
 		if app != nil {
 			app.f.Close()
@@ -326,17 +334,9 @@ func (s *Sandbox) configure(ctx context.Context) error {
 }
 
 func (s *Sandbox) storeBase(ctx context.Context) (string, error) {
-	dir := s.spec.Store
-	if dir == "" {
-		d, err := store.DefaultDir()
-		if err != nil {
-			return "", &sandbox.SpecError{Field: "store", Err: err}
-		}
-		dir = d
-	}
-	st, err := store.Open(dir)
+	st, err := s.openStore()
 	if err != nil {
-		return "", &sandbox.SpecError{Field: "store", Err: err}
+		return "", err
 	}
 	shift := store.Shift()
 	var b store.Base
@@ -385,13 +385,9 @@ func (s *Sandbox) placeAppBase(ctx context.Context, app *appRoot, plan *rootPlan
 }
 
 func (s *Sandbox) openStore() (*store.Store, error) {
-	dir := s.spec.Store
-	if dir == "" {
-		d, err := store.DefaultDir()
-		if err != nil {
-			return nil, &sandbox.SpecError{Field: "store", Err: err}
-		}
-		dir = d
+	dir, err := s.storeDir()
+	if err != nil {
+		return nil, &sandbox.SpecError{Field: "store", Err: err}
 	}
 	st, err := store.Open(dir)
 	if err != nil {
@@ -406,8 +402,7 @@ func (s *Sandbox) openStore() (*store.Store, error) {
 // change the bases, images, changesets and launch records of later runs.
 // The store is created first if need be, so that there is a directory to
 // hide rather than a place to create one.
-func hideStore(sp *sandbox.Spec, plan *rootPlan) ([]string, error) {
-	dir := sp.Store
+func hideStore(dir string, plan *rootPlan) ([]string, error) {
 	if dir == "" {
 		d, err := store.DefaultDir()
 		if err != nil {
@@ -771,8 +766,8 @@ func (s *Sandbox) Close() error {
 }
 
 // Run is New, Sandbox.Run and Process.Wait in one call.
-func Run(ctx context.Context, spec sandbox.Spec, cmd *sandbox.Cmd) (*sandbox.Result, error) {
-	s, err := New(ctx, spec)
+func Run(ctx context.Context, spec sandbox.Spec, cmd *sandbox.Cmd, opts ...Option) (*sandbox.Result, error) {
+	s, err := New(ctx, spec, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -986,4 +981,13 @@ func explainExec(err error, name string) error {
 		return &sandbox.SpecError{Field: "workdir", Err: fmt.Errorf("changing to directory %s in the sandbox: %w", se.Detail, se.Errno)}
 	}
 	return explainSetup(err)
+}
+
+// options are the runtime's options, applied.
+func (r *Runtime) options() options {
+	var o options
+	for _, f := range r.opts {
+		f(&o)
+	}
+	return o
 }

@@ -23,11 +23,17 @@ import (
 // answer and the run's result.
 func netRun(t *testing.T, spec sandbox.Spec, args ...string) (nettest.Answer, *sandbox.Result) {
 	t.Helper()
+	return netRunIn(t, "", spec, args...)
+}
+
+// netRunIn is netRun on the store dir ("" for the default).
+func netRunIn(t *testing.T, store string, spec sandbox.Spec, args ...string) (nettest.Answer, *sandbox.Result) {
+	t.Helper()
 	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: attackerDir, Target: "/pinfold-test", ReadOnly: true})
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-test/netclient"}, args...), Stdout: &out, Stderr: &errb})
+	res, err := native.Run(ctx, spec, &sandbox.Cmd{Args: append([]string{"/pinfold-test/netclient"}, args...), Stdout: &out, Stderr: &errb}, native.WithStore(store))
 	if err != nil {
 		t.Fatalf("netclient %v: %v", args, err)
 	}
@@ -269,9 +275,8 @@ func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 	e := nettest.NewEnv(t)
 	store := t.TempDir()
 	spec := allowSpec(e, "tcp:allowed.test") // the echo server speaks neither TLS nor HTTP
-	spec.Store = store
 	// The first run finds no shared helper and starts one.
-	netRun(t, spec, "resolve", "allowed.test")
+	netRunIn(t, store, spec, "resolve", "allowed.test")
 	var sock string
 	for deadline := time.Now().Add(10 * time.Second); sock == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		m, _ := filepath.Glob(filepath.Join(store, "net-*.sock"))
@@ -283,14 +288,13 @@ func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 		t.Fatal("no shared helper started")
 	}
 	other := allowSpec(e, "other.test")
-	other.Store = store
 	type answer struct {
 		r   nettest.Answer
 		res *sandbox.Result
 	}
 	a, b := make(chan answer, 1), make(chan answer, 1)
-	go func() { r, res := netRun(t, spec, "tcp", "allowed.test:7000"); a <- answer{r, res} }()
-	go func() { r, res := netRun(t, other, "tcp", "allowed.test:7000"); b <- answer{r, res} }()
+	go func() { r, res := netRunIn(t, store, spec, "tcp", "allowed.test:7000"); a <- answer{r, res} }()
+	go func() { r, res := netRunIn(t, store, other, "tcp", "allowed.test:7000"); b <- answer{r, res} }()
 	ra, rb := <-a, <-b
 	wantOK(t, ra.r, "echo ping", "allowed.test where it is allowed")
 	if len(ra.res.Violations) != 0 {
