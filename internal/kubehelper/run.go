@@ -227,6 +227,61 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		}
 		defer stopBridge()
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var stdin io.Reader
+	if r.Stdin || r.TTY {
+		stdin = os.Stdin
+	}
+	var stderr io.Writer = os.Stderr
+	if r.TTY {
+		stderr = nil
+	}
+	args := r.Args
+	if r.TTY && r.Rows > 0 && r.Cols > 0 {
+		// The runtime starts the process before the API server's resize
+		// reaches its terminal, which then reads 0x0 at first: the size is
+		// set before the command, as docker's runtime does it.
+		args = append([]string{"/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, r.Rows, r.Cols), "sh"}, args...)
+	}
+	if r.Session != nil {
+		// The agent: pinfold's binary copied in, its environment on its
+		// stdin, and this machine's socket joined to its own.
+		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
+		args = append(args, agent.EnvFromStdin)
+		if r.WorkspaceParent && r.Dir != "" {
+			// An exec starts in the pod's directory (the workspace's
+			// parent): the agent, whose directory its commands inherit,
+			// starts in the session's.
+			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+		}
+		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
+	}
+	runCmd := func() (int, error) {
+		var code int
+		err := s.whenStarted(runCtx, func() error {
+			var err error
+			code, err = s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
+			return err
+		})
+		return code, err
+	}
+	// A claimed pod's agent starts while the workspace is copied in:
+	// pinfold reaches it only once told the command started, after the
+	// copy. (A tenant's agent starts in the workspace's directory, which
+	// the copy makes.)
+	type result struct {
+		code int
+		err  error
+	}
+	var agentRes chan result
+	if r.Session != nil && claimed != "" && !r.WorkspaceParent {
+		agentRes = make(chan result, 1)
+		go func() {
+			code, err := runCmd()
+			agentRes <- result{code, err}
+		}()
+	}
 	// The links' check and the copy may be execs in different containers:
 	// they run side by side.
 	var linksErr error
@@ -241,12 +296,14 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		if err := s.whenStarted(ctx, func() error { return s.copyIn(ctx, dirs) }); err != nil {
 			lcancel()
 			links.Wait()
+			stop()
 			return s.fail(kube.ErrCluster, err)
 		}
 		s.mark("copied in")
 	}
 	links.Wait()
 	if linksErr != nil {
+		stop()
 		return s.fail(kube.ErrCluster, linksErr)
 	}
 	if r.NetOff && claimed == "" {
@@ -257,8 +314,6 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// The command.
 	var timedOut bool
 	var tmu sync.Mutex
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	if r.TimeoutMS > 0 {
 		t := time.AfterFunc(time.Duration(r.TimeoutMS)*time.Millisecond, func() {
 			tmu.Lock()
@@ -295,47 +350,21 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	if r.TTY && r.Rows > 0 && r.Cols > 0 {
 		s.sizes <- remotecommand.TerminalSize{Height: r.Rows, Width: r.Cols}
 	}
-	var stdin io.Reader
-	if r.Stdin || r.TTY {
-		stdin = os.Stdin
-	}
-	var stderr io.Writer = os.Stderr
-	if r.TTY {
-		stderr = nil
-	}
-	args := r.Args
-	if r.TTY && r.Rows > 0 && r.Cols > 0 {
-		// The runtime starts the process before the API server's resize
-		// reaches its terminal, which then reads 0x0 at first: the size is
-		// set before the command, as docker's runtime does it.
-		args = append([]string{"/bin/sh", "-c", fmt.Sprintf(`stty rows %d cols %d 2>/dev/null; exec "$@"`, r.Rows, r.Cols), "sh"}, args...)
-	}
-	if r.Session != nil {
-		// The agent: pinfold's binary copied in, its environment on its
-		// stdin, and this machine's socket joined to its own.
-		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
-		args = append(args, agent.EnvFromStdin)
-		if r.WorkspaceParent && r.Dir != "" {
-			// An exec starts in the pod's directory (the workspace's
-			// parent): the agent, whose directory its commands inherit,
-			// starts in the session's.
-			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+	if r.Session != nil && stopBridge == nil {
+		var err error
+		if stopBridge, err = s.bridge(runCtx, r.Session.Sock, mainName); err != nil {
+			return s.fail(kube.ErrCluster, err)
 		}
-		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
-		if stopBridge == nil {
-			var err error
-			if stopBridge, err = s.bridge(runCtx, r.Session.Sock, mainName); err != nil {
-				return s.fail(kube.ErrCluster, err)
-			}
-			defer stopBridge()
-		}
+		defer stopBridge()
 	}
 	var code int
-	err := s.whenStarted(runCtx, func() error {
-		var err error
-		code, err = s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
-		return err
-	})
+	var err error
+	if agentRes != nil {
+		res := <-agentRes
+		code, err = res.code, res.err
+	} else {
+		code, err = runCmd()
+	}
 	s.mark("command ended")
 	tmu.Lock()
 	to := timedOut

@@ -42,9 +42,9 @@ func (s *session) bridge(ctx context.Context, sock, container string) (stop func
 	}
 	s.spares = make(chan *spare, spares)
 	took := make(chan struct{}, spares)
-	for range spares {
-		took <- struct{}{}
-	}
+	// One spare first, for the session's first connection (pinfold's
+	// ping); the others once it is ready, not competing with it.
+	took <- struct{}{}
 	go s.keepSpares(ctx, container, took)
 	go func() {
 		for {
@@ -71,8 +71,9 @@ type spare struct {
 }
 
 // keepSpares opens a spare for each token on took, side by side, until
-// ctx ends.
+// ctx ends; once the first is ready, it opens the others.
 func (s *session) keepSpares(ctx context.Context, container string, took chan struct{}) {
+	var first sync.Once
 	for {
 		select {
 		case <-ctx.Done():
@@ -83,6 +84,11 @@ func (s *session) keepSpares(ctx context.Context, container string, took chan st
 			for ctx.Err() == nil {
 				if sp := s.openSpare(ctx, container); sp != nil {
 					s.spares <- sp
+					first.Do(func() {
+						for range spares - 1 {
+							took <- struct{}{}
+						}
+					})
 					return
 				}
 				// Not ready (an agent that does not know of spares, a pod
