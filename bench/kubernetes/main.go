@@ -7,12 +7,20 @@
 //   - a command in a running pod: the helper's exec (`pinfold-kube exec
 //     POD -- true`, the path a run's command takes) against `kubectl exec
 //     POD -- true`;
-//   - sessions: `pinfold session start --backend kubernetes` from a warm
-//     pool (a pool keeper running, as `pinfold serve --kube-pool` starts
-//     it) against a cold start, and the cold start against `kubectl run`
-//     of a sleeping pod until it is Ready; `pinfold exec SESSION -- true`
-//     (straight to the store's socket, and through `pinfold serve`)
-//     against `kubectl exec POD -- true` of the same image.
+//   - sessions: `pinfold session start --backend kubernetes`, cold and
+//     from a warm pool (a pool keeper running, as `pinfold serve
+//     --kube-pool` starts it), against `kubectl run` of a sleeping pod
+//     until it is Ready, the three in each round; `pinfold exec SESSION
+//     -- true` (straight to the store's socket, and through `pinfold
+//     serve`) against `kubectl exec POD -- true` of the same image;
+//   - Ctrl-C: the time from a SIGINT to `pinfold run` until the command
+//     in the pod, which traps it, has printed that it got it.
+//
+// Network none is the netoff container's (-network netoff: the kit's
+// plugin enforces no NetworkPolicy, so the namespace is privileged), or
+// a deny-all policy in a namespace that enforces Pod Security
+// "restricted" (-network policy: the pods real clusters get; on the kit
+// their timing only, since its plugin does not enforce the policy).
 //
 // Rounds are paired: each round runs every side once, in rotating order;
 // a ratio is the median of the per-round ratios.
@@ -24,6 +32,7 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"os"
@@ -40,7 +49,11 @@ func main() {
 	kubectl := flag.String("kubectl", "kubectl", "kubectl")
 	image := flag.String("image", "docker.io/local/busybox:1", "the image, which the node holds")
 	rounds := flag.Int("n", 10, "rounds")
+	network := flag.String("network", "netoff", "how network none is had: netoff or policy")
 	flag.Parse()
+	if *network != "netoff" && *network != "policy" {
+		fail(fmt.Errorf("-network is netoff or policy"))
+	}
 	if *kubeconfig == "" {
 		fail(fmt.Errorf("give -kubeconfig (or K8S_KIT_KUBECONFIG)"))
 	}
@@ -57,6 +70,13 @@ func main() {
 		fail(fmt.Errorf("%v %s", err, b))
 	}
 	defer kc("delete", "namespace", ns, "--wait=false").Run()
+	level := "privileged"
+	if *network == "policy" {
+		level = "restricted"
+	}
+	if b, err := kc("label", "namespace", ns, "pod-security.kubernetes.io/enforce="+level).CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%v %s", err, b))
+	}
 	for end := time.Now().Add(60 * time.Second); kc("get", "serviceaccount", "default").Run() != nil; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(end) {
 			fail(fmt.Errorf("no default service account in %s", ns))
@@ -74,7 +94,13 @@ func main() {
 	os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644)
 	env := append(os.Environ(), "PINFOLD_KUBECONFIG="+*kubeconfig, "PINFOLD_KUBE_NAMESPACE="+ns, "PINFOLD_KUBE_PULL_POLICY=Never",
-		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+storeDir)
+		"PINFOLD_KUBE_HELPER="+helper, "PINFOLD_STORE="+storeDir, "PINFOLD_KUBE_NETWORK_NONE=", "PINFOLD_KUBE_NETWORK_POLICY=")
+	if *network == "policy" {
+		env = append(env, "PINFOLD_KUBE_NETWORK_POLICY=enforced")
+	} else {
+		env = append(env, "PINFOLD_KUBE_NETWORK_NONE=netoff")
+	}
+	fmt.Printf("network none: %s (namespace %s, Pod Security %s)\n", *network, ns, level)
 	pf := func(args ...string) func() error {
 		return func() error {
 			c := exec.Command(bin, append([]string{"run", "--backend", "kubernetes", "--base", "oci:" + *image}, args...)...)
@@ -88,8 +114,9 @@ func main() {
 	n := 0
 	kubectlRun := func() error {
 		n++
-		b, err := kc("run", fmt.Sprintf("bench-%d", n), "--image", *image, "--image-pull-policy", "Never", "--restart", "Never",
-			"--rm", "-i", "--quiet", "--", "true").CombinedOutput()
+		name := fmt.Sprintf("bench-%d", n)
+		b, err := kc(append(restricted(name, level), "run", name, "--image", *image, "--image-pull-policy", "Never", "--restart", "Never",
+			"--rm", "-i", "--quiet", "--", "true")...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, b)
 		}
@@ -101,7 +128,7 @@ func main() {
 	report("new pod: pinfold run --access none -- true vs kubectl run --rm", *rounds, pf("--access", "none", "--", "true"), kubectlRun)
 
 	// A running pod for the execs.
-	if b, err := kc("run", "sleeper", "--image", *image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600").CombinedOutput(); err != nil {
+	if b, err := kc(append(restricted("sleeper", level), "run", "sleeper", "--image", *image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600")...).CombinedOutput(); err != nil {
 		fail(fmt.Errorf("%v %s", err, b))
 	}
 	if b, err := kc("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=60s").CombinedOutput(); err != nil {
@@ -122,13 +149,14 @@ func main() {
 		return nil
 	}
 	report("exec in a running pod: pinfold-kube exec vs kubectl exec", *rounds*3, pexec, kexec)
-	sessions(bin, helper, *image, ws, storeDir, env, kc, *rounds, kexec)
+	interrupt(bin, *image, ws, env, *rounds)
+	sessions(bin, helper, *image, ws, storeDir, env, kc, *rounds, kexec, level)
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("load average after: %s", load)
 }
 
 // sessions measures session start (warm, cold) and exec.
-func sessions(bin, helper, image, ws, store string, env []string, kc func(...string) *exec.Cmd, rounds int, kexec func() error) {
+func sessions(bin, helper, image, ws, store string, env []string, kc func(...string) *exec.Cmd, rounds int, kexec func() error, level string) {
 	poolSock := filepath.Join(store, "kube-pool.sock")
 	keeper := exec.Command(helper, "pool", "bench", "1", poolSock)
 	keeper.Env = env
@@ -185,30 +213,12 @@ func sessions(bin, helper, image, ws, store string, env []string, kc func(...str
 		fail(err)
 	}
 	stopAll()
-	var ta, tb, ratios []float64
-	for i := 0; i < rounds; i++ {
-		ready()
-		t0 := time.Now()
-		if err := start(true)(); err != nil {
-			fail(err)
-		}
-		w := time.Since(t0).Seconds()
-		t0 = time.Now()
-		if err := start(false)(); err != nil {
-			fail(err)
-		}
-		c := time.Since(t0).Seconds()
-		stopAll()
-		ta, tb, ratios = append(ta, w), append(tb, c), append(ratios, w/c)
-	}
-	fmt.Printf("session start: warm (pool) vs cold (%d rounds)\n  warm %.3f s [%.3f..%.3f]  cold %.3f s [%.3f..%.3f]  ratio %.2f\n", rounds,
-		median(ta), min(ta), max(ta), median(tb), min(tb), max(tb), median(ratios))
 	n := 0
 	kubectlUp := func() error {
 		n++
 		name := fmt.Sprintf("up-%d", n)
 		defer kc("delete", "pod", name, "--grace-period=1", "--wait=false").Run()
-		if b, err := kc("run", name, "--image", image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600").CombinedOutput(); err != nil {
+		if b, err := kc(append(restricted(name, level), "run", name, "--image", image, "--image-pull-policy", "Never", "--restart", "Never", "--", "sleep", "3600")...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%v %s", err, b)
 		}
 		if b, err := kc("wait", "--for=condition=Ready", "pod/"+name, "--timeout=60s").CombinedOutput(); err != nil {
@@ -216,11 +226,31 @@ func sessions(bin, helper, image, ws, store string, env []string, kc func(...str
 		}
 		return nil
 	}
-	report("session start: pinfold session start (cold) vs kubectl run + wait Ready", rounds, func() error {
-		err := start(false)()
+	// Each round: kubectl, cold, warm, in rotating order; the pool is
+	// refilled before the round, not counted.
+	if err := kubectlUp(); err != nil {
+		fail(err)
+	}
+	var tk, tc, tw, rc, rw []float64
+	for i := 0; i < rounds; i++ {
+		ready()
+		sides := []func() error{kubectlUp, start(false), start(true)}
+		var d [3]float64
+		for j := range 3 {
+			k := (i + j) % 3
+			t0 := time.Now()
+			if err := sides[k](); err != nil {
+				fail(err)
+			}
+			d[k] = time.Since(t0).Seconds()
+		}
 		stopAll()
-		return err
-	}, kubectlUp)
+		tk, tc, tw = append(tk, d[0]), append(tc, d[1]), append(tw, d[2])
+		rc, rw = append(rc, d[1]/d[0]), append(rw, d[2]/d[0])
+	}
+	fmt.Printf("session start: pinfold session start cold and warm (pool) vs kubectl run + wait Ready (%d rounds)\n"+
+		"  kubectl %.3f s [%.3f..%.3f]\n  cold    %.3f s [%.3f..%.3f]  ratio %.2f\n  warm    %.3f s [%.3f..%.3f]  ratio %.2f\n", rounds,
+		median(tk), min(tk), max(tk), median(tc), min(tc), max(tc), median(rc), median(tw), min(tw), max(tw), median(rw))
 
 	// Exec into a running session.
 	ready()
@@ -319,4 +349,66 @@ func max(v []float64) float64 {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench/kubernetes:", strings.TrimSpace(err.Error()))
 	os.Exit(1)
+}
+
+// restricted are kubectl run's flags that make its pod pass Pod Security
+// "restricted" (in a namespace that enforces it), else none.
+func restricted(name, level string) []string {
+	if level != "restricted" {
+		return nil
+	}
+	o := fmt.Sprintf(`{"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":1000,"seccompProfile":{"type":"RuntimeDefault"}},`+
+		`"containers":[{"name":%q,"securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`, name)
+	return []string{"--override-type=strategic", "--overrides=" + o}
+}
+
+// interrupt measures how long a SIGINT to `pinfold run` takes to reach
+// the command in its pod: the command traps it and prints a line, which
+// is timed from the signal.
+func interrupt(bin, image, ws string, env []string, rounds int) {
+	var ts []float64
+	for i := 0; i < rounds+1; i++ {
+		c := exec.Command(bin, "run", "--backend", "kubernetes", "--base", "oci:"+image, "--access", "none", "--",
+			"sh", "-c", `trap 'echo got-int; exit 3' INT; echo up; while :; do sleep 0.01; done`)
+		c.Dir, c.Env = ws, env
+		out, err := c.StdoutPipe()
+		if err != nil {
+			fail(err)
+		}
+		if err := c.Start(); err != nil {
+			fail(err)
+		}
+		lines := make(chan string)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		expect := func(want string) {
+			select {
+			case l := <-lines:
+				if l != want {
+					fail(fmt.Errorf("the interrupted command said %q, not %q", l, want))
+				}
+			case <-time.After(60 * time.Second):
+				fail(fmt.Errorf("the interrupted command did not say %q", want))
+			}
+		}
+		expect("up")
+		time.Sleep(200 * time.Millisecond)
+		t0 := time.Now()
+		c.Process.Signal(os.Interrupt)
+		expect("got-int")
+		d := time.Since(t0).Seconds()
+		for range lines {
+		}
+		c.Wait()
+		if i > 0 { // the first not counted
+			ts = append(ts, d)
+		}
+	}
+	fmt.Printf("Ctrl-C: SIGINT to pinfold run until the command in the pod has it (%d rounds)\n  %.3f s [%.3f..%.3f]\n",
+		rounds, median(ts), min(ts), max(ts))
 }

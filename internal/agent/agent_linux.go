@@ -405,13 +405,43 @@ const EnvFromStdin = "env-from-stdin"
 // for every connection to the session's socket on the host.
 const BridgeCommand = "__session-bridge"
 
+// BridgeSpare, as the bridge's argument, makes it a spare: opened ahead
+// of the connection it will carry, it writes BridgeReady, then waits for
+// its first input before it connects to the agent (an idle spare is not
+// a client of the agent's, whose idle end it would hold off).
+const BridgeSpare = "spare"
+
+// BridgeReady is what a spare bridge writes once it runs.
+const BridgeReady = "pinfold-bridge-ready\n"
+
 // BridgeMain copies stdin to the agent's socket and the socket to stdout.
 // The end of stdin half-closes the connection, as the end of a client's
 // connection would; it returns once the agent closes its side.
-func BridgeMain() int {
-	c, err := net.Dial("unix", filepath.Join(RunDir, sockName))
+func BridgeMain(args []string) int {
+	var first []byte
+	if len(args) > 0 && args[0] == BridgeSpare {
+		os.Stdout.WriteString(BridgeReady)
+		b := make([]byte, 64<<10)
+		n, err := os.Stdin.Read(b)
+		if n == 0 && err != nil {
+			return 0 // closed unused
+		}
+		first = b[:n]
+	}
+	// The agent may still be starting (the session's first client):
+	// its socket is tried for two seconds.
+	var c net.Conn
+	var err error
+	for end := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if c, err = net.Dial("unix", filepath.Join(RunDir, sockName)); err == nil || time.Now().After(end) {
+			break
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pinfold bridge: %v\n", err)
+		return 1
+	}
+	if _, err := c.Write(first); err != nil {
 		return 1
 	}
 	uc := c.(*net.UnixConn)

@@ -39,7 +39,7 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 	case agent.AgentCommand:
 		return agent.AgentMain(args[1:]), true
 	case agent.BridgeCommand:
-		return agent.BridgeMain(), true
+		return agent.BridgeMain(args[1:]), true
 	case session.SuperviseCommand:
 		if len(args) != 2 {
 			return fault.ExitUsage, true

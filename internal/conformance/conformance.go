@@ -64,6 +64,11 @@ type Target struct {
 	// input, output) but has no name under /dev/pts inside: a known gap
 	// the tty scenario reports instead of failing on.
 	TTYUnnamed string
+	// Elsewhere names the scenarios that run on another target of the
+	// same backend, configured otherwise, each with why: here they are
+	// skipped, saying so. Only, when set, runs just those scenarios.
+	Elsewhere map[string]string
+	Only      []string
 }
 
 // Scenario is one behaviour every runtime must have.
@@ -78,6 +83,13 @@ type Scenario struct {
 // Run runs every scenario against tg, each as a subtest.
 func Run(t *testing.T, tg Target) {
 	for _, sc := range Scenarios() {
+		if tg.Only != nil && !slices.Contains(tg.Only, sc.Name) {
+			continue
+		}
+		if why, ok := tg.Elsewhere[sc.Name]; ok {
+			t.Run(sc.Name, func(t *testing.T) { t.Skip(why) })
+			continue
+		}
 		t.Run(sc.Name, func(t *testing.T) {
 			store := t.TempDir()
 			rt := tg.Runtime(store)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,8 @@ func tail(s string, n int) string {
 	return s
 }
 
+var nsSeq atomic.Int64
+
 // kubeNamespace makes a namespace of the test's own and waits for its
 // default service account (pods are refused before it exists); it is
 // deleted at the end.
@@ -117,7 +120,7 @@ func tail(s string, n int) string {
 // level is the Pod Security level its admission enforces; it warns at
 // restricted whatever it enforces.
 func kubeNamespace(t *testing.T, kubectl, kubeconfig, level string) string {
-	ns := fmt.Sprintf("pinfold-conformance-%s-%d", level, os.Getpid())
+	ns := fmt.Sprintf("pinfold-conformance-%s-%d-%d", level, os.Getpid(), nsSeq.Add(1))
 	run := func(args ...string) ([]byte, error) {
 		return exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
 	}
@@ -138,52 +141,86 @@ func kubeNamespace(t *testing.T, kubectl, kubeconfig, level string) string {
 	}
 }
 
+// netScenarios are the scenarios whose subject is the pod's network:
+// with the kit's network plugin (a bridge), which enforces no
+// NetworkPolicy, network none is the netoff container's, root with
+// CAP_NET_ADMIN, which only a namespace at Pod Security "privileged"
+// admits. A deny-all policy, what a restricted namespace gets, would be
+// set and not enforced there: these scenarios would pass or fail for the
+// kit's routing, not for pinfold's confinement.
+var netScenarios = []string{"network-none", "network-allow"}
+
 // TestKubernetes runs the suite against pods on a real cluster (the k8s
 // kit's single node on this machine), then the runtime's own checks.
+// The suite runs in a namespace whose Pod Security admission enforces
+// "restricted", network none being the deny-all policy there
+// (PINFOLD_KUBE_NETWORK_POLICY=enforced), but for netScenarios, which run
+// in a "privileged" one with the netoff container. The runtime's own
+// checks, sessions and warm pools run in the privileged one (some check
+// netoff's network none); the restricted subtest runs a run, a session,
+// a warm pool's pod and serve.yaml's pod where restricted is enforced.
 func TestKubernetes(t *testing.T) {
 	kubeconfig, kubectl := kubeCluster(t)
-	// The kit's network plugin (a bridge) enforces no NetworkPolicy:
-	// network none is the netoff container's, which only a namespace at
-	// Pod Security "privileged" admits. Pods that pass "restricted" are
-	// checked in a namespace that enforces it (restricted, below).
 	ns := kubeNamespace(t, kubectl, kubeconfig, "privileged")
+	restricted := kubeNamespace(t, kubectl, kubeconfig, "restricted")
 	helper := filepath.Join(tools, "pinfold-kube")
 	build := exec.Command("go", "build", "-o", helper, "github.com/pinfold/pinfold/cmd/pinfold-kube")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building pinfold-kube: %v\n%s", err, b)
 	}
-	// The pinfold binary of the kill -9 scenario reads the same settings.
-	t.Setenv("PINFOLD_KUBECONFIG", kubeconfig)
-	t.Setenv("PINFOLD_KUBE_NAMESPACE", ns)
-	t.Setenv("PINFOLD_KUBE_PULL_POLICY", "Never")
-	t.Setenv("PINFOLD_KUBE_HELPER", helper)
-	t.Setenv("PINFOLD_KUBE_NETWORK_NONE", "netoff")
-	t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", "")
-	rt := kubernetes.Default()
-	if err := rt.Check(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	tg := conformance.Target{Backend: kubernetes.Name, Runtime: func(string) sandbox.Runtime { return rt }, Base: "oci:" + kubeImage,
-		Pinfold: filepath.Join(tools, "pinfold"), Leftovers: rt.Leftovers,
-		SysfsShown: "pods get the container runtime's read-only sysfs of the node"}
 	api := exec.Command("go", "build", "-o", filepath.Join(tools, "pinfold-api"), "github.com/pinfold/pinfold/cmd/pinfold-api")
 	api.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := api.CombinedOutput(); err != nil {
 		t.Fatalf("building pinfold-api: %v\n%s", err, b)
 	}
-	conformance.Run(t, tg)
+	// The pinfold binary of the kill -9 scenario reads the same settings.
+	t.Setenv("PINFOLD_KUBECONFIG", kubeconfig)
+	t.Setenv("PINFOLD_KUBE_PULL_POLICY", "Never")
+	t.Setenv("PINFOLD_KUBE_HELPER", helper)
+	target := func(ns, policy, netoff string) conformance.Target {
+		t.Setenv("PINFOLD_KUBE_NAMESPACE", ns)
+		t.Setenv("PINFOLD_KUBE_NETWORK_POLICY", policy)
+		t.Setenv("PINFOLD_KUBE_NETWORK_NONE", netoff)
+		rt := kubernetes.Default()
+		if err := rt.Check(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		return conformance.Target{Backend: kubernetes.Name, Runtime: func(string) sandbox.Runtime { return rt }, Base: "oci:" + kubeImage,
+			Pinfold: filepath.Join(tools, "pinfold"), Leftovers: rt.Leftovers,
+			SysfsShown: "pods get the container runtime's read-only sysfs of the node"}
+	}
+	t.Run("restricted-namespace", func(t *testing.T) {
+		tg := target(restricted, "enforced", "")
+		tg.Elsewhere = map[string]string{}
+		for _, n := range netScenarios {
+			tg.Elsewhere[n] = "run in the privileged namespace (TestKubernetes/privileged-namespace): the kit's network plugin enforces no NetworkPolicy, " +
+				"and its network none, the netoff container (root, CAP_NET_ADMIN), is what Pod Security restricted forbids"
+		}
+		conformance.Run(t, tg)
+	})
+	tg := target(ns, "", "netoff")
+	t.Run("privileged-namespace", func(t *testing.T) {
+		tg := tg
+		tg.Only = netScenarios
+		conformance.Run(t, tg)
+	})
+	rt := tg.Runtime("").(*kubernetes.Runtime)
 	t.Run("kube", func(t *testing.T) { kubeChecks(t, tg, kubectl, kubeconfig, ns) })
 	t.Run("sessions", func(t *testing.T) { kubeSessions(t, tg, rt, kubectl, kubeconfig, ns) })
 	t.Run("restricted", func(t *testing.T) { kubeRestricted(t, tg, kubectl, kubeconfig) })
-	// Nothing of the runs is left in the namespace.
-	var left string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		b, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "pods,secrets,networkpolicies",
-			"-l", "pinfold.run", "-o", "name").CombinedOutput()
-		if left = strings.TrimSpace(string(b)); err == nil && left == "" {
-			return
+	// Nothing of the runs is left in the namespaces.
+	for _, ns := range []string{ns, restricted} {
+		var left string
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+			b, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "pods,secrets,networkpolicies",
+				"-l", "pinfold.run", "-o", "name").CombinedOutput()
+			if left = strings.TrimSpace(string(b)); err == nil && left == "" {
+				break
+			}
+		}
+		if left != "" {
+			t.Errorf("left in namespace %s after the runs: %s", ns, left)
 		}
 	}
-	t.Errorf("left in namespace %s after the runs: %s", ns, left)
 }

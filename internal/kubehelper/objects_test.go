@@ -105,15 +105,36 @@ func TestObjectsConfine(t *testing.T) {
 	if pol == nil || len(pol.Spec.Egress) != 0 || len(pol.Spec.Ingress) != 0 || len(pol.Spec.PolicyTypes) != 2 {
 		t.Errorf("network none's policy: %+v", pol)
 	}
-	// Changeset access: the workspace is writable in main, staged in copy.
-	var ws bool
-	for _, m := range sp.Containers[0].VolumeMounts {
+	// Changeset access: the workspace is writable in main, which copies it
+	// in and out itself (no copy container to start).
+	var ws, staged bool
+	for _, m := range mainOf(t, pod).VolumeMounts {
 		if m.MountPath == "/ws" && !m.ReadOnly {
 			ws = true
 		}
+		if m.MountPath == stage+"/ws" && !m.ReadOnly {
+			staged = true
+		}
 	}
-	if !ws || len(sp.Containers) != 2 {
+	if !ws || !staged || len(sp.Containers) != 1 {
 		t.Errorf("workspace mounts: %+v", sp.Containers)
+	}
+	// A read-only workspace is unpacked by a copy container, which starts
+	// first.
+	ro := baseRequest()
+	ro.Access = "ro"
+	rs := &session{req: ro}
+	rpod, _, _, err := rs.objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := rpod.Spec.Containers; len(cs) != 2 || cs[0].Name != copyName || rs.copier() != copyName {
+		t.Errorf("a read-only workspace's containers: %+v", cs)
+	}
+	for _, m := range mainOf(t, rpod).VolumeMounts {
+		if m.Name == "ws" && !m.ReadOnly {
+			t.Errorf("a read-only workspace is writable in main: %+v", m)
+		}
 	}
 	// A session's pod (the one a warm pool keeps too) is restricted.
 	r := baseRequest()
@@ -206,7 +227,7 @@ func TestObjectsMounts(t *testing.T) {
 		t.Errorf("the secret file is not in the secret: %v", secret.Data)
 	}
 	got := map[string]bool{}
-	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+	for _, m := range mainOf(t, pod).VolumeMounts {
 		got[m.MountPath] = m.ReadOnly
 	}
 	if !got["/run/secrets/token"] || !got["/data"] || !got["/ws"] {
@@ -217,4 +238,23 @@ func TestObjectsMounts(t *testing.T) {
 	if _, _, _, err := s.objects(); err == nil || !strings.Contains(err.Error(), "read-only") {
 		t.Errorf("a read-write mount: %v", err)
 	}
+}
+
+// mainOf is the pod's main container, kubectl's default; only the copy
+// container, which unpacks while the others start, comes before it.
+func mainOf(t *testing.T, pod *corev1.Pod) *corev1.Container {
+	t.Helper()
+	for i, c := range pod.Spec.Containers {
+		if c.Name == mainName {
+			if i > 0 && pod.Spec.Containers[0].Name != copyName || i > 1 {
+				t.Errorf("main comes after another than copy: %v", pod.Spec.Containers)
+			}
+			if pod.Annotations["kubectl.kubernetes.io/default-container"] != mainName {
+				t.Errorf("main is not kubectl's default container: %v", pod.Annotations)
+			}
+			return &pod.Spec.Containers[i]
+		}
+	}
+	t.Fatalf("no main container: %v", pod.Spec.Containers)
+	return nil
 }

@@ -143,8 +143,14 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			main.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(r.CPUs*1000+0.5), resource.DecimalSI)
 		}
 	}
-	containers := []corev1.Container{main}
-	if len(copyMounts) > 0 {
+	// The kubelet starts a pod's containers one after the other, in this
+	// order: the copier first (copy, else main), whose copy-in then runs
+	// while the others start; netoff last (the command starts once main
+	// sees the links down, whatever the order).
+	var containers []corev1.Container
+	if len(copyMounts) > 0 && s.copier() == mainName {
+		main.VolumeMounts = append(main.VolumeMounts, copyMounts...)
+	} else if len(copyMounts) > 0 {
 		containers = append(containers, corev1.Container{Name: copyName, Image: r.Image, ImagePullPolicy: pull, Command: holder,
 			WorkingDir: "/", VolumeMounts: copyMounts, SecurityContext: restricted(),
 			// tar needs little, but the page cache of what it writes is
@@ -152,13 +158,16 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
 				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}})
 	}
+	containers = append(containers, main)
 	nw := s.network(name, labels, pull)
 	if nw.container != nil {
 		containers = append(containers, *nw.container)
 	}
 	term := int64(1)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, OwnerReferences: s.serverPod(),
+			// kubectl exec and logs default to it.
+			Annotations: map[string]string{"kubectl.kubernetes.io/default-container": mainName}},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &f,
@@ -186,6 +195,26 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 		secret = nil
 	}
 	return pod, secret, nw.policy, nil
+}
+
+// copier is the container that unpacks and packs the pod's copies: one of
+// its own (copy) only where main must not write what it gets, a read-only
+// workspace or mount; else main, with the copies' volumes at the stage
+// too, which spares the kubelet a container's start (it starts a pod's
+// containers one after another). A session's agent is then writable in
+// main: the agent runs as the command's user in the command's container,
+// which could trace it anyway.
+func (s *session) copier() string {
+	r := &s.req
+	if r.Workspace != "" && r.Access == "ro" {
+		return copyName
+	}
+	for _, m := range r.Mounts {
+		if !m.File {
+			return copyName
+		}
+	}
+	return mainName
 }
 
 // volumes are the pod's volumes and the mounts of its main and copy

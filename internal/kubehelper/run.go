@@ -56,6 +56,12 @@ type session struct {
 	// sizes feeds the terminal's sizes to the exec stream.
 	sizes chan remotecommand.TerminalSize
 	trace []kube.Step
+	tmu   sync.Mutex
+	// starting follows a new pod's start (nil: a claimed pod, which runs).
+	starting *podStart
+	// spares are execs of the agent's bridge opened ahead of the
+	// connections that will need them (a session's).
+	spares chan *spare
 	// warm: the pod was claimed from a pool (its agent is in, its links
 	// are down); pooling: the pod is being made for a pool.
 	warm, pooling bool
@@ -70,7 +76,9 @@ func (s *session) send(ev kube.Event) {
 func (s *session) mark(step string) {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	s.tmu.Lock()
 	s.trace = append(s.trace, kube.Step{Step: "kube: " + step, Mono: ts.Nano()})
+	s.tmu.Unlock()
 }
 
 // run serves one command: fd 3 is the control socket.
@@ -193,12 +201,12 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 			c.cs.NetworkingV1().NetworkPolicies(c.ns).Patch(ctx, pol.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{})
 		})
 	}
-	err = s.waitRunning(ctx, created)
+	// The pod's containers take execs before the kubelet reports them
+	// running, which it does on its next relist, up to a second later:
+	// the copy, the links' check and the command are tried at once, and
+	// the watch ends them should the pod never run.
+	s.starting = s.watchStart(ctx, created)
 	wg.Wait()
-	if err != nil {
-		return s.fail(kube.ErrCluster, err)
-	}
-	s.mark("pod running")
 	return s.command(ctx, controls, "")
 }
 
@@ -208,67 +216,19 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 func (s *session) command(ctx context.Context, controls <-chan kube.Control, claimed string) int {
 	r, c := &s.req, s.c
 	core := c.cs.CoreV1()
-	// The links' check and the copy are execs in different containers:
-	// they run side by side.
-	var linksErr error
-	var links sync.WaitGroup
-	// A failed copy ends the links' wait (which retries for a minute).
-	lctx, lcancel := context.WithCancel(ctx)
-	defer lcancel()
-	if r.NetOff && claimed == "" {
-		links.Go(func() { linksErr = s.linksDown(lctx) })
-	}
-	if dirs := s.copyDirs(); len(dirs) > 0 {
-		if err := s.copyIn(ctx, dirs); err != nil {
-			lcancel()
-			links.Wait()
+	// A claimed pod has its agent in: the session's socket and its spare
+	// execs are opened while the workspace is copied in (a connection
+	// waits in the bridge for the agent).
+	var stopBridge func()
+	if r.Session != nil && claimed != "" {
+		var err error
+		if stopBridge, err = s.bridge(ctx, r.Session.Sock, mainName); err != nil {
 			return s.fail(kube.ErrCluster, err)
 		}
-		s.mark("copied in")
+		defer stopBridge()
 	}
-	links.Wait()
-	if linksErr != nil {
-		return s.fail(kube.ErrCluster, linksErr)
-	}
-	s.send(kube.Event{Started: true, Pod: s.pod})
-
-	// The command.
-	var timedOut bool
-	var tmu sync.Mutex
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	if r.TimeoutMS > 0 {
-		t := time.AfterFunc(time.Duration(r.TimeoutMS)*time.Millisecond, func() {
-			tmu.Lock()
-			timedOut = true
-			tmu.Unlock()
-			zero := int64(0)
-			core.Pods(c.ns).Delete(context.Background(), s.pod, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-			stop()
-		})
-		defer t.Stop()
-	}
-	go func() {
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case ctl := <-controls:
-				if ctl.Signal != 0 {
-					go s.exec(runCtx, mainName, []string{"kill", "-" + strconv.Itoa(ctl.Signal), "-1"}, nil, io.Discard, io.Discard, false)
-				}
-				if ctl.Rows > 0 && ctl.Cols > 0 {
-					select {
-					case s.sizes <- remotecommand.TerminalSize{Height: ctl.Rows, Width: ctl.Cols}:
-					default:
-					}
-				}
-			}
-		}
-	}()
-	if r.TTY && r.Rows > 0 && r.Cols > 0 {
-		s.sizes <- remotecommand.TerminalSize{Height: r.Rows, Width: r.Cols}
-	}
 	var stdin io.Reader
 	if r.Stdin || r.TTY {
 		stdin = os.Stdin
@@ -296,13 +256,115 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
 		}
 		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
-		stopBridge, err := s.bridge(runCtx, r.Session.Sock)
-		if err != nil {
+	}
+	runCmd := func() (int, error) {
+		var code int
+		err := s.whenStarted(runCtx, func() error {
+			var err error
+			code, err = s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
+			return err
+		})
+		return code, err
+	}
+	// A claimed pod's agent starts while the workspace is copied in:
+	// pinfold reaches it only once told the command started, after the
+	// copy. (A tenant's agent starts in the workspace's directory, which
+	// the copy makes.)
+	type result struct {
+		code int
+		err  error
+	}
+	var agentRes chan result
+	if r.Session != nil && claimed != "" && !r.WorkspaceParent {
+		agentRes = make(chan result, 1)
+		go func() {
+			code, err := runCmd()
+			agentRes <- result{code, err}
+		}()
+	}
+	// The links' check and the copy may be execs in different containers:
+	// they run side by side.
+	var linksErr error
+	var links sync.WaitGroup
+	// A failed copy ends the links' wait (which retries for a minute).
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	if r.NetOff && claimed == "" {
+		links.Go(func() { linksErr = s.linksDown(lctx) })
+	}
+	if dirs := s.copyDirs(); len(dirs) > 0 {
+		if err := s.whenStarted(ctx, func() error { return s.copyIn(ctx, dirs) }); err != nil {
+			lcancel()
+			links.Wait()
+			stop()
+			return s.fail(kube.ErrCluster, err)
+		}
+		s.mark("copied in")
+	}
+	links.Wait()
+	if linksErr != nil {
+		stop()
+		return s.fail(kube.ErrCluster, linksErr)
+	}
+	if r.NetOff && claimed == "" {
+		s.mark("links down")
+	}
+	s.send(kube.Event{Started: true, Pod: s.pod})
+
+	// The command.
+	var timedOut bool
+	var tmu sync.Mutex
+	if r.TimeoutMS > 0 {
+		t := time.AfterFunc(time.Duration(r.TimeoutMS)*time.Millisecond, func() {
+			tmu.Lock()
+			timedOut = true
+			tmu.Unlock()
+			zero := int64(0)
+			core.Pods(c.ns).Delete(context.Background(), s.pod, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			stop()
+		})
+		defer t.Stop()
+	}
+	var sig *signaller
+	if r.Session == nil {
+		sig = s.signaller(runCtx)
+	}
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case ctl := <-controls:
+				if ctl.Signal != 0 && !sig.send(ctl.Signal) {
+					go s.exec(runCtx, mainName, []string{"kill", "-" + strconv.Itoa(ctl.Signal), "-1"}, nil, io.Discard, io.Discard, false)
+				}
+				if ctl.Rows > 0 && ctl.Cols > 0 {
+					select {
+					case s.sizes <- remotecommand.TerminalSize{Height: ctl.Rows, Width: ctl.Cols}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	if r.TTY && r.Rows > 0 && r.Cols > 0 {
+		s.sizes <- remotecommand.TerminalSize{Height: r.Rows, Width: r.Cols}
+	}
+	if r.Session != nil && stopBridge == nil {
+		var err error
+		if stopBridge, err = s.bridge(runCtx, r.Session.Sock, mainName); err != nil {
 			return s.fail(kube.ErrCluster, err)
 		}
 		defer stopBridge()
 	}
-	code, err := s.exec(runCtx, mainName, args, stdin, os.Stdout, stderr, r.TTY)
+	var code int
+	var err error
+	if agentRes != nil {
+		res := <-agentRes
+		code, err = res.code, res.err
+	} else {
+		code, err = runCmd()
+	}
 	s.mark("command ended")
 	tmu.Lock()
 	to := timedOut
@@ -389,6 +451,9 @@ func (s *session) linksDown(ctx context.Context) error {
 		code, err := s.exec(ctx, mainName, []string{"sh", "-c", `for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`}, nil, &out, &errb, false)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err := s.startErr(); err != nil {
+			return err
 		}
 		if err != nil || code != 0 {
 			last = fmt.Sprintf("%v %d %s", err, code, errb.String())
@@ -530,7 +595,7 @@ func (s *session) copyIn(ctx context.Context, dirs []kube.Dir) error {
 	var errb strings.Builder
 	// umask 0: the files get their modes as they are here (busybox's
 	// tar applies the umask when it is not root).
-	code, err := s.exec(ctx, copyName, []string{"sh", "-c", `umask 0 && exec tar -x -f - -C "$0"`, stage}, pr, io.Discard, &errb, false)
+	code, err := s.exec(ctx, s.copier(), []string{"sh", "-c", `umask 0 && exec tar -x -f - -C "$0"`, stage}, pr, io.Discard, &errb, false)
 	pr.CloseWithError(io.ErrClosedPipe)
 	if e := <-werr; e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		return fmt.Errorf("copying into the pod: %w", e)
@@ -560,7 +625,7 @@ func (s *session) copyOut(ctx context.Context) (int, error) {
 		done <- res{n, err}
 	}()
 	var errb strings.Builder
-	code, err := s.exec(ctx, copyName, []string{"tar", "-c", "-f", "-", "-C", stage + "/" + s.wsStage(), "."}, nil, pw, &errb, false)
+	code, err := s.exec(ctx, s.copier(), []string{"tar", "-c", "-f", "-", "-C", stage + "/" + s.wsStage(), "."}, nil, pw, &errb, false)
 	pw.CloseWithError(err)
 	r := <-done
 	switch {

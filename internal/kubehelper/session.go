@@ -31,23 +31,140 @@ const agentFile = "pinfold"
 
 // bridge listens on sock (this machine) and joins every connection to the
 // agent's socket in the pod: an exec of the agent's bridge, whose stdin
-// and stdout are the connection. stop closes the listener and removes the
-// socket; connections open then end with the pod.
-func (s *session) bridge(ctx context.Context, sock string) (stop func(), err error) {
+// and stdout are the connection. Execs are opened ahead (spares), so that
+// a connection, a session's command, does not wait for one through the
+// API server. stop closes the listener and removes the socket;
+// connections open then end with the pod.
+func (s *session) bridge(ctx context.Context, sock, container string) (stop func(), err error) {
 	l, err := listenOwner(sock)
 	if err != nil {
 		return nil, fmt.Errorf("serving the session's socket: %w", err)
 	}
+	s.spares = make(chan *spare, spares)
+	took := make(chan struct{}, spares)
+	// One spare first, for the session's first connection (pinfold's
+	// ping); the others once it is ready, not competing with it.
+	took <- struct{}{}
+	go s.keepSpares(ctx, container, took)
 	go func() {
 		for {
 			conn, err := l.Accept()
 			if err != nil {
 				return
 			}
-			go s.join(ctx, conn.(*net.UnixConn))
+			go s.join(ctx, conn.(*net.UnixConn), container, took)
 		}
 	}()
 	return func() { l.Close() }, nil
+}
+
+// spares is how many bridge execs are kept open ahead.
+const spares = 3
+
+// spare is an exec of the agent's bridge that runs and waits for its
+// first input before it connects to the agent (an idle spare is no
+// client of the agent's).
+type spare struct {
+	in   *io.PipeWriter // its stdin
+	out  *io.PipeReader // its stdout, after its ready line
+	done chan struct{}  // closed when the exec ended
+}
+
+// keepSpares opens a spare for each token on took, side by side, until
+// ctx ends; once the first is ready, it opens the others.
+func (s *session) keepSpares(ctx context.Context, container string, took chan struct{}) {
+	var first sync.Once
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-took:
+		}
+		go func() {
+			for ctx.Err() == nil {
+				if sp := s.openSpare(ctx, container); sp != nil {
+					s.spares <- sp
+					first.Do(func() {
+						for range spares - 1 {
+							took <- struct{}{}
+						}
+					})
+					return
+				}
+				// Not ready (an agent that does not know of spares, a pod
+				// that is going): not in a tight loop.
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
+}
+
+// openSpare starts a bridge exec and returns it once its bridge runs (its
+// ready line read), or nil.
+func (s *session) openSpare(ctx context.Context, container string) *spare {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	sp := &spare{in: inW, out: outR, done: make(chan struct{})}
+	go func() {
+		s.exec(ctx, container, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand, agent.BridgeSpare}, inR, outW, io.Discard, false)
+		outW.Close()
+		inR.Close()
+		close(sp.done)
+	}()
+	ready := make(chan bool, 1)
+	go func() {
+		b := make([]byte, len(agent.BridgeReady))
+		_, err := io.ReadFull(outR, b)
+		ready <- err == nil && string(b) == agent.BridgeReady
+	}()
+	select {
+	case ok := <-ready:
+		if ok {
+			return sp
+		}
+	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
+	}
+	inW.Close()
+	outR.Close()
+	return nil
+}
+
+// join runs the agent's bridge in the pod with conn as its streams: the
+// end of conn's input is the end of the bridge's stdin (which half-closes
+// its connection to the agent), the end of its output closes conn. It
+// takes a spare if one is ready (and has another opened), else execs one.
+func (s *session) join(ctx context.Context, conn *net.UnixConn, container string, took chan struct{}) {
+	defer conn.Close()
+	for {
+		// A spare being opened is ready sooner than a new exec.
+		var sp *spare
+		select {
+		case sp = <-s.spares:
+			took <- struct{}{}
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return
+		}
+		if sp == nil {
+			s.exec(ctx, container, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand}, conn, conn, io.Discard, false)
+			return
+		}
+		select {
+		case <-sp.done:
+			continue // ended while it waited: the next
+		default:
+		}
+		go func() {
+			io.Copy(sp.in, conn)
+			sp.in.Close()
+		}()
+		io.Copy(conn, sp.out)
+		return
+	}
 }
 
 // listenOwner listens on a unix socket at path that only this user may
@@ -58,14 +175,6 @@ func listenOwner(path string) (net.Listener, error) {
 	l, err := net.Listen("unix", path)
 	syscall.Umask(old)
 	return l, err
-}
-
-// join runs the agent's bridge in the pod with conn as its streams: the
-// end of conn's input is the end of the bridge's stdin (which half-closes
-// its connection to the agent), the end of its output closes conn.
-func (s *session) join(ctx context.Context, conn *net.UnixConn) {
-	defer conn.Close()
-	s.exec(ctx, mainName, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand}, conn, conn, io.Discard, false)
 }
 
 // poolable reports whether a session's pod may come from a warm pool: its

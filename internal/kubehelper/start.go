@@ -1,0 +1,167 @@
+package kubehelper
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// podStart follows a new pod's start. The kubelet reports containers
+// running on its next relist of the runtime (every second), well after
+// they run and take execs; the helper does not wait for that report but
+// tries its execs at once (whenStarted), and the watch ends them should
+// the pod never run (an image that cannot be had, a failed container).
+type podStart struct {
+	done chan struct{} // closed once the pod runs, or never will
+	err  error         // why it never will; read after done
+}
+
+// watchStart watches pod until its containers run or it fails.
+func (s *session) watchStart(ctx context.Context, pod *corev1.Pod) *podStart {
+	st := &podStart{done: make(chan struct{})}
+	go func() {
+		st.err = s.waitRunning(ctx, pod)
+		if st.err == nil {
+			s.mark("pod running (reported)")
+		}
+		close(st.done)
+	}()
+	return st
+}
+
+// startErr is why the pod will never run, or nil.
+func (s *session) startErr() error {
+	st := s.starting
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+		return st.err
+	default:
+		return nil
+	}
+}
+
+// notStarted reports whether an exec failed because its container does
+// not run yet: the API server or the kubelet refused it before anything
+// ran (so nothing of its stdin was read), and it may be tried again.
+func notStarted(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"pod does not exist", "container not found", "does not have a host assigned", "is not running", "not in running state", "ContainerCreating"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// whenStarted runs try, and again every 25 ms while it fails because its
+// container does not run yet and the pod is starting; once the pod is
+// reported running, one more try is final.
+func (s *session) whenStarted(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		st := s.starting
+		if err == nil || st == nil || !notStarted(err) {
+			return err
+		}
+		select {
+		case <-st.done:
+			if st.err != nil {
+				return st.err
+			}
+			return try()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// signaller is a shell in the main container, started beside a run's
+// command, that sends each signal number written to its stdin to the
+// command's processes: a signal then reaches them in a write, not in a
+// new exec through the API server (which a loaded cluster answers in a
+// second or more). It ignores the signals it sends (kill -1 spares its
+// caller, and a kill that is not a builtin its shell); the stop signals,
+// which would stop a shell whose kill is not a builtin, and those it
+// cannot ignore take the exec.
+type signaller struct {
+	mu    sync.Mutex
+	w     *io.PipeWriter
+	ready bool
+	dead  bool
+}
+
+// ignored are the signals the signaller's shell ignores (all but KILL,
+// STOP, CHLD, CONT and the terminal stops) and so may send.
+var ignored = []int{1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 23, 24, 25, 26, 27, 28, 29, 30, 31}
+
+func (s *session) signaller(ctx context.Context) *signaller {
+	pr, pw := io.Pipe()
+	g := &signaller{w: pw}
+	var traps []string
+	for _, n := range ignored {
+		traps = append(traps, strconv.Itoa(n))
+	}
+	// "ready" once the traps are set: signals are sent through it only
+	// then.
+	script := fmt.Sprintf(`trap '' %s; echo ready; while read s; do kill -"$s" -1 2>/dev/null; done`, strings.Join(traps, " "))
+	out := &readyWriter{ready: func() {
+		g.mu.Lock()
+		g.ready = true
+		g.mu.Unlock()
+	}}
+	go func() {
+		s.whenStarted(ctx, func() error {
+			_, err := s.exec(ctx, mainName, []string{"sh", "-c", script}, pr, out, io.Discard, false)
+			return err
+		})
+		g.mu.Lock()
+		g.dead = true
+		g.mu.Unlock()
+		pr.Close()
+	}()
+	go func() {
+		<-ctx.Done()
+		pw.Close()
+	}()
+	return g
+}
+
+// send writes sig to the signaller; false: it cannot take it (not ready,
+// ended, or a signal it does not ignore), and the caller execs kill.
+func (g *signaller) send(sig int) bool {
+	if g == nil {
+		return false
+	}
+	ok := false
+	for _, n := range ignored {
+		ok = ok || n == sig
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !ok || !g.ready || g.dead {
+		return false
+	}
+	_, err := g.w.Write([]byte(strconv.Itoa(sig) + "\n"))
+	return err == nil
+}
+
+// readyWriter calls ready once something has been written to it.
+type readyWriter struct {
+	once  sync.Once
+	ready func()
+}
+
+func (w *readyWriter) Write(b []byte) (int, error) {
+	w.once.Do(w.ready)
+	return len(b), nil
+}
