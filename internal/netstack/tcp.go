@@ -37,7 +37,7 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
 	if (dst.Addr() == netpolicy.DNSAddr || dst.Addr() == netpolicy.DNSAddr6) && dst.Port() == 53 {
-		c, _ := accept(r)
+		c, _, _ := accept(r)
 		if c != nil {
 			s.serveDNSStream(c)
 		}
@@ -57,12 +57,12 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 			r.Complete(true)
 			return
 		}
-		c, _ := accept(r)
+		c, ep, wq := accept(r)
 		if c == nil {
 			up.Close()
 			return
 		}
-		s.splice(c, up)
+		s.relay(c, ep, wq, up)
 		return
 	}
 	// The upstream connection waits for the name check, but a
@@ -73,7 +73,7 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	c, ep := accept(r)
+	c, ep, _ := accept(r)
 	if c != nil {
 		s.guarded(c, ep, dst, d)
 	}
@@ -91,16 +91,16 @@ func routable(dst netip.AddrPort) bool {
 }
 
 // accept completes the sandbox's handshake.
-func accept(r *tcp.ForwarderRequest) (*gonet.TCPConn, tcpip.Endpoint) {
-	var wq waiter.Queue
-	ep, e := r.CreateEndpoint(&wq)
+func accept(r *tcp.ForwarderRequest) (*gonet.TCPConn, tcpip.Endpoint, *waiter.Queue) {
+	wq := new(waiter.Queue)
+	ep, e := r.CreateEndpoint(wq)
 	if e != nil {
 		r.Complete(true)
-		return nil, nil
+		return nil, nil, nil
 	}
 	r.Complete(false)
 	ep.SocketOptions().SetKeepAlive(true)
-	return gonet.NewTCPConn(&wq, ep), ep
+	return gonet.NewTCPConn(wq, ep), ep, wq
 }
 
 // dial connects to dst from the host.
@@ -142,6 +142,34 @@ func (s *Server) splice(c *gonet.TCPConn, up *net.TCPConn) {
 	go half(c, up)
 	go func() {
 		once.Wait()
+		c.Close()
+		up.Close()
+	}()
+}
+
+// relay copies both ways between a sandbox's connection and the host's
+// (see relay), until both ends are done.
+func (s *Server) relay(c *gonet.TCPConn, ep tcpip.Endpoint, wq *waiter.Queue, up *net.TCPConn) {
+	if !s.onClose(func() { c.Close(); up.Close() }) {
+		c.Close()
+		up.Close()
+		return
+	}
+	r := &relay{s: s, ep: ep, wq: wq, up: up}
+	s.wg.Add(2)
+	var both sync.WaitGroup
+	both.Add(2)
+	half := func(copy func() error, closeWrite func()) {
+		defer s.wg.Done()
+		defer both.Done()
+		if copy() != nil {
+			closeWrite()
+		}
+	}
+	go half(r.toSandbox, func() { ep.Shutdown(tcpip.ShutdownWrite) })
+	go half(r.toHost, func() { up.CloseWrite() })
+	go func() {
+		both.Wait()
 		c.Close()
 		up.Close()
 	}()

@@ -1,0 +1,180 @@
+package netstack
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// A relay moves a connection's bytes between the stack's endpoint and the
+// host's socket with one copy each way, and no buffer of its own: the
+// stack reads what the host socket holds straight into the segments it
+// sends (Endpoint.Write with the socket as its Payloader), and writes
+// what the sandbox sent straight into the host socket (Endpoint.Read with
+// the socket as its Writer). Both sides are non-blocking; a goroutine per
+// direction waits in the runtime's poller or on the endpoint's waiter
+// queue, holding no buffer while it waits (a held connection costs no
+// 256 KiB copy buffers, and a download one copy less).
+type relay struct {
+	s  *Server
+	ep tcpip.Endpoint
+	wq *waiter.Queue
+	up *net.TCPConn
+}
+
+// toSandbox copies the host socket's bytes into the endpoint until the
+// host's end of file (passed on as the endpoint's) or an error.
+func (r *relay) toSandbox() error {
+	rc, err := r.up.SyscallConn()
+	if err != nil {
+		return err
+	}
+	e, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventHUp | waiter.EventErr)
+	r.wq.EventRegister(&e)
+	defer r.wq.EventUnregister(&e)
+	for {
+		var (
+			werr tcpip.Error
+			rerr error
+			eof  bool
+		)
+		err := rc.Read(func(fd uintptr) bool {
+			n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			if err != nil {
+				rerr = err
+				return true
+			}
+			if n == 0 {
+				// Nothing queued: the end of file, or nothing yet.
+				var b [1]byte
+				m, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+				switch {
+				case err == unix.EAGAIN || err == unix.EINTR:
+					return false // wait in the poller
+				case err != nil:
+					rerr = err
+				case m == 0:
+					eof = true
+				}
+				return true // m > 0: arrived since; ask again
+			}
+			_, werr = r.ep.Write(&socketPayload{fd: int(fd), n: n}, tcpip.WriteOptions{})
+			return true
+		})
+		switch {
+		case err != nil:
+			return err
+		case rerr != nil:
+			return rerr
+		case eof:
+			r.ep.Shutdown(tcpip.ShutdownWrite)
+			return nil
+		}
+		if _, ok := werr.(*tcpip.ErrWouldBlock); ok {
+			// The sandbox's window and the send buffer are full.
+			select {
+			case <-ch:
+			case <-r.s.ctx.Done():
+				return r.s.ctx.Err()
+			}
+			continue
+		}
+		if werr != nil {
+			return errors.New(werr.String())
+		}
+	}
+}
+
+// toHost copies what the sandbox sends into the host socket until the
+// sandbox's end of file (passed on as the socket's) or an error. It takes
+// a buffer from the pool only once the endpoint has bytes: one write of
+// up to copyBuffer bytes moves the host's side further per system call
+// than a write per segment from inside the stack's Read, which also held
+// the endpoint's lock while the host's receiver ran.
+func (r *relay) toHost() error {
+	e, ch := waiter.NewChannelEntry(waiter.ReadableEvents | waiter.EventHUp | waiter.EventErr)
+	r.wq.EventRegister(&e)
+	defer r.wq.EventUnregister(&e)
+	for {
+		bp := buffers.Get().(*[]byte)
+		w := sliceWriter{b: (*bp)[:0]}
+		_, rerr := r.ep.Read(&w, tcpip.ReadOptions{})
+		if len(w.b) > 0 {
+			_, err := r.up.Write(w.b)
+			buffers.Put(bp)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		buffers.Put(bp)
+		switch rerr.(type) {
+		case *tcpip.ErrWouldBlock:
+			select {
+			case <-ch:
+			case <-r.s.ctx.Done():
+				return r.s.ctx.Err()
+			}
+		case *tcpip.ErrClosedForReceive:
+			return r.up.CloseWrite()
+		default:
+			return errors.New(rerr.String())
+		}
+	}
+}
+
+// copyBuffer is the most a copy through a buffer moves at once.
+const copyBuffer = 256 << 10
+
+// buffers are the copy buffers, held only while bytes move.
+var buffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
+
+// sliceWriter appends to b up to its capacity.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	n := min(len(p), cap(w.b)-len(w.b))
+	w.b = append(w.b, p[:n]...)
+	if n < len(p) {
+		return n, io.ErrShortWrite
+	}
+	return n, nil
+}
+
+// socketPayload is the n bytes a non-blocking socket holds (SIOCINQ),
+// read as the stack copies them into its segments: each read finds them
+// queued, so it never waits, and the stack asks for no more than n.
+type socketPayload struct {
+	fd int
+	n  int
+}
+
+func (p *socketPayload) Len() int { return p.n }
+
+func (p *socketPayload) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	for {
+		n, err := unix.Read(p.fd, b[:min(len(b), p.n)])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			// A reset, say: never io.EOF, which the stack would take
+			// for a short payload and ask again, forever.
+			return 0, err
+		case n == 0:
+			return 0, errShortPayload
+		}
+		p.n -= n
+		return n, nil
+	}
+}
+
+var errShortPayload = errors.New("the socket ended before its queued bytes were read")
