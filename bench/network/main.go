@@ -603,12 +603,14 @@ func memory(dir string, srv *servers, k int) {
 	fmt.Printf("\nThe shared pinfold-net helper's memory (PSS from /proc/%d/smaps_rollup), %d sandboxes each holding a connection\n", pid, k)
 	fmt.Printf("  %-44s %10s %10s %12s %12s\n", "state", "PSS", "anon", "PSS / box", "added / box")
 	// Idle: served sandboxes before, none now.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	idle, idleAnon := pssOf(pid)
 	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s\n", "idle (after serving sandboxes)", idle, idleAnon, "", "")
 	for _, n := range []int64{0, 16 << 20} {
 		end := hold(spec, srv, k, n)
-		time.Sleep(500 * time.Millisecond)
+		// The helper trims its heap once quiet for a second
+		// (internal/netstack/trim.go): the held, idle state.
+		time.Sleep(3 * time.Second)
 		p, anon := pssOf(pid)
 		end()
 		state := fmt.Sprintf("%d sandboxes, connected", k)

@@ -42,6 +42,7 @@ type Server struct {
 	pol      *netpolicy.Policy
 	st       *stack.Stack
 	tunFD    int
+	stopFDs  []int // fdbased's, closed once the stack has stopped
 	upstream []netip.AddrPort
 	hosts    *hostAddrs
 
@@ -166,6 +167,9 @@ func (s *Server) Attach(tunFD int) error {
 	if err != nil {
 		return fmt.Errorf("the TUN device: %v", err)
 	}
+	s.mu.Lock()
+	s.stopFDs = stopFDs(link)
+	s.mu.Unlock()
 	tap := &echoTap{s: s}
 	tap.Endpoint.Init(link, tap)
 	if e := s.st.CreateNIC(nicID, tap); e != nil {
@@ -233,6 +237,12 @@ func (s *Server) Close() error {
 	// connection's (a blocking socket, whose read would then hold a P of
 	// the shared helper for good, and take that connection's messages).
 	s.st.Wait()
+	s.mu.Lock()
+	for _, fd := range s.stopFDs {
+		unix.Close(fd)
+	}
+	s.stopFDs = nil
+	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
 }

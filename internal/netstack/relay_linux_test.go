@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -75,4 +76,36 @@ func TestRealKernelRelayBothWaysAndHalfClose(t *testing.T) {
 	if !bytes.Equal(got, down) {
 		t.Fatalf("the sandbox got %d bytes, not the %d sent (or other bytes)", len(got), len(down))
 	}
+}
+
+// fdbased never closed the eventfd it stops a device's reader with, so a
+// shared helper kept a descriptor for every sandbox it had served.
+func TestCloseLeavesNoDescriptors(t *testing.T) {
+	before := eventfds(t)
+	rs := newRealSandbox(t, netpolicy.Config{Mode: netpolicy.Outbound})
+	if len(rs.s.stopFDs) == 0 {
+		t.Fatal("no stop eventfd found in fdbased's endpoint: has its layout changed? (see stopFDs)")
+	}
+	if got := eventfds(t); got <= before {
+		t.Fatalf("%d eventfds with a stack, %d before", got, before)
+	}
+	rs.s.Close()
+	if got := eventfds(t); got != before {
+		t.Fatalf("%d eventfds after Close, %d before", got, before)
+	}
+}
+
+func eventfds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == "anon_inode:[eventfd]" {
+			n++
+		}
+	}
+	return n
 }
