@@ -601,23 +601,24 @@ func memory(dir string, srv *servers, k int) {
 		fail(fmt.Errorf("no shared helper %s serve is running", helper))
 	}
 	fmt.Printf("\nThe shared pinfold-net helper's memory (PSS from /proc/%d/smaps_rollup), %d sandboxes each holding a connection\n", pid, k)
-	fmt.Printf("  %-44s %10s %10s %12s %12s\n", "state", "PSS", "anon", "PSS / box", "added / box")
+	fmt.Printf("  %-44s %10s %10s %12s %12s %8s\n", "state", "PSS", "anon", "PSS / box", "added / box", "threads")
 	// Idle: served sandboxes before, none now.
 	time.Sleep(3 * time.Second)
 	idle, idleAnon := pssOf(pid)
-	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s\n", "idle (after serving sandboxes)", idle, idleAnon, "", "")
+	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle (after serving sandboxes)", idle, idleAnon, "", "", threads(pid))
 	for _, n := range []int64{0, 16 << 20} {
 		end := hold(spec, srv, k, n)
 		// The helper trims its heap once quiet for a second
 		// (internal/netstack/trim.go): the held, idle state.
 		time.Sleep(3 * time.Second)
 		p, anon := pssOf(pid)
+		th := threads(pid)
 		end()
 		state := fmt.Sprintf("%d sandboxes, connected", k)
 		if n > 0 {
 			state = fmt.Sprintf("%d sandboxes, after %d MiB down each", k, n>>20)
 		}
-		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB\n", state, p, anon, p/float64(k), (p-idle)/float64(k))
+		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB %8d\n", state, p, anon, p/float64(k), (p-idle)/float64(k), th)
 	}
 	fmt.Printf("  load average: %s\n", loadavg())
 }
@@ -718,6 +719,12 @@ func pssOf(pid int) (pss, anon float64) {
 		}
 	}
 	return pss, anon
+}
+
+// threads is how many threads pid has.
+func threads(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(ents)
 }
 
 func loadavg() string {

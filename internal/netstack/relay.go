@@ -38,44 +38,18 @@ func (r *relay) toSandbox() error {
 	r.wq.EventRegister(&e)
 	defer r.wq.EventUnregister(&e)
 	for {
-		var (
-			werr tcpip.Error
-			rerr error
-			eof  bool
-		)
-		err := rc.Read(func(fd uintptr) bool {
-			n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-			if err != nil {
-				rerr = err
-				return true
-			}
-			if n == 0 {
-				// Nothing queued: the end of file, or nothing yet.
-				var b [1]byte
-				m, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-				switch {
-				case err == unix.EAGAIN || err == unix.EINTR:
-					return false // wait in the poller
-				case err != nil:
-					rerr = err
-				case m == 0:
-					eof = true
-				}
-				return true // m > 0: arrived since; ask again
-			}
-			_, werr = r.ep.Write(&socketPayload{fd: int(fd), n: n}, tcpip.WriteOptions{})
-			return true
-		})
+		var f fill
+		err := rc.Read(func(fd uintptr) bool { return f.from(int(fd), r.ep) })
 		switch {
 		case err != nil:
 			return err
-		case rerr != nil:
-			return rerr
-		case eof:
+		case f.rerr != nil:
+			return f.rerr
+		case f.eof:
 			r.ep.Shutdown(tcpip.ShutdownWrite)
 			return nil
 		}
-		if _, ok := werr.(*tcpip.ErrWouldBlock); ok {
+		if _, ok := f.werr.(*tcpip.ErrWouldBlock); ok {
 			// The sandbox's window and the send buffer are full.
 			select {
 			case <-ch:
@@ -84,10 +58,44 @@ func (r *relay) toSandbox() error {
 			}
 			continue
 		}
-		if werr != nil {
-			return errors.New(werr.String())
+		if f.werr != nil {
+			return errors.New(f.werr.String())
 		}
 	}
+}
+
+// fill is one step of a copy from a host socket into an endpoint.
+type fill struct {
+	werr tcpip.Error // the endpoint's
+	rerr error       // the socket's
+	eof  bool        // the socket's end of file
+}
+
+// from moves what the non-blocking socket fd holds into ep, as a
+// syscall.RawConn's Read callback: false when there is nothing yet (wait
+// in the poller).
+func (f *fill) from(fd int, ep tcpip.Endpoint) bool {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil {
+		f.rerr = err
+		return true
+	}
+	if n == 0 {
+		// Nothing queued: the end of file, or nothing yet.
+		var b [1]byte
+		m, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			return false
+		case err != nil:
+			f.rerr = err
+		case m == 0:
+			f.eof = true
+		}
+		return true // m > 0: arrived since; ask again
+	}
+	_, f.werr = ep.Write(&socketPayload{fd: fd, n: n}, tcpip.WriteOptions{})
+	return true
 }
 
 // toHost copies what the sandbox sends into the host socket until the

@@ -73,9 +73,9 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	c, ep, _ := accept(r)
+	c, ep, wq := accept(r)
 	if c != nil {
-		s.guarded(c, ep, dst, d)
+		s.guarded(c, ep, wq, dst, d)
 	}
 }
 
@@ -178,8 +178,8 @@ func (s *Server) relay(c *gonet.TCPConn, ep tcpip.Endpoint, wq *waiter.Queue, up
 // guarded proxies a connection whose names the policy checks: nothing
 // reaches the server, and the upstream connection is not even opened,
 // before the Guard has passed what the client sent.
-func (s *Server) guarded(c *gonet.TCPConn, ep tcpip.Endpoint, dst netip.AddrPort, d netpolicy.Decision) {
-	p := &guardedConn{s: s, c: c, ep: ep, dst: dst, d: d, g: s.pol.Guard(dst, d)}
+func (s *Server) guarded(c *gonet.TCPConn, ep tcpip.Endpoint, wq *waiter.Queue, dst netip.AddrPort, d netpolicy.Decision) {
+	p := &guardedConn{s: s, c: c, ep: ep, wq: wq, dst: dst, d: d, g: s.pol.Guard(dst, d)}
 	p.cond.L = &p.mu
 	if !s.onClose(p.abort) {
 		c.Close()
@@ -194,6 +194,7 @@ type guardedConn struct {
 	s   *Server
 	c   *gonet.TCPConn
 	ep  tcpip.Endpoint
+	wq  *waiter.Queue
 	dst netip.AddrPort
 	d   netpolicy.Decision
 
@@ -246,11 +247,31 @@ const upstreamLinger = 2 * time.Second
 func (p *guardedConn) fromSandbox() {
 	defer p.s.wg.Done()
 	defer p.s.guards.Done()
-	buf := make([]byte, 64<<10)
+	// A small buffer while the client is quiet; a pooled large one while
+	// a read fills the small one (an upload), given back after the first
+	// read that does not fill it: an idle connection holds 4 KiB.
+	small := make([]byte, 4<<10)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			buffers.Put(big)
+		}
+	}()
 	p.c.SetReadDeadline(time.Now().Add(silence))
 	first := true
 	for {
+		buf := small
+		if big != nil {
+			buf = *big
+		}
 		n, err := p.c.Read(buf)
+		var giveBack *[]byte // after buf[:n] has passed
+		switch {
+		case n == len(buf) && big == nil:
+			big = buffers.Get().(*[]byte)
+		case n < len(buf) && big != nil:
+			giveBack, big = big, nil
+		}
 		if first && n == 0 && isTimeout(err) {
 			first = false
 			p.c.SetReadDeadline(time.Time{})
@@ -270,7 +291,11 @@ func (p *guardedConn) fromSandbox() {
 			first = false
 			p.c.SetReadDeadline(time.Time{})
 		}
-		if n > 0 && !p.pass(buf[:n]) {
+		ok := n == 0 || p.pass(buf[:n])
+		if giveBack != nil {
+			buffers.Put(giveBack)
+		}
+		if !ok {
 			return
 		}
 		if err != nil {
@@ -372,43 +397,105 @@ func (p *guardedConn) connect() bool {
 }
 
 // toSandbox copies the server's bytes to the sandbox, telling the guard
-// the status line that answers an upgrade request.
+// the status line that answers an upgrade request. Outside an upgrade the
+// stack reads them from the socket itself, as a relay does (see fill);
+// the check of Waiting and that read are under p.mu, which the guard's
+// Feed takes: an answer to an upgrade request cannot be queued before
+// the request was sent, which is after Feed said Waiting.
 func (p *guardedConn) toSandbox(up *net.TCPConn) {
 	defer p.s.wg.Done()
-	buf := make([]byte, 256<<10)
+	rc, err := up.SyscallConn()
+	if err != nil {
+		p.abort()
+		return
+	}
+	e, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventHUp | waiter.EventErr)
+	p.wq.EventRegister(&e)
+	defer p.wq.EventUnregister(&e)
 	for {
-		n, err := up.Read(buf)
-		if n > 0 {
+		var f fill
+		waiting := false
+		err := rc.Read(func(fd uintptr) bool {
 			p.mu.Lock()
-			if p.g.Waiting() {
-				p.status = append(p.status, buf[:n]...)
-				if i := bytes.IndexByte(p.status, '\n'); i >= 0 || len(p.status) > statusMax {
-					if i < 0 {
-						i = len(p.status)
-					}
-					p.g.Response(p.status[:i])
-					p.status = nil
-					p.cond.Broadcast()
-				}
+			defer p.mu.Unlock()
+			if waiting = p.g.Waiting(); waiting {
+				return true
 			}
-			p.mu.Unlock()
-			if _, werr := p.c.Write(buf[:n]); werr != nil {
-				p.abort()
-				return
+			return f.from(int(fd), p.ep)
+		})
+		if err == nil && waiting {
+			if p.upgradeAnswer(up) {
+				continue
 			}
-		}
-		if err != nil {
-			p.mu.Lock()
-			if p.g.Waiting() {
-				// No answer will come: release the waiting client.
-				p.g.Response(nil)
-				p.cond.Broadcast()
-			}
-			p.mu.Unlock()
-			p.c.CloseWrite()
 			return
 		}
+		if err == nil && f.rerr == nil && !f.eof {
+			if _, ok := f.werr.(*tcpip.ErrWouldBlock); ok {
+				select {
+				case <-ch:
+				case <-p.s.ctx.Done():
+					p.abort()
+					return
+				}
+				continue
+			}
+			if f.werr == nil {
+				continue
+			}
+			p.abort() // the sandbox's side is gone
+			return
+		}
+		// The server's end (or an error): release a waiting client.
+		p.mu.Lock()
+		if p.g.Waiting() {
+			p.g.Response(nil)
+			p.cond.Broadcast()
+		}
+		p.mu.Unlock()
+		p.c.CloseWrite()
+		return
 	}
+}
+
+// upgradeAnswer reads the server's bytes while the guard waits for the answer to
+// an upgrade request, gives it the status line, and passes them on; false
+// when the connection is over.
+func (p *guardedConn) upgradeAnswer(up *net.TCPConn) bool {
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := *bp
+	n, err := up.Read(buf)
+	if n > 0 {
+		p.mu.Lock()
+		if p.g.Waiting() {
+			p.status = append(p.status, buf[:n]...)
+			if i := bytes.IndexByte(p.status, '\n'); i >= 0 || len(p.status) > statusMax {
+				if i < 0 {
+					i = len(p.status)
+				}
+				p.g.Response(p.status[:i])
+				p.status = nil
+				p.cond.Broadcast()
+			}
+		}
+		p.mu.Unlock()
+		if _, werr := p.c.Write(buf[:n]); werr != nil {
+			p.abort()
+			return false
+		}
+	}
+	if err != nil {
+		p.mu.Lock()
+		if p.g.Waiting() {
+			// No answer will come: release the waiting client.
+			p.g.Response(nil)
+			p.cond.Broadcast()
+		}
+		p.mu.Unlock()
+		p.c.CloseWrite()
+		return false
+	}
+	return true
 }
 
 func isTimeout(err error) bool {

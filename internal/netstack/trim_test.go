@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -14,10 +15,11 @@ func TestTrimReturnsTheHeapWhenQuiet(t *testing.T) {
 		metrics.Read(s)
 		return s[0].Value.Uint64() + s[1].Value.Uint64()
 	}
+	debug.FreeOSMemory() // the garbage of the tests before
+	base := retained()
 	stop := make(chan struct{})
 	defer close(stop)
 	go trimWhenQuiet(stop)
-	base := retained()
 	var keep [][]byte
 	for range 256 { // 64 MiB, then garbage
 		keep = append(keep, make([]byte, 256<<10))
