@@ -463,8 +463,13 @@ func throughput(tools []*tool, srv *servers, n int64, rounds int, direction stri
 				ratios[i] = rate[0][i] / rate[k][i]
 			}
 			r := medianF(ratios)
-			fmt.Printf("  ratio pinfold / %s: median %.2f (min %.2f, max %.2f); target >= 0.5: %s\n",
-				short(tools[k].name), r, minF(ratios), maxF(ratios), met(r >= 0.5))
+			// Downloads: at least pasta's (issue 28); uploads: half.
+			target := 0.5
+			if dir.cmd == "down" && short(tools[k].name) == "pasta" {
+				target = 1.0
+			}
+			fmt.Printf("  ratio pinfold / %s: median %.2f (min %.2f, max %.2f); target >= %.1f: %s\n",
+				short(tools[k].name), r, minF(ratios), maxF(ratios), target, met(r >= target))
 		}
 		failures(tools)
 	}
