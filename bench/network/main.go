@@ -146,6 +146,8 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
+	fmt.Printf("load average at the start: %s\n", loadavg())
+	defer func() { fmt.Printf("\nload average at the end: %s\n", loadavg()) }()
 	pf := pinfoldTool(dir, sandbox.NetworkOutbound)
 	tools := []*tool{pf}
 	if *peers {
@@ -625,7 +627,6 @@ func memory(dir string, srv *servers, k int) {
 		}
 		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB %8d\n", state, p, anon, p/float64(k), (p-idle)/float64(k), th)
 	}
-	fmt.Printf("  load average: %s\n", loadavg())
 }
 
 // hold starts k sandboxes that each download n bytes and hold the
