@@ -627,6 +627,9 @@ func memory(dir string, srv *servers, k int) {
 		}
 		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB %8d\n", state, p, anon, p/float64(k), (p-idle)/float64(k), th)
 	}
+	time.Sleep(3 * time.Second)
+	p, anon := pssOf(pid)
+	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle again, 3 s after they ended", p, anon, "", "", threads(pid))
 }
 
 // hold starts k sandboxes that each download n bytes and hold the
