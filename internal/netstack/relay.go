@@ -109,6 +109,15 @@ func (r *relay) toHost() error {
 	r.wq.EventRegister(&e)
 	defer r.wq.EventUnregister(&e)
 	for {
+		if r.ep.Readiness(waiter.ReadableEvents|waiter.EventHUp|waiter.EventErr) == 0 {
+			// Nothing to read, nor an end: wait without a buffer.
+			select {
+			case <-ch:
+			case <-r.s.ctx.Done():
+				return r.s.ctx.Err()
+			}
+			continue
+		}
 		bp := buffers.Get().(*[]byte)
 		w := sliceWriter{b: (*bp)[:0]}
 		_, rerr := r.ep.Read(&w, tcpip.ReadOptions{})
