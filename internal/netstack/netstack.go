@@ -43,6 +43,7 @@ type Server struct {
 	st       *stack.Stack
 	tunFD    int
 	stopFDs  []int // fdbased's, closed once the stack has stopped
+	reading  bool  // counted in attached
 	upstream []netip.AddrPort
 	hosts    *hostAddrs
 
@@ -179,6 +180,10 @@ func (s *Server) Attach(tunFD int) error {
 	if e := s.st.CreateNIC(nicID, tap); e != nil {
 		return fmt.Errorf("the stack's interface: %v", e)
 	}
+	s.mu.Lock()
+	s.reading = true // its reader holds a thread (see shedThreads)
+	attached.Add(1)
+	s.mu.Unlock()
 	// The stack answers for every address: it is the whole network the
 	// sandbox sees (promiscuous), and replies from any of them (spoofing).
 	s.st.SetPromiscuousMode(nicID, true)
@@ -246,6 +251,11 @@ func (s *Server) Close() error {
 		unix.Close(fd)
 	}
 	s.stopFDs = nil
+	if s.reading {
+		s.reading = false
+		attached.Add(-1)
+		stopped.Store(true)
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	return nil

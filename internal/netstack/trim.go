@@ -1,9 +1,11 @@
 package netstack
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +26,38 @@ const (
 	trimAfter = 1 << 20
 )
 
+// Threads: each built stack's device reader (fdbased) blocks a thread in
+// ppoll, and Go never ends a thread it made: after a hundred sandboxes at
+// once the helper kept a hundred idle threads, each with its 48 KiB of
+// system stacks. So the trim also ends the threads beyond those the
+// attached stacks block and a few for the runtime: a goroutine locked to
+// its thread that exits takes the thread with it. If it takes a thread
+// that was still wanted, the runtime makes another.
+var attached atomic.Int64
+
+// stopped says a stack was closed since the last trim: its state is
+// garbage, and its reader's thread idle, however little it allocated.
+var stopped atomic.Bool
+
+// spareThreads is how many threads beyond the attached stacks' stay.
+const spareThreads = 6
+
+// shedThreads ends idle threads beyond spareThreads.
+func shedThreads() {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for range len(ents) - int(attached.Load()) - spareThreads {
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+		}()
+		<-done
+	}
+}
+
 // trimWhenQuiet runs the trimming loop until stop closes.
 func trimWhenQuiet(stop <-chan struct{}) {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
@@ -42,9 +76,11 @@ func trimWhenQuiet(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		now := allocs()
-		if now-last < quietBytes && now-trimmed >= trimAfter {
+		if now-last < quietBytes && (now-trimmed >= trimAfter || stopped.Load()) {
+			stopped.Store(false)
 			runtime.GC()
 			debug.FreeOSMemory()
+			shedThreads()
 			now = allocs()
 			trimmed = now
 		}
