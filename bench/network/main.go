@@ -640,6 +640,7 @@ func hold(spec sandbox.Spec, srv *servers, k int, n int64) func() {
 		done chan error
 	}
 	held := make(chan struct{}, k)
+	early := make(chan error, k) // a sandbox that ended before it held
 	var boxes []box
 	for range k {
 		r, w, err := os.Pipe()
@@ -656,12 +657,17 @@ func hold(spec sandbox.Spec, srv *servers, k int, n int64) func() {
 			if err == nil && res.ExitCode != 0 {
 				err = fmt.Errorf("exit status %d: %s %s", res.ExitCode, out.buf.String(), errb.String())
 			}
+			if !out.done {
+				early <- fmt.Errorf("a sandbox ended before it held its connection: %v", err)
+			}
 			b.done <- err
 		}()
 	}
 	for range k {
 		select {
 		case <-held:
+		case err := <-early:
+			fail(err)
 		case <-time.After(2 * time.Minute):
 			fail(fmt.Errorf("the sandboxes did not all connect"))
 		}
