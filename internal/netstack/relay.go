@@ -12,14 +12,13 @@ import (
 )
 
 // A relay moves a connection's bytes between the stack's endpoint and the
-// host's socket with one copy each way, and no buffer of its own: the
-// stack reads what the host socket holds straight into the segments it
-// sends (Endpoint.Write with the socket as its Payloader), and writes
-// what the sandbox sent straight into the host socket (Endpoint.Read with
-// the socket as its Writer). Both sides are non-blocking; a goroutine per
-// direction waits in the runtime's poller or on the endpoint's waiter
-// queue, holding no buffer while it waits (a held connection costs no
-// 256 KiB copy buffers, and a download one copy less).
+// host's socket, holding no buffer while the connection idles. The stack
+// reads what the host socket holds straight into the segments it sends
+// (Endpoint.Write with the socket as its Payloader: one copy, where a
+// copy through a buffer of ours made two); what the sandbox sends goes
+// through a pooled buffer taken only once the endpoint has bytes (see
+// toHost). Both sides are non-blocking: a goroutine per direction waits
+// in the runtime's poller or on the endpoint's waiter queue.
 type relay struct {
 	s  *Server
 	ep tcpip.Endpoint
