@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -107,7 +108,9 @@ func main() {
 	startRounds := flag.Int("startup-rounds", 100, "paired rounds of CLI start-up")
 	peers := flag.Bool("peers", true, "measure slirp4netns and pasta too")
 	flag.IntVar(&peerMTU, "peer-mtu", 65520, "MTU of slirp4netns's and pasta's interface (pinfold's is 65520)")
-	only := flag.String("only", "", "run one part only: throughput, latency or startup")
+	only := flag.String("only", "", "run one part only: throughput, latency, startup or memory")
+	memSandboxes := flag.Int("memory-sandboxes", 20, "sandboxes attached to the shared helper in the memory part")
+	direction := flag.String("direction", "", "throughput one way only: up or down")
 	verbose := flag.Bool("v", false, "print every transfer and run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pinfold's stack runs in it) to FILE")
 	flag.Parse()
@@ -143,6 +146,8 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 
+	fmt.Printf("load average at the start: %s\n", loadavg())
+	defer func() { fmt.Printf("\nload average at the end: %s\n", loadavg()) }()
 	pf := pinfoldTool(dir, sandbox.NetworkOutbound)
 	tools := []*tool{pf}
 	if *peers {
@@ -163,13 +168,16 @@ func main() {
 	}
 
 	if *only == "" || *only == "throughput" {
-		throughput(tools, srv, *mib<<20, *rounds)
+		throughput(tools, srv, *mib<<20, *rounds, *direction)
 	}
 	if *only == "" || *only == "latency" {
 		latency(append([]*tool{pf, pinfoldTool(dir, sandbox.NetworkHost)}, tools[1:]...), srv, *connects, *latRounds)
 	}
 	if *only == "" || *only == "startup" {
 		startup(bin, *startRounds)
+	}
+	if *only == "" || *only == "memory" {
+		memory(dir, srv, *memSandboxes)
 	}
 }
 
@@ -244,6 +252,9 @@ func serveSource(c net.Conn) {
 		}
 		left -= int64(k)
 	}
+	// The client closes when it has read everything (or, holding the
+	// connection open, when it is told to end).
+	io.Copy(io.Discard, c)
 }
 
 func serveEcho(c net.Conn) {
@@ -409,7 +420,7 @@ func lastLines(b []byte) string {
 }
 
 // throughput times transfers of n bytes each way with every tool.
-func throughput(tools []*tool, srv *servers, n int64, rounds int) {
+func throughput(tools []*tool, srv *servers, n int64, rounds int, direction string) {
 	for _, dir := range []struct {
 		title, cmd string
 		addr       func(string) string
@@ -417,6 +428,9 @@ func throughput(tools []*tool, srv *servers, n int64, rounds int) {
 		{"upload, sandbox -> host's loopback", "up", srv.sink},
 		{"download, host's loopback -> sandbox", "down", srv.source},
 	} {
+		if direction != "" && direction != dir.cmd {
+			continue
+		}
 		rate := make([][]float64, len(tools)) // MiB/s per round
 		for _, t := range tools {             // warm up
 			t.try([]string{dir.cmd, dir.addr(t.host), strconv.FormatInt(16<<20, 10)})
@@ -451,8 +465,13 @@ func throughput(tools []*tool, srv *servers, n int64, rounds int) {
 				ratios[i] = rate[0][i] / rate[k][i]
 			}
 			r := medianF(ratios)
-			fmt.Printf("  ratio pinfold / %s: median %.2f (min %.2f, max %.2f); target >= 0.5: %s\n",
-				short(tools[k].name), r, minF(ratios), maxF(ratios), met(r >= 0.5))
+			// Downloads: at least pasta's (issue 28); uploads: half.
+			target := 0.5
+			if dir.cmd == "down" && short(tools[k].name) == "pasta" {
+				target = 1.0
+			}
+			fmt.Printf("  ratio pinfold / %s: median %.2f (min %.2f, max %.2f); target >= %.1f: %s\n",
+				short(tools[k].name), r, minF(ratios), maxF(ratios), target, met(r >= target))
 		}
 		failures(tools)
 	}
@@ -565,6 +584,171 @@ func startup(bin string, rounds int) {
 		fmt.Printf("  allow / bwrap: median of per-round ratios %.3f (p25 %.3f, p75 %.3f); target <= 1.5: %s\n",
 			r, ratios[len(ratios)/4], ratios[len(ratios)*3/4], met(r <= 1.5))
 	}
+}
+
+// memory reports the shared helper's memory (PSS, from smaps_rollup)
+// idle and with k sandboxes attached, each holding one connection open
+// through it: after no traffic but the connect, and after a 16 MiB
+// download each. The helper's share per sandbox is its PSS over k; what
+// each adds, its growth over k.
+func memory(dir string, srv *servers, k int) {
+	helper := os.Getenv("PINFOLD_NET_HELPER")
+	spec := sandbox.Spec{Network: sandbox.NetworkOutbound, Mounts: []sandbox.Mount{{Source: dir, Target: "/pinfold-bench", ReadOnly: true}}}
+	spec.Net.HostLoopback = true
+	// A first run starts the shared helper (and serves itself).
+	hold(spec, srv, 1, 0)()
+	var pid int
+	for range 100 {
+		if pid = sharedHelper(helper); pid > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid == 0 {
+		fail(fmt.Errorf("no shared helper %s serve is running", helper))
+	}
+	fmt.Printf("\nThe shared pinfold-net helper's memory (PSS from /proc/%d/smaps_rollup), %d sandboxes each holding a connection\n", pid, k)
+	fmt.Printf("  %-44s %10s %10s %12s %12s %8s\n", "state", "PSS", "anon", "PSS / box", "added / box", "threads")
+	// Idle: served sandboxes before, none now.
+	time.Sleep(3 * time.Second)
+	idle, idleAnon := pssOf(pid)
+	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle (after serving sandboxes)", idle, idleAnon, "", "", threads(pid))
+	for _, n := range []int64{0, 16 << 20} {
+		end := hold(spec, srv, k, n)
+		// The helper trims its heap once quiet for a second
+		// (internal/netstack/trim.go): the held, idle state.
+		time.Sleep(3 * time.Second)
+		p, anon := pssOf(pid)
+		th := threads(pid)
+		end()
+		state := fmt.Sprintf("%d sandboxes, connected", k)
+		if n > 0 {
+			state = fmt.Sprintf("%d sandboxes, after %d MiB down each", k, n>>20)
+		}
+		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB %8d\n", state, p, anon, p/float64(k), (p-idle)/float64(k), th)
+	}
+	time.Sleep(3 * time.Second)
+	p, anon := pssOf(pid)
+	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle again, 3 s after they ended", p, anon, "", "", threads(pid))
+}
+
+// hold starts k sandboxes that each download n bytes and hold the
+// connection; it returns once all hold, with the function that ends them.
+func hold(spec sandbox.Spec, srv *servers, k int, n int64) func() {
+	type box struct {
+		in   *os.File
+		done chan error
+	}
+	held := make(chan struct{}, k)
+	early := make(chan error, k) // a sandbox that ended before it held
+	var boxes []box
+	for range k {
+		r, w, err := os.Pipe()
+		check(err)
+		b := box{in: w, done: make(chan error, 1)}
+		boxes = append(boxes, b)
+		go func() {
+			defer r.Close()
+			var errb bytes.Buffer
+			out := &lineWatch{line: "held", seen: held}
+			res, err := native.Run(context.Background(), spec, &sandbox.Cmd{
+				Args:  []string{"/pinfold-bench/client", "hold", srv.source(hostAddr), strconv.FormatInt(n, 10)},
+				Stdin: r, Stdout: out, Stderr: &errb, Timeout: 4 * time.Minute})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit status %d: %s %s", res.ExitCode, out.buf.String(), errb.String())
+			}
+			if !out.done {
+				early <- fmt.Errorf("a sandbox ended before it held its connection: %v", err)
+			}
+			b.done <- err
+		}()
+	}
+	for range k {
+		select {
+		case <-held:
+		case err := <-early:
+			fail(err)
+		case <-time.After(2 * time.Minute):
+			fail(fmt.Errorf("the sandboxes did not all connect"))
+		}
+	}
+	return func() {
+		for _, b := range boxes {
+			b.in.Close()
+		}
+		for _, b := range boxes {
+			check(<-b.done)
+		}
+	}
+}
+
+// lineWatch signals seen once its writer wrote line.
+type lineWatch struct {
+	line string
+	seen chan struct{}
+	buf  bytes.Buffer
+	done bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	if !w.done && bytes.Contains(w.buf.Bytes(), []byte(w.line+"\n")) {
+		w.done = true
+		w.seen <- struct{}{}
+	}
+	return len(p), nil
+}
+
+// sharedHelper finds the shared helper running helper's binary.
+func sharedHelper(helper string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if exe == helper && bytes.Contains(cmd, []byte("\x00serve\x00")) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// pssOf is pid's PSS and anonymous PSS in KiB.
+func pssOf(pid int) (pss, anon float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	check(err)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "Pss:":
+			pss = v
+		case "Pss_Anon:":
+			anon = v
+		}
+	}
+	return pss, anon
+}
+
+// threads is how many threads pid has.
+func threads(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(ents)
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // library runs /bin/true with sandbox.Run, as the CLI would: a new

@@ -277,6 +277,7 @@ func daemon(sock string) int {
 		}
 	}
 	idle = time.AfterFunc(IdleExit, exitIfIdle)
+	go trimWhenQuiet(nil)
 	uid := os.Getuid()
 	for {
 		var nfd int

@@ -42,6 +42,8 @@ type Server struct {
 	pol      *netpolicy.Policy
 	st       *stack.Stack
 	tunFD    int
+	stopFDs  []int // fdbased's, closed once the stack has stopped
+	reading  bool  // counted in attached
 	upstream []netip.AddrPort
 	hosts    *hostAddrs
 
@@ -161,16 +163,27 @@ func (s *Server) Attach(tunFD int) error {
 	s.mu.Lock()
 	s.st = st
 	s.mu.Unlock()
+	// The default packet processors (GOMAXPROCS goroutines per sandbox):
+	// with one, the device's reader processed each packet itself and an
+	// upload cost the helper a quarter more CPU per byte (it went back to
+	// ppoll between packets).
 	link, err := fdbased.New(&fdbased.Options{FDs: []int{tunFD}, MTU: netpolicy.MTU, EthernetHeader: false,
 		RXChecksumOffload: true, TXChecksumOffload: false})
 	if err != nil {
 		return fmt.Errorf("the TUN device: %v", err)
 	}
+	s.mu.Lock()
+	s.stopFDs = stopFDs(link)
+	s.mu.Unlock()
 	tap := &echoTap{s: s}
 	tap.Endpoint.Init(link, tap)
 	if e := s.st.CreateNIC(nicID, tap); e != nil {
 		return fmt.Errorf("the stack's interface: %v", e)
 	}
+	s.mu.Lock()
+	s.reading = true // its reader holds a thread (see shedThreads)
+	attached.Add(1)
+	s.mu.Unlock()
 	// The stack answers for every address: it is the whole network the
 	// sandbox sees (promiscuous), and replies from any of them (spoofing).
 	s.st.SetPromiscuousMode(nicID, true)
@@ -233,6 +246,17 @@ func (s *Server) Close() error {
 	// connection's (a blocking socket, whose read would then hold a P of
 	// the shared helper for good, and take that connection's messages).
 	s.st.Wait()
+	s.mu.Lock()
+	for _, fd := range s.stopFDs {
+		unix.Close(fd)
+	}
+	s.stopFDs = nil
+	if s.reading {
+		s.reading = false
+		attached.Add(-1)
+		stopped.Store(true)
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
 }

@@ -37,7 +37,7 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	dst := netip.AddrPortFrom(addrOf(id.LocalAddress), id.LocalPort)
 	if (dst.Addr() == netpolicy.DNSAddr || dst.Addr() == netpolicy.DNSAddr6) && dst.Port() == 53 {
-		c, _ := accept(r)
+		c, _, _ := accept(r)
 		if c != nil {
 			s.serveDNSStream(c)
 		}
@@ -57,12 +57,12 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 			r.Complete(true)
 			return
 		}
-		c, _ := accept(r)
+		c, ep, wq := accept(r)
 		if c == nil {
 			up.Close()
 			return
 		}
-		s.splice(c, up)
+		s.relay(c, ep, wq, up)
 		return
 	}
 	// The upstream connection waits for the name check, but a
@@ -73,9 +73,9 @@ func (s *Server) tcpRequest(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
-	c, ep := accept(r)
+	c, ep, wq := accept(r)
 	if c != nil {
-		s.guarded(c, ep, dst, d)
+		s.guarded(c, ep, wq, dst, d)
 	}
 }
 
@@ -91,16 +91,16 @@ func routable(dst netip.AddrPort) bool {
 }
 
 // accept completes the sandbox's handshake.
-func accept(r *tcp.ForwarderRequest) (*gonet.TCPConn, tcpip.Endpoint) {
-	var wq waiter.Queue
-	ep, e := r.CreateEndpoint(&wq)
+func accept(r *tcp.ForwarderRequest) (*gonet.TCPConn, tcpip.Endpoint, *waiter.Queue) {
+	wq := new(waiter.Queue)
+	ep, e := r.CreateEndpoint(wq)
 	if e != nil {
 		r.Complete(true)
-		return nil, nil
+		return nil, nil, nil
 	}
 	r.Complete(false)
 	ep.SocketOptions().SetKeepAlive(true)
-	return gonet.NewTCPConn(&wq, ep), ep
+	return gonet.NewTCPConn(wq, ep), ep, wq
 }
 
 // dial connects to dst from the host.
@@ -147,11 +147,39 @@ func (s *Server) splice(c *gonet.TCPConn, up *net.TCPConn) {
 	}()
 }
 
+// relay copies both ways between a sandbox's connection and the host's
+// (see relay), until both ends are done.
+func (s *Server) relay(c *gonet.TCPConn, ep tcpip.Endpoint, wq *waiter.Queue, up *net.TCPConn) {
+	if !s.onClose(func() { c.Close(); up.Close() }) {
+		c.Close()
+		up.Close()
+		return
+	}
+	r := &relay{s: s, ep: ep, wq: wq, up: up}
+	s.wg.Add(2)
+	var both sync.WaitGroup
+	both.Add(2)
+	half := func(copy func() error, closeWrite func()) {
+		defer s.wg.Done()
+		defer both.Done()
+		if copy() != nil {
+			closeWrite()
+		}
+	}
+	go half(r.toSandbox, func() { ep.Shutdown(tcpip.ShutdownWrite) })
+	go half(r.toHost, func() { up.CloseWrite() })
+	go func() {
+		both.Wait()
+		c.Close()
+		up.Close()
+	}()
+}
+
 // guarded proxies a connection whose names the policy checks: nothing
 // reaches the server, and the upstream connection is not even opened,
 // before the Guard has passed what the client sent.
-func (s *Server) guarded(c *gonet.TCPConn, ep tcpip.Endpoint, dst netip.AddrPort, d netpolicy.Decision) {
-	p := &guardedConn{s: s, c: c, ep: ep, dst: dst, d: d, g: s.pol.Guard(dst, d)}
+func (s *Server) guarded(c *gonet.TCPConn, ep tcpip.Endpoint, wq *waiter.Queue, dst netip.AddrPort, d netpolicy.Decision) {
+	p := &guardedConn{s: s, c: c, ep: ep, wq: wq, dst: dst, d: d, g: s.pol.Guard(dst, d)}
 	p.cond.L = &p.mu
 	if !s.onClose(p.abort) {
 		c.Close()
@@ -166,6 +194,7 @@ type guardedConn struct {
 	s   *Server
 	c   *gonet.TCPConn
 	ep  tcpip.Endpoint
+	wq  *waiter.Queue
 	dst netip.AddrPort
 	d   netpolicy.Decision
 
@@ -218,11 +247,31 @@ const upstreamLinger = 2 * time.Second
 func (p *guardedConn) fromSandbox() {
 	defer p.s.wg.Done()
 	defer p.s.guards.Done()
-	buf := make([]byte, 64<<10)
+	// A small buffer while the client is quiet; a pooled large one while
+	// a read fills the small one (an upload), given back after the first
+	// read that does not fill it: an idle connection holds 4 KiB.
+	small := make([]byte, 4<<10)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			buffers.Put(big)
+		}
+	}()
 	p.c.SetReadDeadline(time.Now().Add(silence))
 	first := true
 	for {
+		buf := small
+		if big != nil {
+			buf = *big
+		}
 		n, err := p.c.Read(buf)
+		var giveBack *[]byte // after buf[:n] has passed
+		switch {
+		case n == len(buf) && big == nil:
+			big = buffers.Get().(*[]byte)
+		case n < len(buf) && big != nil:
+			giveBack, big = big, nil
+		}
 		if first && n == 0 && isTimeout(err) {
 			first = false
 			p.c.SetReadDeadline(time.Time{})
@@ -242,7 +291,11 @@ func (p *guardedConn) fromSandbox() {
 			first = false
 			p.c.SetReadDeadline(time.Time{})
 		}
-		if n > 0 && !p.pass(buf[:n]) {
+		ok := n == 0 || p.pass(buf[:n])
+		if giveBack != nil {
+			buffers.Put(giveBack)
+		}
+		if !ok {
 			return
 		}
 		if err != nil {
@@ -344,43 +397,105 @@ func (p *guardedConn) connect() bool {
 }
 
 // toSandbox copies the server's bytes to the sandbox, telling the guard
-// the status line that answers an upgrade request.
+// the status line that answers an upgrade request. Outside an upgrade the
+// stack reads them from the socket itself, as a relay does (see fill);
+// the check of Waiting and that read are under p.mu, which the guard's
+// Feed takes: an answer to an upgrade request cannot be queued before
+// the request was sent, which is after Feed said Waiting.
 func (p *guardedConn) toSandbox(up *net.TCPConn) {
 	defer p.s.wg.Done()
-	buf := make([]byte, 256<<10)
+	rc, err := up.SyscallConn()
+	if err != nil {
+		p.abort()
+		return
+	}
+	e, ch := waiter.NewChannelEntry(waiter.WritableEvents | waiter.EventHUp | waiter.EventErr)
+	p.wq.EventRegister(&e)
+	defer p.wq.EventUnregister(&e)
 	for {
-		n, err := up.Read(buf)
-		if n > 0 {
+		var f fill
+		waiting := false
+		err := rc.Read(func(fd uintptr) bool {
 			p.mu.Lock()
-			if p.g.Waiting() {
-				p.status = append(p.status, buf[:n]...)
-				if i := bytes.IndexByte(p.status, '\n'); i >= 0 || len(p.status) > statusMax {
-					if i < 0 {
-						i = len(p.status)
-					}
-					p.g.Response(p.status[:i])
-					p.status = nil
-					p.cond.Broadcast()
-				}
+			defer p.mu.Unlock()
+			if waiting = p.g.Waiting(); waiting {
+				return true
 			}
-			p.mu.Unlock()
-			if _, werr := p.c.Write(buf[:n]); werr != nil {
-				p.abort()
-				return
+			return f.from(int(fd), p.ep)
+		})
+		if err == nil && waiting {
+			if p.upgradeAnswer(up) {
+				continue
 			}
-		}
-		if err != nil {
-			p.mu.Lock()
-			if p.g.Waiting() {
-				// No answer will come: release the waiting client.
-				p.g.Response(nil)
-				p.cond.Broadcast()
-			}
-			p.mu.Unlock()
-			p.c.CloseWrite()
 			return
 		}
+		if err == nil && f.rerr == nil && !f.eof {
+			if _, ok := f.werr.(*tcpip.ErrWouldBlock); ok {
+				select {
+				case <-ch:
+				case <-p.s.ctx.Done():
+					p.abort()
+					return
+				}
+				continue
+			}
+			if f.werr == nil {
+				continue
+			}
+			p.abort() // the sandbox's side is gone
+			return
+		}
+		// The server's end (or an error): release a waiting client.
+		p.mu.Lock()
+		if p.g.Waiting() {
+			p.g.Response(nil)
+			p.cond.Broadcast()
+		}
+		p.mu.Unlock()
+		p.c.CloseWrite()
+		return
 	}
+}
+
+// upgradeAnswer reads the server's bytes while the guard waits for the answer to
+// an upgrade request, gives it the status line, and passes them on; false
+// when the connection is over.
+func (p *guardedConn) upgradeAnswer(up *net.TCPConn) bool {
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := *bp
+	n, err := up.Read(buf)
+	if n > 0 {
+		p.mu.Lock()
+		if p.g.Waiting() {
+			p.status = append(p.status, buf[:n]...)
+			if i := bytes.IndexByte(p.status, '\n'); i >= 0 || len(p.status) > statusMax {
+				if i < 0 {
+					i = len(p.status)
+				}
+				p.g.Response(p.status[:i])
+				p.status = nil
+				p.cond.Broadcast()
+			}
+		}
+		p.mu.Unlock()
+		if _, werr := p.c.Write(buf[:n]); werr != nil {
+			p.abort()
+			return false
+		}
+	}
+	if err != nil {
+		p.mu.Lock()
+		if p.g.Waiting() {
+			// No answer will come: release the waiting client.
+			p.g.Response(nil)
+			p.cond.Broadcast()
+		}
+		p.mu.Unlock()
+		p.c.CloseWrite()
+		return false
+	}
+	return true
 }
 
 func isTimeout(err error) bool {

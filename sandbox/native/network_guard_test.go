@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/http"
@@ -240,5 +241,48 @@ func TestHostsOwnAddressesUnreachable(t *testing.T) {
 	a, _ := netRun(t, spec, "raw", net.JoinHostPort("self.test", strconv.Itoa(port)), strconv.Quote(""))
 	if !strings.Contains(a.Out, "host service") {
 		t.Errorf("with --host-loopback: %q %q", a.Out, a.Err)
+	}
+}
+
+// A large answer on a guarded connection (the stack reads it from the
+// server's socket itself, outside an upgrade) reaches the sandbox whole,
+// and the guard still checks the request kept alive after it.
+func TestGuardedDownloadIsWhole(t *testing.T) {
+	e := nettest.NewEnv(t)
+	big := make([]byte, 24<<20)
+	for i := range big {
+		big[i] = byte(i*31/7 + i>>20)
+	}
+	sum := sha256.Sum256(big)
+	h := &hostSeen{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.hosts = append(h.hosts, r.Host)
+		h.mu.Unlock()
+		if r.URL.Path == "/big" {
+			w.Write(big)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})}
+	t.Cleanup(func() { srv.Close() })
+	e.Host.Inside(t, func() {
+		for _, a := range []string{e.Host.Addr, "[" + e.Host.Addr6 + "]"} {
+			l, err := net.Listen("tcp", a+":8080")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(l)
+		}
+	})
+	var out strings.Builder
+	script := `curl -sS http://allowed.test:8080/big | sha256sum; curl -sS http://allowed.test:8080/big http://allowed.test:8080/a | tail -c 2`
+	res, _, errs := run(t, allowSpec(e, "allowed.test"), &sandbox.Cmd{Args: []string{"sh", "-c", script}, Stdout: &out})
+	want := fmt.Sprintf("%x  -\nok", sum)
+	if res.ExitCode != 0 || out.String() != want || len(res.Violations) != 0 {
+		t.Errorf("exit %d, violations %+v, out %q (want %q), stderr %q", res.ExitCode, res.Violations, out.String(), want, errs)
+	}
+	if got := h.seen(); len(got) != 3 {
+		t.Errorf("served %v", got)
 	}
 }

@@ -4,6 +4,8 @@
 //	client up HOST:PORT BYTES     send the count and BYTES, read the sink's count
 //	client down HOST:PORT BYTES   ask the source for BYTES, read them
 //	client rtt HOST:PORT N        N times: connect, send 1 byte, read it back, close
+//	client hold HOST:PORT BYTES   ask the source for BYTES, read them, print
+//	                              "held", keep the connection until stdin ends
 //
 // Transfers are framed by an 8-byte count rather than ended by a
 // half-close, so that they do not depend on how a network forwards FIN.
@@ -99,6 +101,21 @@ func run(args []string) (result, error) {
 		}
 		el := time.Since(start)
 		return result{Bytes: n, Nanos: el.Nanoseconds()}, nil
+	case "hold":
+		c, err := d.Dial("tcp", args[1])
+		if err != nil {
+			return result{}, err
+		}
+		defer c.Close()
+		if err := binary.Write(c, binary.BigEndian, n); err != nil {
+			return result{}, err
+		}
+		if _, err := io.CopyN(io.Discard, c, n); err != nil {
+			return result{}, err
+		}
+		fmt.Println("held")
+		io.Copy(io.Discard, os.Stdin)
+		return result{Bytes: n}, nil
 	case "rtt":
 		r := result{RTTs: make([]int64, 0, n)}
 		b := []byte{'x'}
