@@ -637,7 +637,7 @@ func TestPartialApplyOfSetIDFile(t *testing.T) {
 // "started") and waits until it runs.
 func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-test-marker")
+	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-cli-test-marker")
 	cmd.Dir = ws
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -646,8 +646,8 @@ func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; !strings.Contains(out.String(), "started"); i++ {
-		if i > 500 {
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "started"); {
+		if time.Now().After(end) {
 			t.Fatalf("the run did not start: %q", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -143,7 +143,7 @@ func startMarked(t *testing.T, ws string, extra ...string) (*exec.Cmd, *bytes.Bu
 	t.Helper()
 	// rw: a plain run hands off to the waiter (a changeset keeps Go to the end).
 	args := append([]string{"run", "--access", "rw"}, extra...)
-	args = append(args, "--", "sh", "-c", "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done", "pinfold-test-marker")
+	args = append(args, "--", "sh", "-c", "trap 'echo got-term; exit 42' TERM; echo started; while :; do sleep 0.05; done", "pinfold-cli-test-marker")
 	cmd := exec.Command(pinfold, args...)
 	cmd.Dir = ws
 	var out bytes.Buffer
@@ -154,8 +154,8 @@ func startMarked(t *testing.T, ws string, extra ...string) (*exec.Cmd, *bytes.Bu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	for i := 0; !strings.Contains(out.String(), "started"); i++ {
-		if i > 500 {
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "started"); {
+		if time.Now().After(end) {
 			cmd.Process.Kill()
 			t.Fatalf("sandbox did not start: %q", out.String())
 		}
@@ -169,7 +169,7 @@ func marked() []int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte("pinfold-test-marker")) && !bytes.HasPrefix(b, []byte(pinfold)) {
+		if err == nil && bytes.Contains(b, []byte("pinfold-cli-test-marker")) && !bytes.HasPrefix(b, []byte(pinfold)) {
 			pid, _ := strconv.Atoi(e.Name())
 			pids = append(pids, pid)
 		}
@@ -322,7 +322,7 @@ func TestTerminal(t *testing.T) {
 	master, slave := openPTY(t)
 	defer master.Close()
 	unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 101})
-	cmd := exec.Command(pinfold, "run", "-it", "--", "sh", "-c", "tty; stty size; echo ready; read line; stty size; echo got $line; exit 5")
+	cmd := exec.Command(pinfold, "run", "-it", "--", "sh", "-c", "tty; stty size; echo ready; while read line; do s=$(stty size); [ \"$s\" = '44 120' ] && break; done; echo $s; echo got $line; exit 5")
 	cmd.Dir = ws
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
@@ -333,17 +333,32 @@ func TestTerminal(t *testing.T) {
 	var out bytes.Buffer
 	done := make(chan struct{})
 	go func() { io.Copy(&out, master); close(done) }()
-	for i := 0; !strings.Contains(out.String(), "ready"); i++ {
-		if i > 500 {
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "ready"); {
+		if time.Now().After(end) {
 			t.Fatalf("no prompt: %q", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Resizing the outer terminal reaches the command's terminal.
+	// The new size reaches it through pinfold's SIGWINCH, in its own time:
+	// a line is typed until the command sees it (it exits then).
 	unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 44, Col: 120})
-	time.Sleep(100 * time.Millisecond)
-	master.Write([]byte("typed\r"))
-	err := cmd.Wait()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+typing:
+	for end := time.Now().Add(20 * time.Second); ; {
+		master.Write([]byte("typed\r"))
+		select {
+		case err = <-exited:
+			break typing
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(end) {
+			cmd.Process.Kill()
+			t.Fatalf("the new size did not reach the command: %q", out.String())
+		}
+	}
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
 		t.Errorf("exit: %v", err)
 	}
@@ -496,5 +511,20 @@ func TestHostileTarball(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(store, "bases", "tar")); len(ents) != 0 {
 		t.Errorf("a hostile archive left a base: %v", ents)
+	}
+}
+
+// waitServer waits for pinfold serve's socket to show. The wait is long:
+// a loaded machine may take seconds to start it, and a test that looked
+// too early failed for nothing.
+func waitServer(t *testing.T, sock string) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("pinfold serve did not make its socket %s", sock)
+		}
 	}
 }

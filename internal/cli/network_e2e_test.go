@@ -224,7 +224,7 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 			defer master.Close()
 			cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--", "sh", "-c",
 				`trap 'echo cleaning up; echo saved > saved.txt; exit 0' INT TERM; getent hosts blocked.invalid; echo started; while :; do sleep 0.05; done`,
-				"pinfold-test-marker")
+				"pinfold-cli-test-marker")
 			cmd.Dir = ws
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}

@@ -25,12 +25,7 @@ func TestExecForwardsSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServer(t, sock)
 	if _, errs, code := pf(t, ws, "session", "start", "--name", "sig"); code != 0 {
 		t.Fatalf("session start: %d %q", code, errs)
 	}
