@@ -156,11 +156,10 @@ func TestExecFrames(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
 		if ok() {
 			return
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatal("timed out")
 }

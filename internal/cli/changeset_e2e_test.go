@@ -670,7 +670,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, _, _ := pf(t, ws, "changes")
 	m := regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+0 ~0 -0`).FindStringSubmatch(out)
 	if m == nil {
@@ -685,7 +685,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	cmd = startChangesetRun(t, ws, "echo x > w.txt"+loop)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, errs, code := pf(t, ws, "clean")
 	if code != 0 || !strings.Contains(out, "removed empty changeset "+empty) {
 		t.Fatalf("clean: %d %q %q", code, out, errs)
@@ -713,7 +713,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	cmd = startChangesetRun(t, ws, "echo y > v.txt"+loop)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, _, _ = pf(t, ws, "changes")
 	m = regexp.MustCompile(`([0-9a-f]{12})\s+interrupted`).FindStringSubmatch(out)
 	if m == nil {

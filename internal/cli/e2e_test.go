@@ -195,7 +195,7 @@ func waitHandoff(t *testing.T, pid int) {
 		if bytes.HasPrefix(argv, []byte("pinfold-wait\x00")) {
 			return
 		}
-		if time.Since(start) > 5*time.Second {
+		if time.Since(start) > 20*time.Second {
 			t.Fatalf("pinfold did not hand off: %q", argv)
 		}
 	}
@@ -210,7 +210,7 @@ func TestSignalsReachTheCommand(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 42 || !strings.Contains(out.String(), "got-term") {
 		t.Errorf("SIGTERM: %v %q", err, out.String())
 	}
-	waitGone(t, time.Second)
+	waitGone(t, 20*time.Second)
 }
 
 func pinfoldCgroups() []string {
@@ -250,7 +250,7 @@ func TestKill9LeavesNothing(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 10*time.Second)
+	waitGone(t, 20*time.Second)
 	if mountsAfter := hostMounts(store, ws); mountsBefore != mountsAfter {
 		t.Errorf("host mounts changed:\n%s\nvs\n%s", mountsBefore, mountsAfter)
 	}
@@ -476,12 +476,12 @@ func TestHandoffToWaiter(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 		t.Errorf("SIGINT through the waiter: %v %q", err, out.String())
 	}
-	waitGone(t, time.Second)
+	waitGone(t, 20*time.Second)
 	// ...and its death takes the sandbox with it.
 	cmd, _ = startMarked(t, ws)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 2*time.Second)
+	waitGone(t, 20*time.Second)
 }
 
 func TestHostileTarball(t *testing.T) {
