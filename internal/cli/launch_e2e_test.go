@@ -322,7 +322,7 @@ func TestLaunchCacheKillLeavesNothing(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		left := sleepers("31.7")
 		if len(left) == 0 {
@@ -511,7 +511,7 @@ func TestLaunchCacheNetwork(t *testing.T) {
 		t.Fatalf("first run: %d %s", code, errs)
 	}
 	var sock string
-	for end := time.Now().Add(5 * time.Second); sock == ""; time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); sock == ""; time.Sleep(20 * time.Millisecond) {
 		if socks, _ := filepath.Glob(filepath.Join(st, "net-*.sock")); len(socks) == 1 {
 			sock = socks[0]
 		} else if time.Now().After(end) {
@@ -551,7 +551,7 @@ func killHelper(t *testing.T, sock string) {
 		if args := strings.Split(string(b), "\x00"); len(args) >= 3 && args[1] == "serve" && args[2] == sock {
 			pid, _ := strconv.Atoi(e.Name())
 			syscall.Kill(pid, syscall.SIGKILL)
-			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 				if _, err := os.Stat("/proc/" + e.Name()); err != nil {
 					break
 				}
