@@ -340,7 +340,7 @@ func TestKill9MidApplyRecovers(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 2000 && !marker(id); i++ {
+		for end := time.Now().Add(20 * time.Second); !marker(id) && !procZombie(cmd.Process.Pid) && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(time.Duration(attempt*3) * time.Millisecond)
