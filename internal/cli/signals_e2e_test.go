@@ -86,3 +86,56 @@ func TestExecForwardsSignals(t *testing.T) {
 		}
 	}
 }
+
+// TestRunForwardsSignalsAtOnce: a pinfold run that does not hand off
+// (limits keep it in Go) has its signal handlers in place before its
+// command starts, so a USR1 or USR2 sent as soon as the command's first
+// output shows reaches the command rather than being ignored by Go.
+func TestRunForwardsSignalsAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("limits need root here")
+	}
+	ws := t.TempDir()
+	script := `trap 'echo got-usr1; exit 31' USR1; trap 'echo got-usr2; exit 32' USR2; echo ready; while :; do sleep 0.05; done`
+	for _, c := range []struct {
+		sig  syscall.Signal
+		out  string
+		code int
+	}{{syscall.SIGUSR1, "got-usr1", 31}, {syscall.SIGUSR2, "got-usr2", 32}} {
+		cmd := exec.Command(pinfold, "run", "--access", "ro", "--memory", "64m", "--", "sh", "-c", script)
+		cmd.Dir = ws
+		cmd.WaitDelay = 2 * time.Second
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || lines.Text() != "ready" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the command did not start: %q", lines.Text())
+		}
+		cmd.Process.Signal(c.sig)
+		var rest []string
+		done := make(chan struct{})
+		go func() {
+			for lines.Scan() {
+				rest = append(rest, lines.Text())
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(strings.Join(rest, "\n"), c.out) {
+			t.Errorf("%v: exit %d, output %q; want %d and %s", c.sig, code, rest, c.code, c.out)
+		}
+	}
+}
