@@ -231,9 +231,9 @@ func (s *Stack) Violations() []Violation {
 //
 // It waits for the helper's last word, which follows every violation,
 // for up to 10 s: the helper first lets its guards finish (up to 1.5 s,
-// netstack's Drain), and on a loaded machine a wait of 1 s gave up before
-// the violations came, which the run then did not report. Only a helper
-// that hangs makes the wait that long.
+// netstack's Drain), and on a loaded machine a wait of 1 s could give up
+// before the violations came, which the run then did not report. Only a
+// helper that hangs makes the wait that long.
 func (s *Stack) Close() error {
 	s.mu.Lock()
 	if s.closed {
