@@ -359,7 +359,7 @@ typing:
 	}
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 	}
 	got := strings.ReplaceAll(out.String(), "\r", "")
 	for _, w := range []string{"/dev/pts/0\n", "33 101\n", "44 120\n", "got typed\n"} {

@@ -286,7 +286,7 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 			// All of it: the terminal hangs up once nothing holds it.
 			select {
 			case <-read:
-			case <-time.After(2 * time.Second):
+			case <-time.After(10 * time.Second):
 			}
 			st := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			got := output()
