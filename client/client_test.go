@@ -443,9 +443,11 @@ func (s *syncWriter) String() string {
 	return s.b.String()
 }
 
+// waitFor waits for cond: long, as a loaded machine is slow to end
+// processes and start servers, and the wait ends as soon as cond holds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return
 		}

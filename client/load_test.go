@@ -210,7 +210,7 @@ func TestNoZombies(t *testing.T) {
 		}
 	}
 	var zombies []string
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if zombies = zombieChildren(srv.Process.Pid); len(zombies) == 0 {
 			return
 		}

@@ -49,6 +49,10 @@ func AgentMain(args []string) int {
 			}
 		}
 	}
+	// Caught before the socket shows: whoever sees it may signal the
+	// agent at once, and a TERM must end the session as stopped.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	sock := filepath.Join(RunDir, sockName)
 	os.Remove(sock)
 	old := syscall.Umask(0o077) // the socket is the owner's only
@@ -60,8 +64,6 @@ func AgentMain(args []string) int {
 	}
 	a := &agent{l: l.(*net.UnixListener), done: make(chan int, 1)}
 	a.touch()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() { <-sigs; a.finish(ExitStopped) }()
 	if idle > 0 {
 		go a.reap(idle)

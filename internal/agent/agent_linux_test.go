@@ -108,19 +108,30 @@ func TestExecFrames(t *testing.T) {
 	}
 	x.Close()
 
-	var out bytes.Buffer
 	x, err = StartExec(ctx(t), sock, &Request{Args: []string{"sh", "-c", "stty size; read l; stty size"}, TTY: true, Rows: 30, Cols: 100, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		x.Resize(50, 132)
-		x.Stdin().Write([]byte("go\n"))
-	}()
-	e, err := x.Wait(&out, nil, nil)
+	// Resized once the first size showed: earlier, on a slow machine,
+	// the new size could reach the terminal before the first stty ran.
+	pr, pw = io.Pipe()
+	var out bytes.Buffer
+	go func() { e, err := x.Wait(pw, nil, nil); pw.CloseWithError(err); done <- e }()
+	for !strings.Contains(out.String(), "30 100") {
+		b := make([]byte, 64)
+		n, err := pr.Read(b)
+		out.Write(b[:n])
+		if err != nil {
+			t.Fatalf("terminal: no first size: %q %v", out.String(), err)
+		}
+	}
+	x.Resize(50, 132)
+	x.Stdin().Write([]byte("go\n"))
+	rest, err := io.ReadAll(pr)
+	out.Write(rest)
+	e := <-done
 	x.Close()
-	if err != nil || e.Code != 0 || !strings.Contains(out.String(), "30 100") || !strings.Contains(out.String(), "50 132") {
+	if err != nil || e == nil || e.Code != 0 || !strings.Contains(out.String(), "50 132") {
 		t.Errorf("terminal: %+v %v %q", e, err, out.String())
 	}
 
@@ -145,11 +156,10 @@ func TestExecFrames(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
 		if ok() {
 			return
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatal("timed out")
 }
@@ -273,8 +283,15 @@ func TestWriteClientGone(t *testing.T) {
 	fw := &frameWriter{w: c}
 	fw.frame(FrameStdin, []byte("partial"))
 	c.Close()
-	time.Sleep(200 * time.Millisecond)
-	ents, _ := os.ReadDir(dir)
+	// The agent removes its temporary file once it sees the client gone;
+	// a fixed wait could look before it did.
+	var ents []os.DirEntry
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ents, _ = os.ReadDir(dir)
+		if len(ents) == 0 || time.Now().After(end) {
+			break
+		}
+	}
 	if len(ents) != 0 {
 		t.Errorf("left %v", ents)
 	}

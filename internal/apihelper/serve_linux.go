@@ -63,6 +63,11 @@ func serve(args []string) int {
 	if c.Socket == "" {
 		c.Socket = server.DefaultSocket(dir)
 	}
+	// Caught before the socket shows: whoever sees it may stop the
+	// server at once, which must then remove it (and a warm pool).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 	ul, err := server.ListenUnix(c.Socket)
 	if err != nil {
 		return fail("%v", err)
@@ -90,9 +95,6 @@ func serve(args []string) int {
 		}
 		defer stopPool()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	signal.Ignore(syscall.SIGPIPE, syscall.SIGHUP)
 	srv := server.New(cfg)
 	wd, err := os.Getwd()
 	if err != nil {

@@ -340,7 +340,7 @@ func TestKill9MidApplyRecovers(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 2000 && !marker(id); i++ {
+		for end := time.Now().Add(20 * time.Second); !marker(id) && !procZombie(cmd.Process.Pid) && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(time.Duration(attempt*3) * time.Millisecond)
@@ -637,7 +637,7 @@ func TestPartialApplyOfSetIDFile(t *testing.T) {
 // "started") and waits until it runs.
 func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-test-marker")
+	cmd := exec.Command(pinfold, "run", "--", "sh", "-c", script, "pinfold-cli-test-marker")
 	cmd.Dir = ws
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -646,8 +646,8 @@ func startChangesetRun(t *testing.T, ws, script string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; !strings.Contains(out.String(), "started"); i++ {
-		if i > 500 {
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "started"); {
+		if time.Now().After(end) {
 			t.Fatalf("the run did not start: %q", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -670,7 +670,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, _, _ := pf(t, ws, "changes")
 	m := regexp.MustCompile(`([0-9a-f]{12})\s+interrupted .*\+0 ~0 -0`).FindStringSubmatch(out)
 	if m == nil {
@@ -685,7 +685,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	cmd = startChangesetRun(t, ws, "echo x > w.txt"+loop)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, errs, code := pf(t, ws, "clean")
 	if code != 0 || !strings.Contains(out, "removed empty changeset "+empty) {
 		t.Fatalf("clean: %d %q %q", code, out, errs)
@@ -713,7 +713,7 @@ func TestInterruptedChangesets(t *testing.T) {
 	cmd = startChangesetRun(t, ws, "echo y > v.txt"+loop)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitGone(t, 5*time.Second)
+	waitGone(t, 20*time.Second)
 	out, _, _ = pf(t, ws, "changes")
 	m = regexp.MustCompile(`([0-9a-f]{12})\s+interrupted`).FindStringSubmatch(out)
 	if m == nil {

@@ -57,11 +57,11 @@ func diskLeftovers(t *testing.T) []string {
 func waitNoLeftovers(t *testing.T) {
 	t.Helper()
 	var left []string
-	for i := 0; i < 200; i++ {
+	// Up to 30 s: the kernel lets go in its own time, slower under load.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		if left = diskLeftovers(t); len(left) == 0 {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("left behind: %v", left)
 }
@@ -188,7 +188,9 @@ func TestDiskCapKill9(t *testing.T) {
 		b, _ := os.ReadFile("/proc/self/mountinfo")
 		return strings.Contains(string(b), store)
 	}
-	for i := 0; i < 500 && mounted(); i++ {
+	// The engine detaches it once the command started, which may be after
+	// the command's first output.
+	for end := time.Now().Add(20 * time.Second); mounted() && time.Now().Before(end); {
 		time.Sleep(2 * time.Millisecond)
 	}
 	if mounted() {
@@ -198,10 +200,10 @@ func TestDiskCapKill9(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	// Up to 10 s: the kernel lets go of the sandbox's mounts in its own
+	// Up to 30 s: the kernel lets go of the sandbox's mounts in its own
 	// time, slower under load (a CI run failed at 2 s, with the k8s kit's
 	// cluster running beside it).
-	for i := 0; i < 1000; i++ {
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
 		left := diskLeftovers(t)
 		if len(left) == 2 { // the image and its marker, for the next pinfold
 			break
@@ -275,7 +277,7 @@ func TestApplyAndDiscardLeaveNothing(t *testing.T) {
 		// Its files go at once; its directories cool down for a while
 		// (see changeset.EmptyTrash) in an entry marked ".dirs-".
 		var left []string
-		for i := 0; i < 500; i++ {
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
 			left = nil
 			filepath.WalkDir(filepath.Join(store, "trash"), func(p string, d os.DirEntry, err error) error {
 				if err == nil && (!d.IsDir() || filepath.Dir(p) == filepath.Join(store, "trash") && !strings.Contains(d.Name(), ".dirs-")) {

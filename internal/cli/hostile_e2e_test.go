@@ -265,12 +265,7 @@ func TestHostNeverFollowsTheRunDirectory(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer func() { srv.Process.Kill(); srv.Wait() }()
-				for i := 0; i < 500; i++ {
-					if _, err := os.Stat(sock); err == nil {
-						break
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitServer(t, sock)
 				for _, env := range [][]string{nil, {"PINFOLD_HOST=unix://" + sock}} {
 					for _, args := range [][]string{{"session", "ls", "--all"}, {"session", "ls", "--all", "--json"}, {"session", "status", "--json", r.ID}} {
 						out, errs, code := pfWithinEnv(t, 60*time.Second, ws, env, args...)

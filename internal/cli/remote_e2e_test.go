@@ -128,12 +128,7 @@ func TestRemoteTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServer(t, sock)
 	r := startSession(t, ws)
 	t.Setenv("PINFOLD_HOST", "unix://"+sock)
 	ptmx, tty, err := pty.Open()

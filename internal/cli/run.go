@@ -193,11 +193,18 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	}
 	// Signals become the command's once it runs. Enabling them costs the
 	// runtime a thread and a handshake per signal: that happens while this
-	// goroutine waits for the sandbox to be built. One arriving earlier
-	// kills pinfold, and with it the sandbox (the parent-death signal).
+	// goroutine waits for the sandbox to be built, and the command starts
+	// only once it is done (a USR1 sent once its first output showed
+	// would otherwise be lost to Go's default of ignoring it). One
+	// arriving earlier kills pinfold, and with it the sandbox (the
+	// parent-death signal).
 	caught := make(chan *terminal.Forwarder, 1)
 	if !handoff {
-		go func() { caught <- terminal.Catch(p.TTY, io.Stdout) }()
+		var fw *terminal.Forwarder
+		catching := make(chan struct{})
+		go func() { fw = terminal.Catch(p.TTY, io.Stdout); close(catching) }()
+		opts.BeforeCommand = func() { <-catching }
+		go func() { <-catching; caught <- fw }()
 	}
 	run, err := eng.Start(ctx, p, opts)
 	if err != nil {

@@ -515,11 +515,13 @@ published for the session's whole life instead.`,
 					return fail(io, fault.New(fault.BadValue, "cannot listen on "+host, err.Error(), "choose another host port", err))
 				}
 				defer l.Close()
-				fmt.Fprintf(io.Stdout, "%s\n", l.Addr())
-				fmt.Fprintf(io.Stderr, "pinfold: forwarding %s to port %d of session %s (Ctrl-C ends it)\n", l.Addr(), port, r.ID)
+				// Caught before the address shows: whoever reads it may
+				// end the forwarding at once.
 				sigs := make(chan os.Signal, 1)
 				signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer signal.Stop(sigs)
+				fmt.Fprintf(io.Stdout, "%s\n", l.Addr())
+				fmt.Fprintf(io.Stderr, "pinfold: forwarding %s to port %d of session %s (Ctrl-C ends it)\n", l.Addr(), port, r.ID)
 				tick := time.NewTicker(time.Second)
 				defer tick.Stop()
 				for {

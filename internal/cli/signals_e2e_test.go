@@ -27,12 +27,7 @@ func TestExecForwardsSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitServer(t, sock)
 	out, errs, code := pf(t, ws, "session", "start", "--name", "sig")
 	if code != 0 {
 		t.Fatalf("session start: %d %q", code, errs)
@@ -97,6 +92,59 @@ func TestExecForwardsSignals(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(strings.Join(rest, "\n"), c.out) {
 				t.Errorf("%s exec, %v: exit %d, output %q; want %d and %s", where, c.sig, code, rest, c.code, c.out)
 			}
+		}
+	}
+}
+
+// TestRunForwardsSignalsAtOnce: a pinfold run that does not hand off
+// (limits keep it in Go) has its signal handlers in place before its
+// command starts, so a USR1 or USR2 sent as soon as the command's first
+// output shows reaches the command rather than being ignored by Go.
+func TestRunForwardsSignalsAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("limits need root here")
+	}
+	ws := t.TempDir()
+	script := `trap 'echo got-usr1; exit 31' USR1; trap 'echo got-usr2; exit 32' USR2; echo ready; while :; do sleep 0.05; done`
+	for _, c := range []struct {
+		sig  syscall.Signal
+		out  string
+		code int
+	}{{syscall.SIGUSR1, "got-usr1", 31}, {syscall.SIGUSR2, "got-usr2", 32}} {
+		cmd := exec.Command(pinfold, "run", "--access", "ro", "--memory", "64m", "--", "sh", "-c", script)
+		cmd.Dir = ws
+		cmd.WaitDelay = 2 * time.Second
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stdout)
+		if !lines.Scan() || lines.Text() != "ready" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the command did not start: %q", lines.Text())
+		}
+		cmd.Process.Signal(c.sig)
+		var rest []string
+		done := make(chan struct{})
+		go func() {
+			for lines.Scan() {
+				rest = append(rest, lines.Text())
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(strings.Join(rest, "\n"), c.out) {
+			t.Errorf("%v: exit %d, output %q; want %d and %s", c.sig, code, rest, c.code, c.out)
 		}
 	}
 }

@@ -164,7 +164,7 @@ func Session(t *testing.T, st SessionTarget) {
 	}
 	// The kernel kills what was left in the sandbox's PID namespace as
 	// its init goes; it may take a moment.
-	for end := time.Now().Add(5 * time.Second); len(procs("sleep 7373")) > 0 && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); len(procs("sleep 7373")) > 0 && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if p := procs("sleep 7373"); len(p) > 0 {

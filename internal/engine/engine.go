@@ -187,6 +187,10 @@ type Options struct {
 	// runtime's small waiter once the command runs. Setting it locks the
 	// calling goroutine to its thread before the sandbox is made.
 	Handoff *Handoff
+	// BeforeCommand, when set, is called once the sandbox is made, just
+	// before the command starts: what must be in place before its first
+	// output (the caller's signal handlers) is waited for there.
+	BeforeCommand func()
 }
 
 // Handoff asks for the fast path of a run that has nothing left to do
@@ -551,6 +555,9 @@ func (r *Run) start(ctx context.Context, rt sandbox.Runtime, spec sandbox.Spec, 
 		return err
 	}
 	mark("pinfold: sandbox prepared")
+	if o.BeforeCommand != nil {
+		o.BeforeCommand()
+	}
 	proc, err := sb.Run(ctx, cmd)
 	if err != nil {
 		sb.Close()

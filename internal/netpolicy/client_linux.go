@@ -228,6 +228,12 @@ func (s *Stack) Violations() []Violation {
 // Close stops the helper. The violations it reported stay readable. It
 // does not wait for the helper to exit: the helper drops its copy of the
 // sandbox's TUN device as it goes, which takes milliseconds.
+//
+// It waits for the helper's last word, which follows every violation,
+// for up to 10 s: the helper first lets its guards finish (up to 1.5 s,
+// netstack's Drain), and on a loaded machine a wait of 1 s could give up
+// before the violations came, which the run then did not report. Only a
+// helper that hangs makes the wait that long.
 func (s *Stack) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -242,7 +248,7 @@ func (s *Stack) Close() error {
 	select {
 	case <-s.bye:
 	case <-s.done:
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 	}
 	s.ctl.Close()
 	if s.cmd != nil {

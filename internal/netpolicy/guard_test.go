@@ -15,12 +15,12 @@ func clientHello(t testing.TB, name string) []byte {
 	c, s := net.Pipe()
 	go func() {
 		tc := tls.Client(c, &tls.Config{ServerName: name, InsecureSkipVerify: true})
-		tc.SetDeadline(time.Now().Add(2 * time.Second))
+		tc.SetDeadline(time.Now().Add(20 * time.Second))
 		tc.Handshake()
 		c.Close()
 	}()
 	b := make([]byte, 16<<10)
-	s.SetReadDeadline(time.Now().Add(2 * time.Second))
+	s.SetReadDeadline(time.Now().Add(20 * time.Second))
 	n, err := s.Read(b)
 	if err != nil {
 		t.Fatal(err)

@@ -190,7 +190,9 @@ func serveConn(ctl *os.File) int {
 	}
 	// The supervisor's run is over: what the sandbox sent before it
 	// ended is checked, and every violation sent, before the last word.
-	srv.Drain(500 * time.Millisecond)
+	// At most 1.5 s, under the 2 s a handed-off run's waiter waits for
+	// the last word (500 ms was short of what a loaded machine takes).
+	srv.Drain(1500 * time.Millisecond)
 	if report != nil {
 		vmu.Lock()
 		runLog.Close()

@@ -308,7 +308,7 @@ func TestEscapeEnvironment(t *testing.T) {
 func TestEscapeOrphansDie(t *testing.T) {
 	spec := baseSpec(t)
 	res, _, _ := run(t, spec, &sandbox.Cmd{Args: []string{"sh", "-c",
-		`setsid sh -c 'sleep 1000; :' pinfold-test-marker & sh -c 'sleep 1000; :' pinfold-test-marker & exit 0`}})
+		`setsid sh -c 'sleep 1000; :' pinfold-native-test-marker & sh -c 'sleep 1000; :' pinfold-native-test-marker & exit 0`}})
 	if res.ExitCode != 0 {
 		t.Fatalf("status %d", res.ExitCode)
 	}

@@ -114,12 +114,21 @@ func TestTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Resized once the first size showed: a fixed wait let a slow
+	// machine's shell see the new size first.
+	var first bytes.Buffer
+	for buf := make([]byte, 256); !strings.Contains(first.String(), "40 132"); {
+		n, err := p.PTY.Read(buf)
+		first.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("no first size: %q %v", first.String(), err)
+		}
+	}
 	if err := p.Resize(50, 160); err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(p.PTY, "typed\n")
-	out := strings.ReplaceAll(readAll(p.PTY), "\r", "")
+	out := strings.ReplaceAll(first.String()+readAll(p.PTY), "\r", "")
 	res, err := p.Wait()
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v %+v", err, res)
@@ -137,14 +146,19 @@ func TestSignalForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	var out bytes.Buffer
+	var out lockedBuffer
 	p, err := sb.Run(t.Context(), &sandbox.Cmd{Stdout: &out, Args: []string{"sh", "-c",
 		"trap 'echo term; exit 42' TERM; echo ready; while :; do sleep 0.05; done"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && !strings.Contains(out.String(), "ready"); i++ {
-		time.Sleep(10 * time.Millisecond)
+	// Signalled only once the trap is set: before, the shell dies of it.
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			p.Signal(syscall.SIGKILL)
+			p.Wait()
+			t.Fatalf("the command did not start: %q", out.String())
+		}
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -158,7 +172,7 @@ func TestSignalForwarding(t *testing.T) {
 func TestTimeoutAndCancel(t *testing.T) {
 	spec := baseSpec(t)
 	start := time.Now()
-	res, _, _ := run(t, spec, &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 30; :", "pinfold-test-marker"}, Timeout: 300 * time.Millisecond})
+	res, _, _ := run(t, spec, &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 30; :", "pinfold-native-test-marker"}, Timeout: 300 * time.Millisecond})
 	if res.ExitCode != sandbox.ExitCodeTimeout || res.Reason != sandbox.ReasonTimeout || time.Since(start) > 10*time.Second {
 		t.Errorf("timeout: %+v after %v", res, time.Since(start))
 	}
@@ -170,7 +184,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 30; :", "pinfold-test-marker"}})
+	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "sleep 30; :", "pinfold-native-test-marker"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +363,7 @@ func TestFailedNewLeavesNothing(t *testing.T) {
 		t.Fatal("New hung on a failed config")
 	}
 	for start := time.Now(); len(initsOf(os.Getpid())) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 2*time.Second {
+		if time.Since(start) > 20*time.Second {
 			t.Fatalf("inits left behind: %v", initsOf(os.Getpid()))
 		}
 	}

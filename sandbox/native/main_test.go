@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,7 +132,7 @@ func want(t *testing.T, probes map[string]probe, name string, errnos ...string) 
 }
 
 // leakedProcesses lists host processes still running something a test
-// marked with "pinfold-test-marker".
+// marked with "pinfold-native-test-marker".
 func leakedProcesses() []string {
 	var leaks []string
 	ents, _ := os.ReadDir("/proc")
@@ -140,7 +141,7 @@ func leakedProcesses() []string {
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(b, []byte("pinfold-test-marker")) {
+		if bytes.Contains(b, []byte("pinfold-native-test-marker")) {
 			leaks = append(leaks, e.Name()+":"+strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
@@ -183,4 +184,23 @@ func readAll(f *os.File) string {
 			return b.String()
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a test may read while a sandbox's
+// output is copied into it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -66,7 +66,7 @@ func wantBlocked(t *testing.T, r nettest.Answer, res *sandbox.Result, kind, what
 			return
 		}
 	}
-	t.Errorf("%s: no %s violation recorded (have %+v)", what, kind, res.Violations)
+	t.Errorf("%s: no %s violation recorded (have %+v; the client got %q)", what, kind, res.Violations, r.Err)
 }
 
 func TestNetworkAllowedNameWorks(t *testing.T) {
