@@ -6,14 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/sandbox"
+	"github.com/pinfold/pinfold/sandbox/internal/netconf"
 )
 
 // A network is what a container with pinfold's network (outbound, allow,
@@ -79,7 +77,7 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 		return nil, err
 	}
 	n.stack = st
-	tun, err := makeTUN(pid)
+	tun, err := netconf.TUN(fmt.Sprintf("/proc/%d/ns/net", pid))
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("setting up the container's network: %w", err)
@@ -111,77 +109,4 @@ func (n *network) close() {
 	if n.dir != "" {
 		os.RemoveAll(n.dir)
 	}
-}
-
-// makeTUN creates the TUN device in the network namespace of process pid
-// and gives it the addresses and routes a native sandbox's has.
-func makeTUN(pid int) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// This thread enters the namespace and comes back. It must not
-		// end: the network helper's parent-death signal may be tied to
-		// it (it fires when the thread that started the helper exits).
-		runtime.LockOSThread()
-		back, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			ch <- result{nil, err}
-			runtime.UnlockOSThread()
-			return
-		}
-		defer back.Close()
-		f, err := func() (*os.File, error) {
-			ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
-			if err != nil {
-				return nil, err
-			}
-			defer ns.Close()
-			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-				return nil, fmt.Errorf("entering the container's network namespace: %w", err)
-			}
-			defer func() {
-				// A thread that cannot come back stays locked, and ends.
-				if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
-					runtime.UnlockOSThread()
-				}
-			}()
-			fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, fmt.Errorf("/dev/net/tun: %w", err)
-			}
-			ifr, _ := unix.NewIfreq("eth0")
-			ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
-			if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("creating the device: %w", err)
-			}
-			return os.NewFile(uintptr(fd), "tun"), nil
-		}()
-		ch <- result{f, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, r.err
-	}
-	// Addresses and routes, as the native init gives them. IPv6 is given
-	// where the engine left it enabled (docker turns it off in a
-	// container without a network).
-	ip := func(batch string) error {
-		cmd := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "ip", "-batch", "-")
-		cmd.Stdin = strings.NewReader(batch)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("configuring the device (ip -batch): %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	if err := ip(fmt.Sprintf("link set lo up\nlink set eth0 mtu %d up\naddr add %s/%d dev eth0\nroute add 0.0.0.0/0 dev eth0\n",
-		netpolicy.MTU, netpolicy.SandboxAddr, netpolicy.Prefix4)); err != nil {
-		r.f.Close()
-		return nil, err
-	}
-	ip(fmt.Sprintf("addr add %s/%d dev eth0 nodad\nroute add ::/0 dev eth0 metric 1\n", netpolicy.SandboxAddr6, netpolicy.Prefix6))
-	return r.f, nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -43,13 +41,14 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config, dir s
 		return nil, err
 	}
 	n.stack = st
-	tun, err := newNamespace(n.ns)
-	if err != nil {
+	if err := newNamespace(n.ns); err != nil {
 		n.close()
 		return nil, fmt.Errorf("setting up the sandbox's network: %w", err)
 	}
-	if err := configure(n.ns); err != nil {
-		tun.Close()
+	// The addresses and routes a native sandbox's device has; runsc
+	// moves them into the Sentry.
+	tun, err := netconf.TUN(n.ns)
+	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("setting up the sandbox's network: %w", err)
 	}
@@ -84,15 +83,10 @@ func (n *network) violations() []sandbox.Violation {
 	return vs
 }
 
-// newNamespace makes a network namespace, keeps it at path (an nsfs bind
-// mount) and creates in it the TUN device eth0, whose descriptor it
-// returns.
-func newNamespace(path string) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result, 1)
+// newNamespace makes a network namespace and keeps it at path (an nsfs
+// bind mount).
+func newNamespace(path string) error {
+	ch := make(chan error, 1)
 	go func() {
 		// This thread enters the new namespace and comes back; one that
 		// cannot come back stays locked, and ends with its goroutine.
@@ -100,56 +94,23 @@ func newNamespace(path string) (*os.File, error) {
 		back, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			goruntime.UnlockOSThread()
-			ch <- result{nil, err}
+			ch <- err
 			return
 		}
 		defer back.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			goruntime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("a network namespace: %w", err)}
+			ch <- fmt.Errorf("a network namespace: %w", err)
 			return
 		}
-		f, err := func() (*os.File, error) {
-			if err := unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, ""); err != nil {
-				return nil, fmt.Errorf("keeping the network namespace: %w", err)
-			}
-			fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, fmt.Errorf("/dev/net/tun: %w", err)
-			}
-			ifr, _ := unix.NewIfreq("eth0")
-			ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
-			if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("creating the device: %w", err)
-			}
-			return os.NewFile(uintptr(fd), "tun"), nil
-		}()
+		err = unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, "")
+		if err != nil {
+			err = fmt.Errorf("keeping the network namespace: %w", err)
+		}
 		if unix.Setns(int(back.Fd()), unix.CLONE_NEWNET) == nil {
 			goruntime.UnlockOSThread()
 		}
-		ch <- result{f, err}
+		ch <- err
 	}()
-	r := <-ch
-	return r.f, r.err
-}
-
-// configure gives the namespace's device the addresses and routes a
-// native sandbox's has; runsc moves them into the Sentry.
-// IPv6 is given where the host leaves it enabled in a new namespace.
-func configure(ns string) error {
-	ip := func(batch string) error {
-		cmd := exec.Command("nsenter", "--net="+ns, "ip", "-batch", "-")
-		cmd.Stdin = strings.NewReader(batch)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("configuring the device (ip -batch): %v: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	if err := ip(fmt.Sprintf("link set lo up\nlink set eth0 mtu %d up\naddr add %s/%d dev eth0\nroute add 0.0.0.0/0 dev eth0\n",
-		netpolicy.MTU, netpolicy.SandboxAddr, netpolicy.Prefix4)); err != nil {
-		return err
-	}
-	ip(fmt.Sprintf("addr add %s/%d dev eth0 nodad\nroute add ::/0 dev eth0 metric 1\n", netpolicy.SandboxAddr6, netpolicy.Prefix6))
-	return nil
+	return <-ch
 }
