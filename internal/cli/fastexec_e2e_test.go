@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +17,11 @@ import (
 // and returns its output, error output and status.
 func execWith(t *testing.T, ws string, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(pinfold, append([]string{"exec"}, args...)...)
+	// Bounded: a hang (the fast path once blocked sending stdin while the
+	// agent waited for it to read the output, SIGTERM blocked) fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pinfold, append([]string{"exec"}, args...)...)
 	cmd.Dir = ws
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -26,6 +31,9 @@ func execWith(t *testing.T, ws string, env []string, stdin string, args ...strin
 	err := cmd.Run()
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatalf("running pinfold exec: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("pinfold exec %s: still running after %v: killed", strings.Join(args, " "), 2*time.Minute)
 	}
 	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
@@ -63,6 +71,9 @@ func TestExecFastPath(t *testing.T) {
 		{[]string{"-i", r.ID, "--", "sh", "-c", "tr a-z A-Z; exit 5"}, true, "piped\n"},
 		{[]string{"--interactive", r.ID, "sh", "-c", "wc -c; sha256sum"}, true, big},
 		{[]string{"-i", r.ID, "--", "sh", "-c", "wc -c"}, true, ""},
+		// Output while stdin is still being sent: more of both than the
+		// socket and the pipes hold.
+		{[]string{"-i", r.ID, "--", "cat"}, true, strings.Repeat(big, 8)},
 		{[]string{"-i", "fast", "--", "cat"}, true, "by name"},
 		{[]string{"fast", "--", "true"}, true, ""},                // a name
 		{[]string{r.ID, "--", "--", "x"}, false, ""},              // no command "--": not found, explained by Go

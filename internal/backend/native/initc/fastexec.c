@@ -21,6 +21,10 @@
 #define EX_FRAME_MAX (1 << 20) /* agent.maxFrame */
 #define EX_PAY_CAP 65536       /* the started and exit frames kept whole */
 #define EX_RBUF 65536 /* the socket's reads, and stdin's (-i) */
+/* What waits to be sent to the agent: a stdin frame, then signal frames. */
+#define EX_OBUF (EX_RBUF + 8 + 6 * 64)
+#define EX_MAP (EX_RBUF + EX_OBUF + EX_PAY_CAP)
+#define MSG_DONTWAIT 0x40
 #define S_IFSOCK 0140000
 #define O_PATH 010000000
 #define SOCK_STREAM 1
@@ -388,7 +392,9 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
  */
 static void fast_exec(int argc, char **argv, char **envp)
 {
-	char dir[4096], *req, *rbuf, *pay, *ibuf, id[EX_ID_LEN + 1];
+	char dir[4096], *req, *rbuf, *pay, *ob, id[EX_ID_LEN + 1];
+	const char *rq;
+	long rqlen, olen = 0, ooff = 0;
 	const char *ref = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
 	size_t reqlen = 0, reqmap = 0;
 	u64 set = EX_SIGS, old = 0;
@@ -422,37 +428,62 @@ static void fast_exec(int argc, char **argv, char **envp)
 		sys1(__NR_close, sock);
 		return;
 	}
-	rbuf = map_anon(2 * EX_RBUF + 8 + EX_PAY_CAP);
+	rbuf = map_anon(EX_MAP);
 	if (!rbuf) {
 		sys2(__NR_munmap, req, reqmap);
 		sys1(__NR_close, sock);
 		return;
 	}
-	ibuf = rbuf + EX_RBUF;
-	pay = ibuf + EX_RBUF + 8;
+	ob = rbuf + EX_RBUF;
+	pay = ob + EX_OBUF;
 	/* Caught from before the request, so that none is lost to a default
 	 * action while the command starts (execMain's terminal.Catch). */
 	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
 	sfd = sys4(__NR_signalfd4, -1, &set, 8, O_CLOEXEC);
-	if (sfd < 0 || ex_write((int)sock, req, (long)reqlen, 1) < 0)
+	if (sfd < 0)
 		goto back;
-	sys2(__NR_munmap, req, reqmap);
-	req = 0;
+	rq = req, rqlen = (long)reqlen;
+	/*
+	 * Nothing is sent with a blocking write: the agent may be writing the
+	 * command's output while its stdin is full (`cat` of a large input),
+	 * and only reading that output lets it go on (execMain sends stdin and
+	 * signals from goroutines of their own). The request, then the frames
+	 * waiting in ob, go out as the socket takes them; stdin is read only
+	 * when ob is empty, a signal only when ob has room for its frame.
+	 */
 	for (;;) {
-		struct pollfd_ p[3] = {{(int)sock, POLLIN, 0}, {(int)sfd, POLLIN, 0}, {in ? 0 : -1, POLLIN, 0}};
+		int busy = rqlen > 0 || olen > ooff;
+		struct pollfd_ p[3] = {{(int)sock, (short)(POLLIN | (busy ? POLLOUT : 0)), 0},
+				       {olen + 6 <= EX_OBUF ? (int)sfd : -1, POLLIN, 0},
+				       {in && !busy ? 0 : -1, POLLIN, 0}};
 		n = sys5(__NR_ppoll, p, 3, 0, 0, 8);
 		if (n == -EINTR)
 			continue;
 		if (n < 0)
 			break;
+		if (p[0].revents & POLLOUT) {
+			const char *b = rqlen > 0 ? rq : ob + ooff;
+			long w = sys6(__NR_sendto, sock, (long)b, rqlen > 0 ? rqlen : olen - ooff, MSG_NOSIGNAL | MSG_DONTWAIT, 0, 0);
+			if (w > 0 && rqlen > 0) {
+				rq += w, rqlen -= w;
+			} else if (w > 0) {
+				ooff += w;
+				if (ooff == olen)
+					ooff = olen = 0;
+			} else if (w != -EAGAIN && w != -EINTR) {
+				if (rqlen > 0)
+					goto back; /* the request did not go: nothing ran */
+				ooff = olen = 0, in = 0; /* as execMain, which drops what it cannot send */
+			}
+		}
 		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* -i: stdin frames, then its end (execMain's copy, then Close). */
-			n = sys3(__NR_read, 0, ibuf + 5, EX_RBUF);
+			n = sys3(__NR_read, 0, ob + 5, EX_RBUF);
 			if (n != -EINTR && n != -EAGAIN) {
 				u32 k = n > 0 ? (u32)n : 0;
-				ibuf[0] = n > 0 ? 'i' : 'I';
-				ibuf[1] = (char)(k >> 24), ibuf[2] = (char)(k >> 16), ibuf[3] = (char)(k >> 8), ibuf[4] = (char)k;
-				ex_write((int)sock, ibuf, 5 + (long)k, 1);
+				ob[0] = n > 0 ? 'i' : 'I';
+				ob[1] = (char)(k >> 24), ob[2] = (char)(k >> 16), ob[3] = (char)(k >> 8), ob[4] = (char)k;
+				olen = 5 + (long)k;
 				if (n <= 0)
 					in = 0;
 			}
@@ -460,11 +491,12 @@ static void fast_exec(int argc, char **argv, char **envp)
 		if (p[1].revents & POLLIN) {
 			struct ex_siginfo si;
 			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
-				u8 f[6] = {'s', 0, 0, 0, 1, (u8)si.signo};
-				ex_write((int)sock, (const char *)f, 6, 1);
+				u8 *f = (u8 *)ob + olen;
+				f[0] = 's', f[1] = f[2] = f[3] = 0, f[4] = 1, f[5] = (u8)si.signo;
+				olen += 6;
 			}
 		}
-		if (!p[0].revents)
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		n = sys3(__NR_read, sock, rbuf, EX_RBUF);
 		if (n == -EINTR || n == -EAGAIN)
@@ -525,7 +557,7 @@ lost:
 back:
 	if (req)
 		sys2(__NR_munmap, req, reqmap);
-	sys2(__NR_munmap, rbuf, 2 * EX_RBUF + 8 + EX_PAY_CAP);
+	sys2(__NR_munmap, rbuf, EX_MAP);
 	if (sfd >= 0)
 		sys1(__NR_close, sfd);
 	sys1(__NR_close, sock);
