@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -135,4 +136,40 @@ func trunc(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// TestExecFastPathLostSession: a record that says running whose
+// supervisor is gone (its pid now another process's, or a container
+// outliving it, its agent still answering) is a lost session to the Go
+// side, which refuses the exec; the fast path leaves it to the Go side
+// instead of running the command there.
+func TestExecFastPathLostSession(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the launcher is built for amd64 only")
+	}
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	r := startSession(t, ws, "--name", "gone")
+	rec := filepath.Join(store, "sessions", r.ID, "session.json")
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor's pid with another start time: another process.
+	re := regexp.MustCompile(`"pid_start": [0-9]+`)
+	if !re.Match(b) {
+		t.Fatalf("no pid_start in %s", b)
+	}
+	b = re.ReplaceAll(b, []byte(`"pid_start": 1`))
+	if err := os.WriteFile(rec+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(rec+".tmp", rec); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := execWith(t, ws, nil, "", "gone", "--", "echo", "ran")
+	if code != 125 || out != "" || !strings.Contains(errs, "is lost") {
+		t.Errorf("exec in a session whose supervisor is gone: %d %q %q", code, out, errs)
+	}
 }

@@ -57,11 +57,71 @@ static int ex_find(const char *s, long n, const char *pat)
 	return 0;
 }
 
+/* ex_num reads the number of the top-level key (in pat, "\n  \"KEY\": ")
+ * into v: 0 when the key is absent, -1 when its value is not a number. */
+static int ex_num(const char *b, long n, const char *pat, u64 *v)
+{
+	long m = (long)slen(pat), i, digits = 0;
+	*v = 0;
+	for (i = 0; i + m <= n; i++)
+		if (!memcmp(b + i, pat, (size_t)m))
+			break;
+	if (i + m > n)
+		return 0;
+	for (i += m; i < n && b[i] >= '0' && b[i] <= '9' && digits < 19; i++, digits++)
+		*v = *v * 10 + (u64)(b[i] - '0');
+	return digits > 0 && i < n && (b[i] == ',' || b[i] == '\n') ? 1 : -1;
+}
+
+/*
+ * ex_alive reports whether the record's supervisor runs, as
+ * session.supervisorAlive sees it: the process pid whose start time
+ * (/proc/PID/stat, field 22) is pid_start, not a zombie. A record without
+ * a pid is not checked (session.Store.check).
+ */
+static int ex_alive(const char *b, long n)
+{
+	char path[40], num[24], st[1024];
+	u64 pid, start, t = 0;
+	long fd, r, i, f = 0;
+	if (ex_num(b, n, "\n  \"pid\": ", &pid) < 0 || ex_num(b, n, "\n  \"pid_start\": ", &start) < 0)
+		return 0;
+	if (pid == 0)
+		return 1;
+	if (pid > 0x7fffffff)
+		return 0;
+	path[0] = 0;
+	utoa(num, (unsigned long)pid);
+	scat(path, sizeof path, "/proc/");
+	scat(path, sizeof path, num);
+	scat(path, sizeof path, "/stat");
+	fd = sys3(__NR_open, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	r = sys3(__NR_read, fd, st, sizeof st);
+	sys1(__NR_close, fd);
+	if (r <= 0)
+		return 0;
+	for (i = r - 1; i >= 0 && st[i] != ')'; i--)
+		;
+	if (i < 0 || i + 3 >= r || st[i + 1] != ' ' || st[i + 2] == 'Z' || st[i + 2] == 'X')
+		return 0;
+	/* After ") ": the state is the first field, the start time the 20th. */
+	for (i += 2; i < r && f < 19; i++)
+		if (st[i] == ' ')
+			f++;
+	if (f < 19)
+		return 0;
+	for (; i < r && st[i] >= '0' && st[i] <= '9'; i++)
+		t = t * 10 + (u64)(st[i] - '0');
+	return start != 0 && t == start;
+}
+
 /*
  * ex_record reports whether STORE/sessions/ID/session.json (in path) is a
  * running session of the local user, as session.Store.Get and running()
  * see it: ours, a regular file, its id this one, its state "running", no
- * tenant, and when name is given, that name. The record is written by
+ * tenant, when name is given that name, and its supervisor alive. The record is written by
  * session.Store.Save (json.MarshalIndent with two spaces): a top-level key
  * starts a line and no string value holds a newline or a bare quote.
  * -1 when there is no such file.
@@ -91,13 +151,16 @@ static int ex_record(const char *path, const char *id, const char *name)
 	if (n <= (long)slen(want) || memcmp(b, want, slen(want)) || !ex_find(b, n, "\n  \"state\": \"running\",\n") ||
 	    ex_find(b, n, "\n  \"tenant\": "))
 		return 0;
-	if (!name)
-		return 1;
-	want[0] = 0;
-	scat(want, sizeof want, "\n  \"name\": \"");
-	scat(want, sizeof want, name); /* a valid name needs no escape */
-	scat(want, sizeof want, "\",\n");
-	return ex_find(b, n, want);
+	if (name) {
+		want[0] = 0;
+		scat(want, sizeof want, "\n  \"name\": \"");
+		scat(want, sizeof want, name); /* a valid name needs no escape */
+		scat(want, sizeof want, "\",\n");
+		if (!ex_find(b, n, want))
+			return 0;
+	}
+	/* The Go side says what a session whose supervisor died is: lost. */
+	return ex_alive(b, n);
 }
 
 static int ex_isid(const char *s)
@@ -450,12 +513,14 @@ static void fast_exec(int argc, char **argv, char **envp)
 	 * signals from goroutines of their own). The request, then the frames
 	 * waiting in ob, go out as the socket takes them; stdin is read only
 	 * when ob is empty, a signal only when ob has room for its frame.
+	 * Stdin is read once the command runs: an exec refused before goes to
+	 * the Go side, which must find all of it.
 	 */
 	for (;;) {
 		int busy = rqlen > 0 || olen > ooff;
 		struct pollfd_ p[3] = {{(int)sock, (short)(POLLIN | (busy ? POLLOUT : 0)), 0},
 				       {olen + 6 <= EX_OBUF ? (int)sfd : -1, POLLIN, 0},
-				       {in && !busy ? 0 : -1, POLLIN, 0}};
+				       {in && started && !busy ? 0 : -1, POLLIN, 0}};
 		n = sys5(__NR_ppoll, p, 3, 0, 0, 8);
 		if (n == -EINTR)
 			continue;
