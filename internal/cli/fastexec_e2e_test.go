@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -171,5 +172,58 @@ func TestExecFastPathLostSession(t *testing.T) {
 	out, errs, code := execWith(t, ws, nil, "", "gone", "--", "echo", "ran")
 	if code != 125 || out != "" || !strings.Contains(errs, "is lost") {
 		t.Errorf("exec in a session whose supervisor is gone: %d %q %q", code, out, errs)
+	}
+}
+
+// TestExecSignalsWhileOutputWaits: while pinfold's output waits for its
+// reader (a pipe nobody reads yet), a signal sent to pinfold still reaches
+// the command, on the fast path as on the Go side (whose relay sends it
+// beside its copy of the output).
+func TestExecSignalsWhileOutputWaits(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the launcher is built for amd64 only")
+	}
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
+	ws := t.TempDir()
+	r := startSession(t, ws)
+	for _, side := range []struct {
+		name string
+		env  []string
+	}{{"the fast path", nil}, {"the Go side", []string{"PINFOLD_NO_LAUNCH_CACHE=1"}}} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(pinfold, "exec", r.ID, "--", "sh", "-c", `rm -f /tmp/st; trap : TERM; yes; echo $? >/tmp/st`)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), side.env...)
+		cmd.Stdout = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		time.Sleep(time.Second) // the pipe is full
+		cmd.Process.Signal(syscall.SIGTERM)
+		got := ""
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if out, _, code := execWith(t, ws, nil, "", r.ID, "--", "cat", "/tmp/st"); code == 0 {
+				got = strings.TrimSpace(out)
+				break
+			}
+		}
+		if got != "143" {
+			t.Errorf("%s: SIGTERM while the output waits: the command's status %q, want 143 (it got SIGTERM)", side.name, got)
+		}
+		pr.Close() // pinfold's writes now fail
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("%s: pinfold went on once its output's reader left", side.name)
+		}
 	}
 }

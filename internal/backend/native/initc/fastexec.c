@@ -32,6 +32,7 @@
 #define POLLOUT 4
 #define POLLERR 8
 #define POLLHUP 16
+#define POLLNVAL 32
 #define SIGHUP 1
 #define SIGINT 2
 #define SIGQUIT 3
@@ -448,6 +449,57 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
 	die(125);
 }
 
+/* ex_sig queues the frame of the signal waiting in sfd at the end of ob
+ * (the caller saw it readable, with room for the frame). */
+static void ex_sig(long sfd, char *ob, long *olen)
+{
+	struct ex_siginfo si;
+	if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
+		u8 *f = (u8 *)ob + *olen;
+		f[0] = 's', f[1] = f[2] = f[3] = 0, f[4] = 1, f[5] = (u8)si.signo;
+		*olen += 6;
+	}
+}
+
+/*
+ * ex_out writes the command's output to fd (1 or 2). While fd is full (a
+ * pipe not read yet, a stopped terminal), signals still reach the command,
+ * as execMain's relay sends them beside its copy: they are queued in ob
+ * and sent as the socket takes them (once the request went, sent says).
+ * Writes are of a pipe's atomic size, which poll's POLLOUT promises room
+ * for; errors drop the output, as execMain's ignored Write does.
+ */
+static void ex_out(int fd, const char *b, long n, long sfd, long sock, int sent, char *ob, long *olen, long *ooff)
+{
+	while (n > 0) {
+		struct pollfd_ p[3] = {{fd, POLLOUT, 0},
+				       {*olen + 6 <= EX_OBUF ? (int)sfd : -1, POLLIN, 0},
+				       {sent && *olen > *ooff ? (int)sock : -1, POLLOUT, 0}};
+		long w = sys5(__NR_ppoll, p, 3, 0, 0, 8);
+		if (w < 0 && w != -EINTR)
+			return;
+		if (w <= 0)
+			continue;
+		if (p[1].revents & POLLIN)
+			ex_sig(sfd, ob, olen);
+		if (p[2].revents & (POLLOUT | POLLERR | POLLHUP)) {
+			w = sys6(__NR_sendto, sock, (long)(ob + *ooff), *olen - *ooff, MSG_NOSIGNAL | MSG_DONTWAIT, 0, 0);
+			if (w > 0)
+				*ooff += w;
+			if ((w < 0 && w != -EAGAIN && w != -EINTR) || *ooff == *olen)
+				*ooff = *olen = 0;
+		}
+		if (!(p[0].revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)))
+			continue;
+		w = sys3(__NR_write, fd, b, n < 4096 ? n : 4096);
+		if (w == -EINTR || w == -EAGAIN)
+			continue;
+		if (w <= 0)
+			return;
+		b += w, n -= w;
+	}
+}
+
 /*
  * fast_exec runs argv's exec when it can (see the top of this file) and
  * exits with its status; it returns, having undone everything, when the Go
@@ -553,14 +605,8 @@ static void fast_exec(int argc, char **argv, char **envp)
 					in = 0;
 			}
 		}
-		if (p[1].revents & POLLIN) {
-			struct ex_siginfo si;
-			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
-				u8 *f = (u8 *)ob + olen;
-				f[0] = 's', f[1] = f[2] = f[3] = 0, f[4] = 1, f[5] = (u8)si.signo;
-				olen += 6;
-			}
-		}
+		if (p[1].revents & POLLIN)
+			ex_sig(sfd, ob, &olen);
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		n = sys3(__NR_read, sock, rbuf, EX_RBUF);
@@ -580,7 +626,7 @@ static void fast_exec(int argc, char **argv, char **envp)
 			} else {
 				long k = (long)remain < n - i ? (long)remain : n - i;
 				if (type == 'o' || type == 'e')
-					ex_write(type == 'o' ? 1 : 2, rbuf + i, k, 0);
+					ex_out(type == 'o' ? 1 : 2, rbuf + i, k, sfd, sock, rqlen == 0, ob, &olen, &ooff);
 				else if ((type == 'x' || type == 'p') && plen + k <= EX_PAY_CAP)
 					memcpy(pay + plen, rbuf + i, (size_t)k), plen += (u32)k;
 				else if (type == 'x' || type == 'p')
