@@ -207,6 +207,12 @@ func (s *Store) load(id string) (*Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
+	// The record names the directory that Save, check and Remove write
+	// and remove below: it must be its own (as the exec fast path,
+	// initc/fastexec.c, requires too), never a path elsewhere.
+	if r.ID != id {
+		return nil, fmt.Errorf("%s: the record of session %q is in the directory of %q", filepath.Join(s.Path(id), "session.json"), r.ID, id)
+	}
 	return &r, nil
 }
 

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 
 	"github.com/pinfold/pinfold/internal/procstat"
 	"testing"
@@ -86,5 +88,40 @@ func TestGetIDBeforeName(t *testing.T) {
 	}
 	if r, err := st.Get(a.ID, ""); err != nil || r.ID != a.ID {
 		t.Errorf("%s named %s, not the session of that id: %+v %v", a.ID, b.ID, r, err)
+	}
+}
+
+// TestRecordInItsOwnDirectory: a record is taken only from the directory
+// of its id: one whose id is a path elsewhere ("../victim") is no session,
+// so that marking it lost removes nothing and writes nothing outside.
+func TestRecordInItsOwnDirectory(t *testing.T) {
+	dir := t.TempDir()
+	st := Open(dir)
+	victim := filepath.Join(dir, "victim")
+	if err := os.MkdirAll(filepath.Join(victim, "run", "keep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	id := "aaaaaaaaaaaa"
+	if err := os.MkdirAll(st.Path(id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Running, its supervisor gone: found lost when listed.
+	b, _ := json.Marshal(&Record{ID: "../victim", State: StateRunning, Pid: 1, PidStart: 1})
+	if err := os.WriteFile(filepath.Join(st.Path(id), "session.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all, err := st.List("")
+	if err != nil || len(all) != 0 {
+		t.Errorf("a record of another directory listed: %+v %v", all, err)
+	}
+	if _, err := st.Get(id, ""); err != ErrNotFound {
+		t.Errorf("a record of another directory found: %v", err)
+	}
+	st.CheckAll()
+	if _, err := os.Stat(filepath.Join(victim, "run", "keep")); err != nil {
+		t.Errorf("marking it lost removed outside its directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(victim, "session.json")); err == nil {
+		t.Error("marking it lost wrote a record outside its directory")
 	}
 }

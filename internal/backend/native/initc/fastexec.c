@@ -21,6 +21,10 @@
 #define EX_FRAME_MAX (1 << 20) /* agent.maxFrame */
 #define EX_PAY_CAP 65536       /* the started and exit frames kept whole */
 #define EX_RBUF 65536 /* the socket's reads, and stdin's (-i) */
+/* What waits to be sent to the agent: a stdin frame, then signal frames. */
+#define EX_OBUF (EX_RBUF + 8 + 6 * 64)
+#define EX_MAP (EX_RBUF + EX_OBUF + EX_PAY_CAP)
+#define MSG_DONTWAIT 0x40
 #define S_IFSOCK 0140000
 #define O_PATH 010000000
 #define SOCK_STREAM 1
@@ -28,6 +32,7 @@
 #define POLLOUT 4
 #define POLLERR 8
 #define POLLHUP 16
+#define POLLNVAL 32
 #define SIGHUP 1
 #define SIGINT 2
 #define SIGQUIT 3
@@ -53,11 +58,71 @@ static int ex_find(const char *s, long n, const char *pat)
 	return 0;
 }
 
+/* ex_num reads the number of the top-level key (in pat, "\n  \"KEY\": ")
+ * into v: 0 when the key is absent, -1 when its value is not a number. */
+static int ex_num(const char *b, long n, const char *pat, u64 *v)
+{
+	long m = (long)slen(pat), i, digits = 0;
+	*v = 0;
+	for (i = 0; i + m <= n; i++)
+		if (!memcmp(b + i, pat, (size_t)m))
+			break;
+	if (i + m > n)
+		return 0;
+	for (i += m; i < n && b[i] >= '0' && b[i] <= '9' && digits < 19; i++, digits++)
+		*v = *v * 10 + (u64)(b[i] - '0');
+	return digits > 0 && i < n && (b[i] == ',' || b[i] == '\n') ? 1 : -1;
+}
+
+/*
+ * ex_alive reports whether the record's supervisor runs, as
+ * session.supervisorAlive sees it: the process pid whose start time
+ * (/proc/PID/stat, field 22) is pid_start, not a zombie. A record without
+ * a pid is not checked (session.Store.check).
+ */
+static int ex_alive(const char *b, long n)
+{
+	char path[40], num[24], st[1024];
+	u64 pid, start, t = 0;
+	long fd, r, i, f = 0;
+	if (ex_num(b, n, "\n  \"pid\": ", &pid) < 0 || ex_num(b, n, "\n  \"pid_start\": ", &start) < 0)
+		return 0;
+	if (pid == 0)
+		return 1;
+	if (pid > 0x7fffffff)
+		return 0;
+	path[0] = 0;
+	utoa(num, (unsigned long)pid);
+	scat(path, sizeof path, "/proc/");
+	scat(path, sizeof path, num);
+	scat(path, sizeof path, "/stat");
+	fd = sys3(__NR_open, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	r = sys3(__NR_read, fd, st, sizeof st);
+	sys1(__NR_close, fd);
+	if (r <= 0)
+		return 0;
+	for (i = r - 1; i >= 0 && st[i] != ')'; i--)
+		;
+	if (i < 0 || i + 3 >= r || st[i + 1] != ' ' || st[i + 2] == 'Z' || st[i + 2] == 'X')
+		return 0;
+	/* After ") ": the state is the first field, the start time the 20th. */
+	for (i += 2; i < r && f < 19; i++)
+		if (st[i] == ' ')
+			f++;
+	if (f < 19)
+		return 0;
+	for (; i < r && st[i] >= '0' && st[i] <= '9'; i++)
+		t = t * 10 + (u64)(st[i] - '0');
+	return start != 0 && t == start;
+}
+
 /*
  * ex_record reports whether STORE/sessions/ID/session.json (in path) is a
  * running session of the local user, as session.Store.Get and running()
  * see it: ours, a regular file, its id this one, its state "running", no
- * tenant, and when name is given, that name. The record is written by
+ * tenant, when name is given that name, and its supervisor alive. The record is written by
  * session.Store.Save (json.MarshalIndent with two spaces): a top-level key
  * starts a line and no string value holds a newline or a bare quote.
  * -1 when there is no such file.
@@ -87,13 +152,16 @@ static int ex_record(const char *path, const char *id, const char *name)
 	if (n <= (long)slen(want) || memcmp(b, want, slen(want)) || !ex_find(b, n, "\n  \"state\": \"running\",\n") ||
 	    ex_find(b, n, "\n  \"tenant\": "))
 		return 0;
-	if (!name)
-		return 1;
-	want[0] = 0;
-	scat(want, sizeof want, "\n  \"name\": \"");
-	scat(want, sizeof want, name); /* a valid name needs no escape */
-	scat(want, sizeof want, "\",\n");
-	return ex_find(b, n, want);
+	if (name) {
+		want[0] = 0;
+		scat(want, sizeof want, "\n  \"name\": \"");
+		scat(want, sizeof want, name); /* a valid name needs no escape */
+		scat(want, sizeof want, "\",\n");
+		if (!ex_find(b, n, want))
+			return 0;
+	}
+	/* The Go side says what a session whose supervisor died is: lost. */
+	return ex_alive(b, n);
 }
 
 static int ex_isid(const char *s)
@@ -381,6 +449,57 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
 	die(125);
 }
 
+/* ex_sig queues the frame of the signal waiting in sfd at the end of ob
+ * (the caller saw it readable, with room for the frame). */
+static void ex_sig(long sfd, char *ob, long *olen)
+{
+	struct ex_siginfo si;
+	if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
+		u8 *f = (u8 *)ob + *olen;
+		f[0] = 's', f[1] = f[2] = f[3] = 0, f[4] = 1, f[5] = (u8)si.signo;
+		*olen += 6;
+	}
+}
+
+/*
+ * ex_out writes the command's output to fd (1 or 2). While fd is full (a
+ * pipe not read yet, a stopped terminal), signals still reach the command,
+ * as execMain's relay sends them beside its copy: they are queued in ob
+ * and sent as the socket takes them (once the request went, sent says).
+ * Writes are of a pipe's atomic size, which poll's POLLOUT promises room
+ * for; errors drop the output, as execMain's ignored Write does.
+ */
+static void ex_out(int fd, const char *b, long n, long sfd, long sock, int sent, char *ob, long *olen, long *ooff)
+{
+	while (n > 0) {
+		struct pollfd_ p[3] = {{fd, POLLOUT, 0},
+				       {*olen + 6 <= EX_OBUF ? (int)sfd : -1, POLLIN, 0},
+				       {sent && *olen > *ooff ? (int)sock : -1, POLLOUT, 0}};
+		long w = sys5(__NR_ppoll, p, 3, 0, 0, 8);
+		if (w < 0 && w != -EINTR)
+			return;
+		if (w <= 0)
+			continue;
+		if (p[1].revents & POLLIN)
+			ex_sig(sfd, ob, olen);
+		if (p[2].revents & (POLLOUT | POLLERR | POLLHUP)) {
+			w = sys6(__NR_sendto, sock, (long)(ob + *ooff), *olen - *ooff, MSG_NOSIGNAL | MSG_DONTWAIT, 0, 0);
+			if (w > 0)
+				*ooff += w;
+			if ((w < 0 && w != -EAGAIN && w != -EINTR) || *ooff == *olen)
+				*ooff = *olen = 0;
+		}
+		if (!(p[0].revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)))
+			continue;
+		w = sys3(__NR_write, fd, b, n < 4096 ? n : 4096);
+		if (w == -EINTR || w == -EAGAIN)
+			continue;
+		if (w <= 0)
+			return;
+		b += w, n -= w;
+	}
+}
+
 /*
  * fast_exec runs argv's exec when it can (see the top of this file) and
  * exits with its status; it returns, having undone everything, when the Go
@@ -388,7 +507,9 @@ static __attribute__((noreturn)) void ex_fail(const char *code, const char *what
  */
 static void fast_exec(int argc, char **argv, char **envp)
 {
-	char dir[4096], *req, *rbuf, *pay, *ibuf, id[EX_ID_LEN + 1];
+	char dir[4096], *req, *rbuf, *pay, *ob, id[EX_ID_LEN + 1];
+	const char *rq;
+	long rqlen, olen = 0, ooff = 0;
 	const char *ref = argv[2], *host = getenv_(envp, "PINFOLD_HOST");
 	size_t reqlen = 0, reqmap = 0;
 	u64 set = EX_SIGS, old = 0;
@@ -422,49 +543,71 @@ static void fast_exec(int argc, char **argv, char **envp)
 		sys1(__NR_close, sock);
 		return;
 	}
-	rbuf = map_anon(2 * EX_RBUF + 8 + EX_PAY_CAP);
+	rbuf = map_anon(EX_MAP);
 	if (!rbuf) {
 		sys2(__NR_munmap, req, reqmap);
 		sys1(__NR_close, sock);
 		return;
 	}
-	ibuf = rbuf + EX_RBUF;
-	pay = ibuf + EX_RBUF + 8;
+	ob = rbuf + EX_RBUF;
+	pay = ob + EX_OBUF;
 	/* Caught from before the request, so that none is lost to a default
 	 * action while the command starts (execMain's terminal.Catch). */
 	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
 	sfd = sys4(__NR_signalfd4, -1, &set, 8, O_CLOEXEC);
-	if (sfd < 0 || ex_write((int)sock, req, (long)reqlen, 1) < 0)
+	if (sfd < 0)
 		goto back;
-	sys2(__NR_munmap, req, reqmap);
-	req = 0;
+	rq = req, rqlen = (long)reqlen;
+	/*
+	 * Nothing is sent with a blocking write: the agent may be writing the
+	 * command's output while its stdin is full (`cat` of a large input),
+	 * and only reading that output lets it go on (execMain sends stdin and
+	 * signals from goroutines of their own). The request, then the frames
+	 * waiting in ob, go out as the socket takes them; stdin is read only
+	 * when ob is empty, a signal only when ob has room for its frame.
+	 * Stdin is read once the command runs: an exec refused before goes to
+	 * the Go side, which must find all of it.
+	 */
 	for (;;) {
-		struct pollfd_ p[3] = {{(int)sock, POLLIN, 0}, {(int)sfd, POLLIN, 0}, {in ? 0 : -1, POLLIN, 0}};
+		int busy = rqlen > 0 || olen > ooff;
+		struct pollfd_ p[3] = {{(int)sock, (short)(POLLIN | (busy ? POLLOUT : 0)), 0},
+				       {olen + 6 <= EX_OBUF ? (int)sfd : -1, POLLIN, 0},
+				       {in && started && !busy ? 0 : -1, POLLIN, 0}};
 		n = sys5(__NR_ppoll, p, 3, 0, 0, 8);
 		if (n == -EINTR)
 			continue;
 		if (n < 0)
 			break;
+		if (p[0].revents & POLLOUT) {
+			const char *b = rqlen > 0 ? rq : ob + ooff;
+			long w = sys6(__NR_sendto, sock, (long)b, rqlen > 0 ? rqlen : olen - ooff, MSG_NOSIGNAL | MSG_DONTWAIT, 0, 0);
+			if (w > 0 && rqlen > 0) {
+				rq += w, rqlen -= w;
+			} else if (w > 0) {
+				ooff += w;
+				if (ooff == olen)
+					ooff = olen = 0;
+			} else if (w != -EAGAIN && w != -EINTR) {
+				if (rqlen > 0)
+					goto back; /* the request did not go: nothing ran */
+				ooff = olen = 0, in = 0; /* as execMain, which drops what it cannot send */
+			}
+		}
 		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* -i: stdin frames, then its end (execMain's copy, then Close). */
-			n = sys3(__NR_read, 0, ibuf + 5, EX_RBUF);
+			n = sys3(__NR_read, 0, ob + 5, EX_RBUF);
 			if (n != -EINTR && n != -EAGAIN) {
 				u32 k = n > 0 ? (u32)n : 0;
-				ibuf[0] = n > 0 ? 'i' : 'I';
-				ibuf[1] = (char)(k >> 24), ibuf[2] = (char)(k >> 16), ibuf[3] = (char)(k >> 8), ibuf[4] = (char)k;
-				ex_write((int)sock, ibuf, 5 + (long)k, 1);
+				ob[0] = n > 0 ? 'i' : 'I';
+				ob[1] = (char)(k >> 24), ob[2] = (char)(k >> 16), ob[3] = (char)(k >> 8), ob[4] = (char)k;
+				olen = 5 + (long)k;
 				if (n <= 0)
 					in = 0;
 			}
 		}
-		if (p[1].revents & POLLIN) {
-			struct ex_siginfo si;
-			if (sys3(__NR_read, sfd, &si, sizeof si) == (long)sizeof si) {
-				u8 f[6] = {'s', 0, 0, 0, 1, (u8)si.signo};
-				ex_write((int)sock, (const char *)f, 6, 1);
-			}
-		}
-		if (!p[0].revents)
+		if (p[1].revents & POLLIN)
+			ex_sig(sfd, ob, &olen);
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		n = sys3(__NR_read, sock, rbuf, EX_RBUF);
 		if (n == -EINTR || n == -EAGAIN)
@@ -483,7 +626,7 @@ static void fast_exec(int argc, char **argv, char **envp)
 			} else {
 				long k = (long)remain < n - i ? (long)remain : n - i;
 				if (type == 'o' || type == 'e')
-					ex_write(type == 'o' ? 1 : 2, rbuf + i, k, 0);
+					ex_out(type == 'o' ? 1 : 2, rbuf + i, k, sfd, sock, rqlen == 0, ob, &olen, &ooff);
 				else if ((type == 'x' || type == 'p') && plen + k <= EX_PAY_CAP)
 					memcpy(pay + plen, rbuf + i, (size_t)k), plen += (u32)k;
 				else if (type == 'x' || type == 'p')
@@ -525,7 +668,7 @@ lost:
 back:
 	if (req)
 		sys2(__NR_munmap, req, reqmap);
-	sys2(__NR_munmap, rbuf, 2 * EX_RBUF + 8 + EX_PAY_CAP);
+	sys2(__NR_munmap, rbuf, EX_MAP);
 	if (sfd >= 0)
 		sys1(__NR_close, sfd);
 	sys1(__NR_close, sock);
