@@ -246,7 +246,10 @@ change, and the command that made them.`,
 // sessionNames names the sessions by their changesets' ids, for the
 // changes table.
 func sessionNames() map[string]string {
-	st, _ := sessionStore()
+	st, _, err := sessionStore()
+	if err != nil {
+		return nil
+	}
 	list, _ := st.List("")
 	names := make(map[string]string, len(list))
 	for _, r := range list {

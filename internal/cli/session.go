@@ -50,9 +50,19 @@ func hidden(ctx context.Context, io *IO, args []string) (int, bool) {
 	return 0, false
 }
 
-func sessionStore() (*session.Store, string) {
-	dir, _ := store.DefaultDir()
-	return session.Open(dir), dir
+// sessionStore opens the sessions of the user's store, which must be the
+// user's own (store.Check): the commands then trust its records and dial
+// its agents' sockets.
+func sessionStore() (*session.Store, string, error) {
+	dir, err := store.DefaultDir()
+	if err != nil {
+		return nil, "", fault.New(fault.Store, "cannot find pinfold's store", err.Error(), "set PINFOLD_STORE", err)
+	}
+	if err := store.Check(dir); err != nil {
+		return nil, "", fault.New(fault.Store, "cannot use pinfold's store", err.Error(),
+			"chmod 700 the store, or set PINFOLD_STORE to a directory of your own", err)
+	}
+	return session.Open(dir), dir, nil
 }
 
 func sessionCommand() command {
@@ -91,7 +101,10 @@ changeset, as a run's are.`,
 					req.Idle = d
 				}
 				req.Cwd, _ = os.Getwd()
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := session.Start(ctx, engineFor(io), st, req, session.StartOptions{Snapshot: snap})
 				if err != nil {
 					return fail(io, err)
@@ -113,7 +126,10 @@ changeset, as a run's are.`,
 // sessionRefs completes session arguments: the ids and names of live
 // sessions.
 func sessionRefs() []string {
-	st, _ := sessionStore()
+	st, _, err := sessionStore()
+	if err != nil {
+		return nil
+	}
 	list, _ := st.List("")
 	var refs []string
 	for _, r := range list {
@@ -211,7 +227,10 @@ func sessionLsCommand() command {
 				if len(args) > 0 {
 					return fail(io, fs.errorf("pinfold session ls takes no arguments, not %q", strings.Join(args, " ")))
 				}
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				list, err := st.List(tenant)
 				if err != nil {
 					return fail(io, fault.New(fault.Store, "cannot read the sessions", err.Error(), "", err))
@@ -252,7 +271,10 @@ func sessionStatusCommand() command {
 			var asJSON bool
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
@@ -307,7 +329,10 @@ the session's notices. With -f, follows it until the session ends.`,
 			var follow bool
 			fs.Bool(&follow, "follow", 'f', "follow the log until the session ends")
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
@@ -344,7 +369,10 @@ as a run's is (pinfold diff, apply, discard).`,
 			var wait string
 			fs.String(&wait, "time", 0, "SECONDS", "how long to wait for the session to end before killing it (default 10)")
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
@@ -384,7 +412,10 @@ func sessionPauseCommand(pause bool) command {
 its idle time does not count.`,
 		setup: func(fs *flagSet) runner {
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
@@ -411,7 +442,10 @@ restores it into a new session of the same workspace.`,
 			var asJSON bool
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := oneSession(fs, st, args)
 				if err != nil {
 					return fail(io, err)
@@ -442,7 +476,10 @@ snapshots named instead.`,
 			fs.Bool(&asJSON, "json", 0, "print JSON")
 			fs.Bool(&rm, "rm", 0, "remove the snapshots named")
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				if rm {
 					if len(args) == 0 {
 						return fail(io, fs.errorf("pinfold session snapshots --rm needs a snapshot id"))
@@ -502,7 +539,10 @@ published for the session's whole life instead.`,
 						host = "127.0.0.1:" + host
 					}
 				}
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				r, err := findSession(st, ref)
 				if err != nil {
 					return fail(io, err)
@@ -550,7 +590,10 @@ func sessionRmCommand() command {
 	return command{name: "rm", summary: "forget ended sessions", use: "rm SESSION...",
 		setup: func(fs *flagSet) runner {
 			return func(ctx context.Context, io *IO, args []string) int {
-				st, _ := sessionStore()
+				st, _, err := sessionStore()
+				if err != nil {
+					return fail(io, err)
+				}
 				if len(args) == 0 {
 					return fail(io, fs.errorf("pinfold session rm needs a session"))
 				}
@@ -633,7 +676,10 @@ func execMain(ctx context.Context, io *IO, o *execOptions, ref string, cmd []str
 			return fail(io, err)
 		}
 	}
-	st, _ := sessionStore()
+	st, _, err := sessionStore()
+	if err != nil {
+		return fail(io, err)
+	}
 	r, err := findSession(st, ref)
 	if err != nil {
 		return fail(io, err)

@@ -687,3 +687,38 @@ func TestSessionStopThenApply(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsRefuseAStrangersStore: the session commands trust a store's
+// records and dial its agents' sockets, so a store that another user owns
+// or may write to is refused, as pinfold run refuses it (exec's fast path
+// hands such a store to the Go side, which says why).
+func TestSessionsRefuseAStrangersStore(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a store of another user's needs root")
+	}
+	ws := t.TempDir()
+	for _, c := range []struct {
+		what string
+		prep func(dir string) error
+	}{
+		{"another user's", func(d string) error { return os.Chown(d, 65534, 65534) }},
+		{"writable by others", func(d string) error { return os.Chmod(d, 0o777) }},
+	} {
+		dir := filepath.Join(t.TempDir(), "store")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.prep(dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"session", "ls"}, {"session", "status", "s"}, {"exec", "s", "--", "true"}, {"exec", "-i", "s", "true"}} {
+			cmd := exec.Command(pinfold, args...)
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "PINFOLD_STORE="+dir)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "cannot use pinfold's store") {
+				t.Errorf("%s store, %v: %v %q; want it refused", c.what, args, err, out)
+			}
+		}
+	}
+}

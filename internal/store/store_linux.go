@@ -44,15 +44,43 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store: %w", &fs.PathError{Op: "stat", Path: dir, Err: err})
 	}
-	switch uid := uint32(unix.Geteuid()); {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return nil, fmt.Errorf("opening store %s: not a directory", dir)
-	case st.Uid != uid:
-		return nil, fmt.Errorf("opening store %s: it belongs to uid %d, not to uid %d", dir, st.Uid, uid)
-	case st.Mode&0o022 != 0:
-		return nil, fmt.Errorf("opening store %s: others may write to it (mode %#o); chmod 700 it", dir, st.Mode&0o7777)
+	if err := owned(dir, &st); err != nil {
+		return nil, fmt.Errorf("opening store %w", err)
 	}
 	return &Store{dir: dir, asRoot: st.Uid == 0}, nil
+}
+
+// owned refuses a store another user could change: a store is where
+// pinfold finds its sessions' sockets and records, which it then trusts.
+func owned(dir string, st *unix.Stat_t) error {
+	switch uid := uint32(unix.Geteuid()); {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s: not a directory", dir)
+	case st.Uid != uid:
+		return fmt.Errorf("%s: it belongs to uid %d, not to uid %d", dir, st.Uid, uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s: others may write to it (mode %#o); chmod 700 it", dir, st.Mode&0o7777)
+	}
+	return nil
+}
+
+// Check is Open's ownership check without creating the store: nil for a
+// store that does not exist yet, or one of the current user's own that
+// others cannot write to. Commands that only read what a store holds
+// (sessions, their sockets) call it before trusting any of it.
+func Check(dir string) error {
+	var st unix.Stat_t
+	err := unix.Stat(dir, &st)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("opening store: %w", &fs.PathError{Op: "stat", Path: dir, Err: err})
+	}
+	if err := owned(dir, &st); err != nil {
+		return fmt.Errorf("opening store %w", err)
+	}
+	return nil
 }
 
 // absPath makes p absolute and clean without the stats os.Getwd makes.

@@ -14,6 +14,9 @@ func Open(dir string) (*Store, error) {
 	return nil, fmt.Errorf("opening store: %w", errors.ErrUnsupported)
 }
 
+// Check has nothing to check where no store can be opened.
+func Check(dir string) error { return nil }
+
 // TarBase fails: the store needs Linux.
 func (s *Store) TarBase(ctx context.Context, path string, opt ImportOptions) (Base, error) {
 	return Base{}, fmt.Errorf("tar base: %w", errors.ErrUnsupported)
