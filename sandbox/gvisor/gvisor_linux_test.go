@@ -324,6 +324,53 @@ func TestResolvTarget(t *testing.T) {
 	}
 }
 
+// TestResolvTargetStaysInBase: the base's links are resolved in the
+// base's root, as the sandbox does, never on the host: a link (in /etc,
+// in a directory of /run, or /etc itself) to a host directory holding a
+// resolv.conf does not count as the base's file, and a link to another of
+// the base's directories is followed there, not on the host.
+func TestResolvTargetStaysInBase(t *testing.T) {
+	host := t.TempDir() // a host directory the base's links name
+	os.WriteFile(host+"/resolv.conf", nil, 0o644)
+	top := map[string]bool{"etc": true, "run": true, "srv": true}
+
+	base := t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	os.MkdirAll(base+"/run", 0o755)
+	os.Symlink("/run/x/resolv.conf", base+"/etc/resolv.conf")
+	os.Symlink(host, base+"/run/x")
+	if got, err := resolvTarget(base, top); err == nil {
+		t.Errorf("/run/x a link to a host directory: %q accepted (resolved on the host)", got)
+	}
+
+	base = t.TempDir()
+	os.Symlink(host, base+"/etc")
+	if got, err := resolvTarget(base, top); err == nil {
+		t.Errorf("/etc a link to a host directory: %q accepted (resolved on the host)", got)
+	}
+
+	// A link to the base's own /srv/y: the host has no such directory.
+	base = t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	os.MkdirAll(base+"/run", 0o755)
+	os.MkdirAll(base+"/srv/y", 0o755)
+	os.WriteFile(base+"/srv/y/resolv.conf", nil, 0o644)
+	os.Symlink("/run/x/resolv.conf", base+"/etc/resolv.conf")
+	os.Symlink("/srv/y", base+"/run/x")
+	if got, err := resolvTarget(base, top); err != nil || got != "/run/x/resolv.conf" {
+		t.Errorf("/run/x a link to the base's /srv/y: %q %v", got, err)
+	}
+	// A mount point in the base (point): the same resolution.
+	if err := existsIn(base, "/run/x/resolv.conf"); err != nil {
+		t.Errorf("a mount point through the base's link: %v", err)
+	}
+	os.Remove(base + "/run/x")
+	os.Symlink(host, base+"/run/x")
+	if err := existsIn(base, "/run/x/resolv.conf"); err == nil {
+		t.Error("a mount point through a link to a host directory: found on the host")
+	}
+}
+
 // TestRegistryBase: an oci base given by a registry reference (here a
 // registry on the loopback) is pulled into the store, as for a native
 // sandbox, and the command runs from it.
