@@ -29,14 +29,21 @@ type ociSpec struct {
 }
 
 type ociProcess struct {
-	User         ociUser  `json:"user"`
-	Args         []string `json:"args"`
-	Env          []string `json:"env"`
-	Cwd          string   `json:"cwd"`
-	NoNewPrivs   bool     `json:"noNewPrivileges"`
-	Capabilities ociCaps  `json:"capabilities"`
-	Terminal     bool     `json:"terminal,omitempty"`
-	ConsoleSize  *ociSize `json:"consoleSize,omitempty"`
+	User         ociUser     `json:"user"`
+	Args         []string    `json:"args"`
+	Env          []string    `json:"env"`
+	Cwd          string      `json:"cwd"`
+	NoNewPrivs   bool        `json:"noNewPrivileges"`
+	Capabilities ociCaps     `json:"capabilities"`
+	Terminal     bool        `json:"terminal,omitempty"`
+	ConsoleSize  *ociSize    `json:"consoleSize,omitempty"`
+	Rlimits      []ociRlimit `json:"rlimits,omitempty"`
+}
+
+type ociRlimit struct {
+	Type string `json:"type"`
+	Hard uint64 `json:"hard"`
+	Soft uint64 `json:"soft"`
 }
 
 type ociSize struct {
@@ -312,6 +319,16 @@ func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]b
 	}
 	if nw != nil {
 		spec.Linux.Namespaces[1].Path = nw.ns
+	}
+	if n := s.cglim.Pids; n > 0 {
+		// The host group counts host threads, and the Sentry runs a
+		// process's threads on a few of them: without a bound of the
+		// Sentry's own, threads past --pids were never refused. The
+		// Sentry refuses a task past RLIMIT_NPROC (per user, threads
+		// included; the command cannot raise it without CAP_SYS_RESOURCE),
+		// set to the host group's limit so that processes, which cost
+		// host threads, reach the group's first and are reported there.
+		spec.Process.Rlimits = []ociRlimit{{Type: "RLIMIT_NPROC", Hard: uint64(n), Soft: uint64(n)}}
 	}
 	if cmd.TTY {
 		spec.Process.Terminal = true

@@ -240,6 +240,48 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestPidsBoundThreads: the Sentry runs a process's threads on a few host
+// threads, so the host group alone let a command start any number of
+// threads past --pids (300 of 300 with --pids 16); RLIMIT_NPROC bounds
+// them at the host group's limit.
+func TestPidsBoundThreads(t *testing.T) {
+	rt := runtime(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on the host base")
+	}
+	sb, err := rt.New(context.Background(), sandbox.Spec{Access: sandbox.AccessNone, Limits: sandbox.Limits{Pids: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	script := `import threading
+ev, n = threading.Event(), 0
+try:
+    for i in range(400):
+        threading.Thread(target=ev.wait, daemon=True).start(); n += 1
+except Exception:
+    pass
+print(n, flush=True)
+ev.set()
+`
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"python3", "-c", script}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("%q %+v", out.String(), res)
+	}
+	if max := hostLimits(sandbox.Limits{Pids: 16}).Pids; int64(n) >= max {
+		t.Errorf("--pids 16: the command started %d threads, want fewer than %d", n, max)
+	}
+}
+
 // TestHostLoopback: with --host-loopback the command reaches a server on
 // the host's 127.0.0.1 at 10.0.2.2 through pinfold's stack; without it
 // the stack refuses and logs the attempt.
