@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pinfold/pinfold/internal/netpolicy"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
@@ -27,14 +29,21 @@ type ociSpec struct {
 }
 
 type ociProcess struct {
-	User         ociUser  `json:"user"`
-	Args         []string `json:"args"`
-	Env          []string `json:"env"`
-	Cwd          string   `json:"cwd"`
-	NoNewPrivs   bool     `json:"noNewPrivileges"`
-	Capabilities ociCaps  `json:"capabilities"`
-	Terminal     bool     `json:"terminal,omitempty"`
-	ConsoleSize  *ociSize `json:"consoleSize,omitempty"`
+	User         ociUser     `json:"user"`
+	Args         []string    `json:"args"`
+	Env          []string    `json:"env"`
+	Cwd          string      `json:"cwd"`
+	NoNewPrivs   bool        `json:"noNewPrivileges"`
+	Capabilities ociCaps     `json:"capabilities"`
+	Terminal     bool        `json:"terminal,omitempty"`
+	ConsoleSize  *ociSize    `json:"consoleSize,omitempty"`
+	Rlimits      []ociRlimit `json:"rlimits,omitempty"`
+}
+
+type ociRlimit struct {
+	Type string `json:"type"`
+	Hard uint64 `json:"hard"`
+	Soft uint64 `json:"soft"`
 }
 
 type ociSize struct {
@@ -152,7 +161,7 @@ func (s *Sandbox) prepare(dir, base string, names []string) error {
 	point := func(field, target string, file bool) error {
 		first, _, _ := strings.Cut(strings.TrimPrefix(target, "/"), "/")
 		if top[first] {
-			if _, err := os.Stat(filepath.Join(base, strings.TrimPrefix(target, "/"))); err != nil {
+			if err := existsIn(base, target); err != nil {
 				return &sandbox.SpecError{Field: field, Err: fmt.Errorf("%s lies in the base's /%s, where the gvisor runtime can make no mount point", target, first)}
 			}
 			return nil
@@ -311,6 +320,16 @@ func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]b
 	if nw != nil {
 		spec.Linux.Namespaces[1].Path = nw.ns
 	}
+	if n := s.cglim.Pids; n > 0 {
+		// The host group counts host threads, and the Sentry runs a
+		// process's threads on a few of them: without a bound of the
+		// Sentry's own, threads past --pids were never refused. The
+		// Sentry refuses a task past RLIMIT_NPROC (per user, threads
+		// included; the command cannot raise it without CAP_SYS_RESOURCE),
+		// set to the host group's limit so that processes, which cost
+		// host threads, reach the group's first and are reported there.
+		spec.Process.Rlimits = []ociRlimit{{Type: "RLIMIT_NPROC", Hard: uint64(n), Soft: uint64(n)}}
+	}
 	if cmd.TTY {
 		spec.Process.Terminal = true
 		spec.Process.ConsoleSize = &ociSize{Height: cmd.Rows, Width: cmd.Cols}
@@ -323,17 +342,23 @@ func (s *Sandbox) config(cmd *sandbox.Cmd, cgroupsPath string, nw *network) ([]b
 // /etc/resolv.conf is a link into /run, which the sandbox resolves in
 // its own root), once. Inside one of the base's top-level directories
 // the file must exist: the gofer makes no mount point there.
+//
+// The base's links are resolved in the base's root, as the sandbox
+// resolves them, never on the host: a tar, oci or dir base is not the
+// host's (a link to /root or /proc in it names the base's).
 func resolvTarget(base string, top map[string]bool) (string, error) {
 	target := "/etc/resolv.conf"
 	if !top["etc"] {
 		return target, nil
 	}
-	fi, err := os.Lstat(filepath.Join(base, target))
-	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		l, lerr := os.Readlink(filepath.Join(base, target))
-		if lerr != nil {
-			return "", &sandbox.SpecError{Field: "network", Err: lerr}
-		}
+	root, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &sandbox.SpecError{Field: "network", Err: err}
+	}
+	defer unix.Close(root)
+	st, link, err := lstatIn(root, target)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		l := link
 		if !filepath.IsAbs(l) {
 			l = filepath.Join("/etc", l)
 		}
@@ -342,10 +367,56 @@ func resolvTarget(base string, top map[string]bool) (string, error) {
 		if !top[first] {
 			return target, nil // in the skeleton: a mount point is made
 		}
-		fi, err = os.Lstat(filepath.Join(base, target))
+		st, _, err = lstatIn(root, target)
 	}
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", &sandbox.SpecError{Field: "network", Err: fmt.Errorf("the base's %s is not a file, which the gvisor runtime needs to mount pinfold's over", target)}
 	}
 	return target, nil
+}
+
+// lstatIn stats name in the base open as root, its directories' links
+// resolved inside the base (RESOLVE_IN_ROOT) and its last component not
+// followed; for a link it returns the link's target too.
+func lstatIn(root int, name string) (unix.Stat_t, string, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat2(root, strings.TrimPrefix(name, "/"), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return st, "", err
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return st, "", nil
+	}
+	b := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, "", b)
+	if err != nil {
+		return st, "", err
+	}
+	return st, string(b[:n]), nil
+}
+
+// existsIn reports (nil) whether name exists in the base, its links
+// resolved in the base's root as the gofer resolves a mount point's.
+func existsIn(base, name string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, base, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat2(fd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	unix.Close(f)
+	return nil
 }

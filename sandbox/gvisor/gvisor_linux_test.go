@@ -240,6 +240,48 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestPidsBoundThreads: the Sentry runs a process's threads on a few host
+// threads, so the host group alone let a command start any number of
+// threads past --pids (300 of 300 with --pids 16); RLIMIT_NPROC bounds
+// them at the host group's limit.
+func TestPidsBoundThreads(t *testing.T) {
+	rt := runtime(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on the host base")
+	}
+	sb, err := rt.New(context.Background(), sandbox.Spec{Access: sandbox.AccessNone, Limits: sandbox.Limits{Pids: 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	script := `import threading
+ev, n = threading.Event(), 0
+try:
+    for i in range(400):
+        threading.Thread(target=ev.wait, daemon=True).start(); n += 1
+except Exception:
+    pass
+print(n, flush=True)
+ev.set()
+`
+	var out bytes.Buffer
+	p, err := sb.Run(context.Background(), &sandbox.Cmd{Args: []string{"python3", "-c", script}, Stdout: &out, Stderr: &out, Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("%q %+v", out.String(), res)
+	}
+	if max := hostLimits(sandbox.Limits{Pids: 16}).Pids; int64(n) >= max {
+		t.Errorf("--pids 16: the command started %d threads, want fewer than %d", n, max)
+	}
+}
+
 // TestHostLoopback: with --host-loopback the command reaches a server on
 // the host's 127.0.0.1 at 10.0.2.2 through pinfold's stack; without it
 // the stack refuses and logs the attempt.
@@ -321,6 +363,53 @@ func TestResolvTarget(t *testing.T) {
 	}
 	if got, err := resolvTarget(base, map[string]bool{"usr": true}); err != nil || got != "/etc/resolv.conf" {
 		t.Errorf("a base without /etc: %q %v", got, err)
+	}
+}
+
+// TestResolvTargetStaysInBase: the base's links are resolved in the
+// base's root, as the sandbox does, never on the host: a link (in /etc,
+// in a directory of /run, or /etc itself) to a host directory holding a
+// resolv.conf does not count as the base's file, and a link to another of
+// the base's directories is followed there, not on the host.
+func TestResolvTargetStaysInBase(t *testing.T) {
+	host := t.TempDir() // a host directory the base's links name
+	os.WriteFile(host+"/resolv.conf", nil, 0o644)
+	top := map[string]bool{"etc": true, "run": true, "srv": true}
+
+	base := t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	os.MkdirAll(base+"/run", 0o755)
+	os.Symlink("/run/x/resolv.conf", base+"/etc/resolv.conf")
+	os.Symlink(host, base+"/run/x")
+	if got, err := resolvTarget(base, top); err == nil {
+		t.Errorf("/run/x a link to a host directory: %q accepted (resolved on the host)", got)
+	}
+
+	base = t.TempDir()
+	os.Symlink(host, base+"/etc")
+	if got, err := resolvTarget(base, top); err == nil {
+		t.Errorf("/etc a link to a host directory: %q accepted (resolved on the host)", got)
+	}
+
+	// A link to the base's own /srv/y: the host has no such directory.
+	base = t.TempDir()
+	os.Mkdir(base+"/etc", 0o755)
+	os.MkdirAll(base+"/run", 0o755)
+	os.MkdirAll(base+"/srv/y", 0o755)
+	os.WriteFile(base+"/srv/y/resolv.conf", nil, 0o644)
+	os.Symlink("/run/x/resolv.conf", base+"/etc/resolv.conf")
+	os.Symlink("/srv/y", base+"/run/x")
+	if got, err := resolvTarget(base, top); err != nil || got != "/run/x/resolv.conf" {
+		t.Errorf("/run/x a link to the base's /srv/y: %q %v", got, err)
+	}
+	// A mount point in the base (point): the same resolution.
+	if err := existsIn(base, "/run/x/resolv.conf"); err != nil {
+		t.Errorf("a mount point through the base's link: %v", err)
+	}
+	os.Remove(base + "/run/x")
+	os.Symlink(host, base+"/run/x")
+	if err := existsIn(base, "/run/x/resolv.conf"); err == nil {
+		t.Error("a mount point through a link to a host directory: found on the host")
 	}
 }
 
