@@ -95,9 +95,35 @@ func (s *session) whenStarted(ctx context.Context, try func() error) error {
 // cannot ignore take the exec.
 type signaller struct {
 	mu    sync.Mutex
-	w     *io.PipeWriter
+	ch    chan []byte // unbuffered: a send is a signal the exec's stdin took
 	ready bool
 	dead  bool
+}
+
+// sendWait bounds how long send waits for the exec's stdin to take a
+// signal before the caller falls back to a kill exec: a shell the command
+// killed, or a stream that stopped reading, must not hold signals up.
+const sendWait = 100 * time.Millisecond
+
+// signalReader is the signal shell's stdin: the lines send hands it,
+// until ctx ends.
+type signalReader struct {
+	ch   <-chan []byte
+	done <-chan struct{}
+	rest []byte
+}
+
+func (r *signalReader) Read(p []byte) (int, error) {
+	if len(r.rest) == 0 {
+		select {
+		case r.rest = <-r.ch:
+		case <-r.done:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	return n, nil
 }
 
 // ignored are the signals the signaller's shell ignores (all but KILL,
@@ -105,8 +131,8 @@ type signaller struct {
 var ignored = []int{1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 23, 24, 25, 26, 27, 28, 29, 30, 31}
 
 func (s *session) signaller(ctx context.Context) *signaller {
-	pr, pw := io.Pipe()
-	g := &signaller{w: pw}
+	g := &signaller{ch: make(chan []byte)}
+	pr := &signalReader{ch: g.ch, done: ctx.Done()}
 	var traps []string
 	for _, n := range ignored {
 		traps = append(traps, strconv.Itoa(n))
@@ -127,11 +153,6 @@ func (s *session) signaller(ctx context.Context) *signaller {
 		g.mu.Lock()
 		g.dead = true
 		g.mu.Unlock()
-		pr.Close()
-	}()
-	go func() {
-		<-ctx.Done()
-		pw.Close()
 	}()
 	return g
 }
@@ -146,13 +167,22 @@ func (g *signaller) send(sig int) bool {
 	for _, n := range ignored {
 		ok = ok || n == sig
 	}
+	// Not under the lock: the goroutine that marks the shell dead takes
+	// it, and a stalled stdin must not keep it waiting.
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !ok || !g.ready || g.dead {
+	usable := ok && g.ready && !g.dead
+	g.mu.Unlock()
+	if !usable {
 		return false
 	}
-	_, err := g.w.Write([]byte(strconv.Itoa(sig) + "\n"))
-	return err == nil
+	t := time.NewTimer(sendWait)
+	defer t.Stop()
+	select {
+	case g.ch <- []byte(strconv.Itoa(sig) + "\n"):
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // readyWriter calls ready once something has been written to it.

@@ -3,6 +3,7 @@ package kubehelper
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 )
@@ -39,5 +40,71 @@ func TestWhenStarted(t *testing.T) {
 	s.whenStarted(context.Background(), func() error { n++; return errors.New("container not found") })
 	if n != 1 {
 		t.Errorf("a running pod's exec was tried %d times", n)
+	}
+}
+
+// TestSignallerNeverStalls: a signal goes to the shell's stdin only while
+// something reads it, within sendWait; a stdin nobody reads (the shell was
+// killed, the stream stopped) makes send fall back at once, and never
+// blocks the goroutine that marks the shell dead (it used to hold the
+// lock across a blocking pipe write).
+func TestSignallerNeverStalls(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := &signaller{ch: make(chan []byte), ready: true}
+	r := &signalReader{ch: g.ch, done: ctx.Done()}
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, 1)
+		var line []byte
+		for {
+			if _, err := r.Read(b); err != nil {
+				return
+			}
+			if line = append(line, b[0]); b[0] == '\n' {
+				got <- string(line)
+				return
+			}
+		}
+	}()
+	if !g.send(10) {
+		t.Fatal("a signal was not taken by a reading stdin")
+	}
+	if l := <-got; l != "10\n" {
+		t.Fatalf("the shell read %q, want 10", l)
+	}
+	// Nobody reads now.
+	start := time.Now()
+	if g.send(15) {
+		t.Fatal("send said a signal was taken that nobody read")
+	}
+	if d := time.Since(start); d > 5*sendWait {
+		t.Errorf("send waited %v for a stdin nobody reads", d)
+	}
+	// Marking the shell dead is not held up by a send in progress.
+	pending := make(chan bool, 1)
+	go func() { pending <- g.send(2) }()
+	marked := make(chan struct{})
+	go func() {
+		g.mu.Lock()
+		g.dead = true
+		g.mu.Unlock()
+		close(marked)
+	}()
+	select {
+	case <-marked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("marking the shell dead waited on a send")
+	}
+	if g.send(2) {
+		t.Error("a dead shell took a signal")
+	}
+	if <-pending {
+		t.Error("send said a signal was taken that nobody read")
+	}
+	// Its context ended, the reader ends.
+	cancel()
+	if _, err := r.Read(make([]byte, 8)); err != io.EOF {
+		t.Errorf("read after the context ended: %v, want EOF", err)
 	}
 }
