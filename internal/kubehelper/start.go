@@ -67,9 +67,20 @@ func notStarted(err error) bool {
 // reported running, one more try is final.
 func (s *session) whenStarted(ctx context.Context, try func() error) error {
 	for {
-		err := try()
 		st := s.starting
-		if err == nil || st == nil || !notStarted(err) {
+		// A try begun once the pod was reported running is final: its
+		// command may have run (a container that died under it answers
+		// "not found" too), and must not run twice.
+		running := st == nil
+		if !running {
+			select {
+			case <-st.done:
+				running = true
+			default:
+			}
+		}
+		err := try()
+		if err == nil || running || !notStarted(err) {
 			return err
 		}
 		select {

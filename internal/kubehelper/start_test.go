@@ -34,6 +34,15 @@ func TestWhenStarted(t *testing.T) {
 	if err != failed {
 		t.Errorf("a pod that never runs: %v", err)
 	}
+	// Once the pod was reported running, a try's "not found" is final:
+	// its command may have run before its container died.
+	s.starting = &podStart{done: make(chan struct{})}
+	close(s.starting.done)
+	n = 0
+	s.whenStarted(context.Background(), func() error { n++; return errors.New(`container not found ("main")`) })
+	if n != 1 {
+		t.Errorf("an exec begun after the pod ran was tried %d times", n)
+	}
 	// A claimed pod (no start followed) runs: its errors are final.
 	s.starting = nil
 	n = 0
