@@ -88,15 +88,11 @@ func plainRun(eng string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	img := ""
+	var imgs []string
 	for _, l := range strings.Fields(string(out)) {
 		if strings.Contains(l, "pinfold-skeleton:") {
-			img = l
-			break
+			imgs = append(imgs, l)
 		}
-	}
-	if img == "" {
-		return nil, fmt.Errorf("no pinfold skeleton image in %s", eng)
 	}
 	var nofile unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile)
@@ -113,7 +109,15 @@ func plainRun(eng string) ([]string, error) {
 			args = append(args, "-v", "/"+d+":/"+d+":ro")
 		}
 	}
-	return append(args, img, "true"), nil
+	// Skeletons of other pinfold versions may be there too (their tag is
+	// a hash of what they hold): the one this pinfold imported runs.
+	for _, img := range imgs {
+		run := append(append([]string(nil), args...), img, "true")
+		if exec.Command(run[0], run[1:]...).Run() == nil {
+			return run, nil
+		}
+	}
+	return nil, fmt.Errorf("no pinfold skeleton image in %s runs true (%d found)", eng, len(imgs))
 }
 
 func timed(args []string) time.Duration {
