@@ -174,8 +174,8 @@ func (m *idMounts) bind(src string) (string, error) {
 // overlay mounts an overlay of lower (an idmapped view) whose writes go
 // to upper, and returns where. Podman mounts its own overlays inside the
 // container's user namespace, as the sandbox's root, which may not reach
-// the store; this one is mounted by pinfold, as docker's are by its
-// daemon.
+// the store, and docker's daemon mounts its overlay volumes without
+// "volatile": this one is mounted by pinfold, for both engines.
 func (m *idMounts) overlay(lower, upper, work string) (string, error) {
 	if err := m.ready(); err != nil {
 		return "", err
