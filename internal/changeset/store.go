@@ -36,6 +36,11 @@ type Meta struct {
 	// Counts are what the changeset changes, as of its last run or
 	// partial apply (nil while a run writes to it).
 	Counts *Counts `json:"counts,omitempty"`
+	// BootID is the host's boot during which a run last wrote to the
+	// changeset. Runs write their upper directories through volatile
+	// overlays and record them unsynced: a changeset of an earlier boot
+	// may have lost writes to a crash (EarlierBoot).
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // MetaRoot is one captured directory: its host path and the directory
@@ -107,7 +112,7 @@ func CreateLocked(storeDir, workspace string, paths []string, command []string) 
 	}
 	c := &Changeset{Dir: dir, Meta: Meta{
 		ID: id, Created: time.Now().UTC(), Command: slices.Clone(command),
-		Workspace: workspace, Status: StatusRunning,
+		Workspace: workspace, Status: StatusRunning, BootID: BootID(),
 	}}
 	for i, p := range paths {
 		r := MetaRoot{Path: p, Dir: "r" + strconv.Itoa(i)}
@@ -452,4 +457,27 @@ func removeTree(dir string) error {
 	// Make every directory writable and searchable, then try again.
 	writable(dir)
 	return os.RemoveAll(dir)
+}
+
+// BootID is this boot of the host ("" where the kernel does not say).
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// EarlierBoot reports whether a run wrote to the changeset during an
+// earlier boot of the host: its writes were never synced (volatile
+// overlays, an unsynced record), so a crash since may have left files
+// empty or partly written, which nothing in the store tells apart from
+// what the command wrote. A changeset recorded before boot ids were kept
+// has none and is not reported.
+func (m *Meta) EarlierBoot() bool {
+	if m.BootID == "" {
+		return false
+	}
+	now := BootID()
+	return now != "" && now != m.BootID
 }

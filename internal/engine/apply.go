@@ -117,6 +117,9 @@ func (e *Engine) unappliable(cs *changeset.Changeset, fp changeset.Fingerprints,
 			"pinfold took no fingerprints of the files that run touched, so it cannot tell whether you changed them since",
 			"review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it over them", nil)
 	}
+	if !force && cs.Meta.EarlierBoot() {
+		return earlierBoot(cs, "review it (pinfold diff "+cs.Meta.ID+"), then apply with --force to write it as it is")
+	}
 	if fp == nil && !force && cs.Meta.Status == changeset.StatusOpen {
 		// Recorded unsynced, then the machine went down: the record
 		// stayed, the fingerprints did not.
@@ -229,4 +232,12 @@ func PolicyFault(id string, pc []changeset.PolicyChange) error {
 	return fault.New(fault.PolicyChange, "changeset "+id+" changes pinfold.yaml (or a file its pre_run hooks run), the policy later runs obey on the host",
 		"a sandboxed command wrote it; applying it makes its settings and hooks yours:"+b.String(),
 		"review it (pinfold diff "+id+"), then accept it with pinfold apply --policy "+id+"; or apply only other paths, or discard it", nil)
+}
+
+// earlierBoot is the refusal of a changeset that a run wrote during an
+// earlier boot of the host (changeset.Meta.EarlierBoot).
+func earlierBoot(cs *changeset.Changeset, fix string) error {
+	return fault.New(fault.EarlierBoot, "changeset "+cs.Meta.ID+" was written before the host restarted",
+		"runs write a changeset without syncing it (its overlay is volatile), so a crash since may have left its files empty or partly written",
+		fix, nil)
 }

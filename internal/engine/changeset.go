@@ -305,11 +305,18 @@ func (e *Engine) startChangeset(p *plan.Plan, spec *sandbox.Spec) (*changeset.Ch
 				"a run into it would change what the rest of that apply writes",
 				"finish it (pinfold apply "+cs.Meta.ID+") or give it up (pinfold discard "+cs.Meta.ID+")", nil)
 		}
+		if cs.Meta.EarlierBoot() {
+			// Overlayfs would mount it, and the run would go on from
+			// files that may not be what the last run wrote.
+			unlock()
+			return nil, nil, earlierBoot(cs, "review it (pinfold diff "+cs.Meta.ID+"), apply it with --force or discard it, and run into a new changeset")
+		}
 	} else if cs, unlock, err = changeset.CreateLocked(e.Store, sp.Workspace, paths, p.Command.Args); err != nil {
 		return nil, nil, storeError("cannot create a changeset", err)
 	}
 	if p.Changeset != "" {
-		cs.Meta.Status = changeset.StatusRunning // Create sets it for new ones
+		cs.Meta.Status = changeset.StatusRunning // Create sets them for new ones
+		cs.Meta.BootID = changeset.BootID()
 		if err := cs.Save(); err != nil {
 			unlock()
 			return nil, nil, storeError("cannot save changeset "+cs.Meta.ID, err)

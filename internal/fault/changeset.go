@@ -11,4 +11,7 @@ const (
 	// PolicyChange: the changeset adds, changes or removes a pinfold.yaml
 	// and the apply was not given --policy.
 	PolicyChange Code = "PF186"
+	// EarlierBoot: a run wrote the changeset during an earlier boot of
+	// the host, unsynced; apply wants --force, a rerun into it is refused.
+	EarlierBoot Code = "PF188"
 )
