@@ -277,7 +277,7 @@ func writeFault(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case fault.NotGranted:
 		status = http.StatusForbidden
-	case fault.SessionEnded, fault.Busy, fault.Conflict:
+	case fault.SessionEnded, fault.Busy, fault.Conflict, fault.EarlierBoot:
 		status = http.StatusConflict
 	case fault.PolicyChange:
 		status = http.StatusForbidden
