@@ -233,6 +233,15 @@ func (e *Engine) Recover(ctx context.Context) error {
 			unlock()
 			continue
 		}
+		if cs.Meta.EarlierBoot() {
+			// The host went down during the apply: what is left to
+			// write comes from an upper directory written unsynced,
+			// perhaps cut short by that very crash (PF188).
+			unlock()
+			e.notice("the unfinished apply of changeset %s was begun before the host restarted, from files written unsynced that a crash may have cut short; review it (pinfold diff %s), then pinfold apply --force %s finishes it, pinfold discard %s gives it up",
+				cs.Meta.ID, cs.Meta.ID, cs.Meta.ID, cs.Meta.ID)
+			continue
+		}
 		if cf := journalConflicts(ctx, cs); len(cf) > 0 {
 			// Files the rest of the apply writes changed since the run
 			// (edited while it could not be finished): not over them
