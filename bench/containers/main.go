@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,9 +30,15 @@ func main() {
 	pinfold := flag.String("pinfold", "./pinfold", "pinfold binary to measure")
 	rounds := flag.Int("rounds", 50, "paired rounds per engine")
 	engines := flag.String("engines", "podman,docker", "engines to measure")
+	baseline := flag.String("baseline", "", "another pinfold binary (an earlier build) whose changeset run joins each round, for a before/after in one run")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	check(err)
+	base := *baseline
+	if base != "" {
+		base, err = filepath.Abs(base)
+		check(err)
+	}
 	ws, err := os.MkdirTemp("", "pinfold-bench-containers-")
 	check(err)
 	defer os.RemoveAll(ws)
@@ -52,11 +59,15 @@ func main() {
 		plain, err := plainRun(eng)
 		check(err)
 		cs := []string{bin, "run", "--backend", eng, "--", "true"}
-		a, b, c := make([]time.Duration, *rounds), make([]time.Duration, *rounds), make([]time.Duration, *rounds)
+		old := []string{base, "run", "--backend", eng, "--", "true"}
+		a, b, c, d := make([]time.Duration, *rounds), make([]time.Duration, *rounds), make([]time.Duration, *rounds), make([]time.Duration, *rounds)
 		for i := 0; i < *rounds; i++ {
 			order := []int{0, 1, 2}
+			if base != "" {
+				order = append(order, 3)
+			}
 			if i%2 == 1 {
-				order = []int{2, 1, 0}
+				slices.Reverse(order)
 			}
 			for _, j := range order {
 				switch j {
@@ -66,6 +77,8 @@ func main() {
 					b[i] = timed(plain)
 				case 2:
 					c[i] = timed(cs)
+				case 3:
+					d[i] = timed(old)
 				}
 			}
 		}
@@ -76,6 +89,9 @@ func main() {
 		fmt.Printf("  %-58s %8.1fms\n", "pinfold run --backend "+eng+" -- true (changeset)", ms(median(c)))
 		fmt.Printf("  pinfold --access ro / plain: median of per-round ratios %.3f; goal <= 1.1: %s\n", ratio(a, b), met(ratio(a, b) <= 1.1))
 		fmt.Printf("  pinfold changeset / plain: %.3f\n", ratio(c, b))
+		if base != "" {
+			fmt.Printf("  baseline %s changeset: %.1fms; / plain: %.3f\n", base, ms(median(d)), ratio(d, b))
+		}
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("\nload average at the end: %s", load)

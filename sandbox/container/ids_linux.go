@@ -1,9 +1,11 @@
 package container
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/pinfold/pinfold/internal/store"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/store"
 )
 
 // A container pinfold runs as root never runs as host root: its ids lie
@@ -67,12 +72,82 @@ func (m *idMounts) ready() error {
 		}
 		m.dir = dir
 	}
-	ns, err := idmapNamespace(swapMap(m.uid), swapMap(m.gid))
+	ns, err := sharedNamespace(swapMap(m.uid), swapMap(m.gid))
 	if err != nil {
 		return err
 	}
 	m.ns = ns
 	return nil
+}
+
+// userNSDir keeps the user namespaces whose maps idmapped mounts carry,
+// each bound to a file named after its maps (as ip netns keeps network
+// namespaces): making one costs a process started and waited for, a few
+// milliseconds of every run, more on a loaded machine. Only root can
+// write there; /run goes with the boot.
+var userNSDir = "/run/pinfold/userns"
+
+// sharedNamespace returns a file descriptor of a user namespace with the
+// given maps: the one userNSDir keeps, else a new one, which it then
+// keeps.
+func sharedNamespace(uids, gids []syscall.SysProcIDMap) (int, error) {
+	p := filepath.Join(userNSDir, mapsName(uids, gids))
+	if fd, err := openUserNS(p); err == nil {
+		return fd, nil
+	}
+	fd, err := idmapNamespace(uids, gids)
+	if err != nil {
+		return -1, err
+	}
+	keepUserNS(fd, p)
+	return fd, nil
+}
+
+// mapsName names a user namespace by its maps.
+func mapsName(uids, gids []syscall.SysProcIDMap) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "v1 uid %v gid %v", uids, gids)
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// openUserNS opens the user namespace bound at p: never a plain file (a
+// pinfold that has made the file and not yet bound the namespace on it,
+// or was killed in between).
+func openUserNS(p string) (int, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, err
+	}
+	if t, err := unix.IoctlRetInt(fd, unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWUSER {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: not a user namespace", p)
+	}
+	return fd, nil
+}
+
+// keepUserNS binds the user namespace fd to p, for the runs after this
+// one. Best effort: where it cannot, they make their own.
+func keepUserNS(fd int, p string) {
+	if err := os.MkdirAll(userNSDir, 0o700); err != nil {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// A file a killed pinfold left before binding: no other
+		// pinfold takes seconds between the two.
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > 10*time.Second {
+			if _, oerr := openUserNS(p); oerr != nil && os.Remove(p) == nil {
+				f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			}
+		}
+	}
+	if err != nil {
+		return
+	}
+	f.Close()
+	if unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), p, "", unix.MS_BIND, "") != nil {
+		os.Remove(p)
+	}
 }
 
 // swapMap is the user namespace map of an idmapped mount that shows disk

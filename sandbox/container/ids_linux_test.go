@@ -126,3 +126,61 @@ func TestIDMounts(t *testing.T) {
 		t.Errorf("after CleanMounts: %v, want the live run's mount only", got)
 	}
 }
+
+// TestSharedNamespace: the user namespace of a map is made once and kept
+// (the next run opens it rather than starting a process); a plain file
+// where it would be kept (a pinfold between making the file and binding
+// the namespace on it) is never taken for it.
+func TestSharedNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("user namespaces bound to files need root")
+	}
+	old := userNSDir
+	userNSDir = t.TempDir()
+	t.Cleanup(func() {
+		for _, p := range mountPointsUnder(userNSDir) {
+			syscall.Unmount(p, syscall.MNT_DETACH)
+		}
+		userNSDir = old
+	})
+	ino := func(fd int) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	m := swapMap(4321)
+	a, err := sharedNamespace(m, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(a)
+	b, err := sharedNamespace(m, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(b)
+	if ino(a) != ino(b) {
+		t.Error("a second sandbox made a user namespace of its own")
+	}
+	if got := mountPointsUnder(userNSDir); len(got) != 1 {
+		t.Errorf("kept: %v", got)
+	}
+	m2 := swapMap(1234)
+	plain := filepath.Join(userNSDir, mapsName(m2, m2))
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sharedNamespace(m2, m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(c)
+	if _, err := openUserNS(plain); err == nil {
+		t.Error("a plain file was taken for a user namespace")
+	}
+	if ino(c) == ino(a) {
+		t.Error("another map got the same namespace")
+	}
+}
