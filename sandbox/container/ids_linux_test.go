@@ -43,6 +43,7 @@ func TestIDMounts(t *testing.T) {
 	old := idMountsDir
 	idMountsDir = t.TempDir()
 	t.Cleanup(func() { idMountsDir = old })
+	tempUserNSDir(t)
 	ws := t.TempDir()
 	os.Chmod(ws, 0o755)
 	const owner = 4321
@@ -135,14 +136,7 @@ func TestSharedNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("user namespaces bound to files need root")
 	}
-	old := userNSDir
-	userNSDir = t.TempDir()
-	t.Cleanup(func() {
-		for _, p := range mountPointsUnder(userNSDir) {
-			syscall.Unmount(p, syscall.MNT_DETACH)
-		}
-		userNSDir = old
-	})
+	tempUserNSDir(t)
 	ino := func(fd int) uint64 {
 		var st syscall.Stat_t
 		if err := syscall.Fstat(fd, &st); err != nil {
@@ -183,4 +177,17 @@ func TestSharedNamespace(t *testing.T) {
 	if ino(c) == ino(a) {
 		t.Error("another map got the same namespace")
 	}
+}
+
+// tempUserNSDir keeps the test's user namespaces in a directory of its
+// own, detached when it ends.
+func tempUserNSDir(t *testing.T) {
+	old := userNSDir
+	userNSDir = t.TempDir()
+	t.Cleanup(func() {
+		for _, p := range mountPointsUnder(userNSDir) {
+			syscall.Unmount(p, syscall.MNT_DETACH)
+		}
+		userNSDir = old
+	})
 }
