@@ -99,11 +99,6 @@ struct rtentry {
 	unsigned long mtu, window;
 	unsigned short irtt;
 };
-struct in6_ifreq {
-	u8 addr[16];
-	u32 prefixlen;
-	i32 ifindex;
-};
 struct in6_rtmsg {
 	u8 dst[16], src[16], gateway[16];
 	u32 type;
@@ -1376,6 +1371,68 @@ static long if_ioctl(int af, unsigned long req, void *arg)
 }
 
 /*
+ * add_addr6 gives interface ifindex the IPv6 address addr/prefix, through
+ * rtnetlink and flagged IFA_F_NODAD: without DAD. An address added by
+ * SIOCSIFADDR cannot say so and starts tentative, even on a TUN device
+ * (which does no DAD), until the kernel's addrconf work runs; that work
+ * waits for the RTNL lock, for seconds while other network namespaces
+ * and links come and go. A command connecting meanwhile got ::1 as its
+ * source address, whose packets never leave: its IPv6 connections hung.
+ */
+static long add_addr6(int ifindex, const u8 *addr, u32 prefix)
+{
+	struct {
+		u32 len;
+		u16 type, flags;
+		u32 seq, pid;
+		u8 family, prefixlen, ifa_flags, scope;
+		i32 index;
+		u16 alen, atype;
+		u8 addr[16];
+	} req;
+	struct {
+		u32 len;
+		u16 type, flags;
+		u32 seq, pid;
+		i32 error;
+		char rest[492];
+	} ack;
+	long s = sys3(__NR_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), r;
+	if (s < 0)
+		return s;
+	memset(&req, 0, sizeof req);
+	req.len = sizeof req;
+	req.type = RTM_NEWADDR;
+	req.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
+	req.seq = 1;
+	req.family = AF_INET6;
+	req.prefixlen = (u8)prefix;
+	req.ifa_flags = IFA_F_NODAD;
+	req.index = ifindex;
+	req.alen = 4 + 16;
+	req.atype = IFA_ADDRESS;
+	memcpy(req.addr, addr, 16);
+	r = sys6(__NR_sendto, s, (long)&req, sizeof req, 0, 0, 0);
+	while (r >= 0) {
+		do
+			r = sys3(__NR_read, s, &ack, sizeof ack);
+		while (r == -EINTR);
+		if (r < 0)
+			break;
+		if (r < 20) {
+			r = -EINVAL;
+			break;
+		}
+		if (ack.type == NLMSG_ERROR && ack.seq == 1) {
+			r = ack.error;
+			break;
+		}
+	}
+	sys1(__NR_close, s);
+	return r;
+}
+
+/*
  * setup_tun creates the TUN device of G.tun in the sandbox's network
  * namespace, gives it its addresses and routes, and hands it to the
  * supervisor, whose userspace network stack terminates its packets.
@@ -1437,16 +1494,11 @@ static long setup_tun(void)
 			goto fail;
 	}
 	if (t->flags & TUN_ADDR6) {
-		struct in6_ifreq a;
 		if ((r = if_ioctl(AF_INET, SIOCGIFINDEX, &ifr)) < 0)
 			goto fail;
 		ifd = ifr.u.ivalue;
-		memset(&a, 0, sizeof a);
-		memcpy(a.addr, t->addr6, 16);
-		a.prefixlen = t->prefix6;
-		a.ifindex = ifd;
-		r = if_ioctl(AF_INET6, SIOCSIFADDR, &a);
-		if (r == -EAFNOSUPPORT)
+		r = add_addr6(ifd, t->addr6, t->prefix6);
+		if (r == -EAFNOSUPPORT || r == -EOPNOTSUPP)
 			goto send; /* no IPv6 in this kernel */
 		if (r < 0)
 			goto fail;
