@@ -316,12 +316,18 @@ func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 // links. A connection made meanwhile took ::1 as its source, whose
 // packets never leave, and hung (TestNetworkIPv6 and
 // TestNetworkRawIPBlocked failed so under `go test ./...`). The init adds
-// it without DAD (IFA_F_NODAD), which /proc/net/if_inet6's flags show.
+// it without DAD (IFA_F_NODAD), which /proc/net/if_inet6's flags show,
+// and waits for its local route, which that work adds too: without it the
+// answer to a datagram was dropped (TestNetworkIPv6's UDP step).
 func TestNetworkIPv6AddressReady(t *testing.T) {
 	spec := baseSpec(t)
 	spec.Network = sandbox.NetworkOutbound
-	_, out, errs := run(t, spec, &sandbox.Cmd{Args: []string{"cat", "/proc/net/if_inet6"}})
+	_, out, errs := run(t, spec, &sandbox.Cmd{Args: []string{"sh", "-c", "cat /proc/net/if_inet6; echo; cat /proc/net/ipv6_route"}})
 	want := hex.EncodeToString(netpolicy.SandboxAddr6.AsSlice())
+	// ipv6_route: destination, prefix length (hex), ...
+	if !strings.Contains(out, "\n"+want+" 80 ") {
+		t.Errorf("no local route to %s as the command starts:\n%s", netpolicy.SandboxAddr6, out)
+	}
 	for _, line := range strings.Split(out, "\n") {
 		// address, interface index, prefix length, scope, flags, name
 		f := strings.Fields(line)

@@ -1339,6 +1339,7 @@ struct pollfd {
 	int fd;
 	short events, revents;
 };
+#define POLLIN 1
 #define POLLHUP 0x10
 #define POLLRDHUP 0x2000
 
@@ -1372,12 +1373,16 @@ static long if_ioctl(int af, unsigned long req, void *arg)
 
 /*
  * add_addr6 gives interface ifindex the IPv6 address addr/prefix, through
- * rtnetlink and flagged IFA_F_NODAD: without DAD. An address added by
- * SIOCSIFADDR cannot say so and starts tentative, even on a TUN device
- * (which does no DAD), until the kernel's addrconf work runs; that work
- * waits for the RTNL lock, for seconds while other network namespaces
- * and links come and go. A command connecting meanwhile got ::1 as its
- * source address, whose packets never leave: its IPv6 connections hung.
+ * rtnetlink, flagged IFA_F_NODAD, and waits for the kernel to route it
+ * to this host. An address added by SIOCSIFADDR cannot be so flagged and
+ * starts tentative, even on a TUN device (which does no DAD), until the
+ * kernel's addrconf work runs; that work waits for the RTNL lock, for
+ * seconds while other network namespaces and links come and go. A command
+ * connecting meanwhile got ::1 as its source address, whose packets never
+ * leave. Without DAD the address is a source at once, but its local route
+ * still comes from that work: until then what is sent to the address
+ * (the answer to a datagram) is dropped. So the route's notification is
+ * awaited, at most 10 s.
  */
 static long add_addr6(int ifindex, const u8 *addr, u32 prefix)
 {
@@ -1391,15 +1396,17 @@ static long add_addr6(int ifindex, const u8 *addr, u32 prefix)
 		u8 addr[16];
 	} req;
 	struct {
-		u32 len;
-		u16 type, flags;
-		u32 seq, pid;
-		i32 error;
-		char rest[492];
-	} ack;
+		u16 family, pad;
+		u32 pid, groups;
+	} sa = {AF_NETLINK, 0, 0, RTMGRP_IPV6_ROUTE};
+	char b[2048];
+	int acked = 0, routed = 0;
 	long s = sys3(__NR_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), r;
 	if (s < 0)
 		return s;
+	/* Subscribed before the address exists: no notification is missed. */
+	if ((r = sys3(__NR_bind, s, &sa, sizeof sa)) < 0)
+		goto out;
 	memset(&req, 0, sizeof req);
 	req.len = sizeof req;
 	req.type = RTM_NEWADDR;
@@ -1412,22 +1419,55 @@ static long add_addr6(int ifindex, const u8 *addr, u32 prefix)
 	req.alen = 4 + 16;
 	req.atype = IFA_ADDRESS;
 	memcpy(req.addr, addr, 16);
-	r = sys6(__NR_sendto, s, (long)&req, sizeof req, 0, 0, 0);
-	while (r >= 0) {
-		do
-			r = sys3(__NR_read, s, &ack, sizeof ack);
-		while (r == -EINTR);
-		if (r < 0)
-			break;
-		if (r < 20) {
-			r = -EINVAL;
+	if ((r = sys6(__NR_sendto, s, (long)&req, sizeof req, 0, 0, 0)) < 0)
+		goto out;
+	r = 0;
+	while (!acked || !routed) {
+		struct pollfd p = {(int)s, POLLIN, 0};
+		long ts[2] = {10, 0}, n;
+		if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) <= 0)
+			break; /* not routed within 10 s: go on all the same */
+		n = sys3(__NR_read, s, b, sizeof b);
+		if (n == -EINTR)
+			continue;
+		if (n < 0) {
+			r = n;
 			break;
 		}
-		if (ack.type == NLMSG_ERROR && ack.seq == 1) {
-			r = ack.error;
-			break;
+		for (long off = 0; off + 16 <= n;) {
+			const char *m = b + off;
+			u32 len;
+			u16 type;
+			memcpy(&len, m, 4);
+			memcpy(&type, m + 4, 2);
+			if (len < 16 || off + len > (u32)n)
+				break;
+			if (type == NLMSG_ERROR && len >= 20) {
+				i32 e;
+				memcpy(&e, m + 16, 4);
+				acked = 1;
+				if (e < 0) {
+					r = e;
+					goto out;
+				}
+			} else if (type == RTM_NEWROUTE && len >= 28 && (u8)m[16] == AF_INET6 &&
+				   (u8)m[17] == 128 && (u8)m[23] == RTN_LOCAL) {
+				/* struct rtmsg, then its attributes: RTA_DST. */
+				for (u32 a = 28; a + 4 <= len;) {
+					u16 alen, atype;
+					memcpy(&alen, m + a, 2);
+					memcpy(&atype, m + a + 2, 2);
+					if (alen < 4 || a + alen > len)
+						break;
+					if (atype == RTA_DST && alen == 20 && memcmp(m + a + 4, addr, 16) == 0)
+						routed = 1;
+					a += (alen + 3) & ~3u;
+				}
+			}
+			off += (len + 3) & ~3u;
 		}
 	}
+out:
 	sys1(__NR_close, s);
 	return r;
 }

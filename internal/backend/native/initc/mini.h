@@ -100,6 +100,10 @@ typedef unsigned long size_t;
 #define AF_NETLINK 16
 #define NETLINK_ROUTE 0
 #define RTM_NEWADDR 20
+#define RTM_NEWROUTE 24
+#define RTMGRP_IPV6_ROUTE 0x400
+#define RTN_LOCAL 2
+#define RTA_DST 1
 #define NLMSG_ERROR 2
 #define NLM_F_REQUEST 0x1
 #define NLM_F_ACK 0x4
