@@ -17,9 +17,46 @@ import (
 // them: the stack, which answers for every address, would reply to any
 // ping itself. Pings the policy allows go out through the host's ping
 // sockets instead, and their replies come back as the far end's.
+//
+// It also holds the device's reader back until the stack is configured
+// (Attach, start).
 type echoTap struct {
 	nested.Endpoint
 	s *Server
+
+	mu      sync.Mutex
+	held    stack.NetworkDispatcher // the NIC, until start
+	started bool
+}
+
+// Attach implements stack.LinkEndpoint. The NIC attaches as the stack
+// creates it, and the device's reader would start there and then, before
+// the stack answers for every address and has its forwarders: what it
+// read meanwhile (the packet that woke AttachOnTraffic, and those queued
+// behind it) was dropped, or a datagram got "port unreachable", which a
+// UDP client does not retry. So the NIC is passed on only by start; until
+// then the packets wait in the device's queue.
+func (t *echoTap) Attach(d stack.NetworkDispatcher) {
+	t.mu.Lock()
+	if d != nil && !t.started {
+		t.held = d
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	t.Endpoint.Attach(d)
+}
+
+// start lets the device's reader deliver to the NIC.
+func (t *echoTap) start() {
+	t.mu.Lock()
+	t.started = true
+	d := t.held
+	t.held = nil
+	t.mu.Unlock()
+	if d != nil {
+		t.Endpoint.Attach(d)
+	}
 }
 
 // DeliverNetworkPacket implements stack.NetworkDispatcher.

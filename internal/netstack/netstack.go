@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -180,6 +181,7 @@ func (s *Server) Attach(tunFD int) error {
 	if e := s.st.CreateNIC(nicID, tap); e != nil {
 		return fmt.Errorf("the stack's interface: %v", e)
 	}
+	time.Sleep(time.Duration(configureDelay.Load()))
 	s.mu.Lock()
 	s.reading = true // its reader holds a thread (see shedThreads)
 	attached.Add(1)
@@ -196,6 +198,8 @@ func (s *Server) Attach(tunFD int) error {
 	s.st.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udp.NewForwarder(s.st, s.udpRequest)
 	s.st.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
+	// Configured: the device's reader may start (see echoTap.Attach).
+	tap.start()
 	for _, p := range cfg.Publish {
 		if err := s.publish(p); err != nil {
 			s.Close()
@@ -279,6 +283,11 @@ const (
 )
 
 var errClosed = errors.New("closed")
+
+// configureDelay is a pause a test puts between the stack's interface
+// being made and its configuration: the window a loaded machine sometimes
+// opened there.
+var configureDelay atomic.Int64
 
 func addrOf(a tcpip.Address) netip.Addr {
 	if a.Len() == 4 {

@@ -351,6 +351,52 @@ func TestAttachOnTraffic(t *testing.T) {
 	}
 }
 
+// Every packet the sandbox sent before its stack was built is served: the
+// device's reader started as the stack's interface was created, before
+// the stack answered for every address and had its forwarders, and what
+// it read meanwhile was dropped or answered "port unreachable" (a raw DNS
+// query, sent once, then failed: TestNetworkOtherDNSServersBlocked under
+// go test ./...). configureDelay holds the window open that a loaded
+// machine sometimes did. Queries for a .localhost name are answered by the stack
+// itself.
+func TestAttachOnTrafficServesFirstPackets(t *testing.T) {
+	configureDelay.Store(int64(50 * time.Millisecond))
+	t.Cleanup(func() { configureDelay.Store(0) })
+	for round := range 3 {
+		rs := newRealSandboxAttached(t, netpolicy.Config{Mode: netpolicy.Outbound}, true)
+		const n = 16
+		var failed []string
+		rs.inside(t, func() error {
+			var cs []net.Conn
+			defer func() {
+				for _, c := range cs {
+					c.Close()
+				}
+			}()
+			for range n {
+				c, err := net.Dial("udp", netpolicy.DNSAddr.String()+":53")
+				if err != nil {
+					return err
+				}
+				cs = append(cs, c)
+				c.Write(query("first.localhost"))
+			}
+			b := make([]byte, 512)
+			deadline := time.Now().Add(5 * time.Second)
+			for i, c := range cs {
+				c.SetReadDeadline(deadline)
+				if _, err := c.Read(b); err != nil {
+					failed = append(failed, fmt.Sprintf("query %d: %v", i, err))
+				}
+			}
+			return nil
+		})
+		if len(failed) > 0 {
+			t.Fatalf("round %d: %d of %d queries sent before the stack was built went unanswered: %v", round, len(failed), n, failed)
+		}
+	}
+}
+
 // Close before any packet ends the wait for one, and builds nothing.
 func TestAttachOnTrafficClosedFirst(t *testing.T) {
 	rs := newRealSandboxAttached(t, netpolicy.Config{Mode: netpolicy.Outbound}, true)

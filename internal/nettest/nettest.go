@@ -76,6 +76,14 @@ func BuildClient(dir string) (string, error) {
 
 var netSeq atomic.Int32
 
+// hostSlots is how many test hosts the machine has at once, across test
+// processes: slot n is the host's end of the veth pair, pfhN, and the
+// subnets 10.231.N.0/24 and fd99:N::/64. The kernel's interface names
+// allot the slots: a process takes the first one whose pfhN it can make.
+// (Slots computed from the process id collided between processes, and
+// two hosts' IPv4 subnets between slots 250 apart.)
+const hostSlots = 250
+
 // Host is a test host: a network namespace at Addr (IPv4) and Addr6,
 // joined to the host by a veth pair and reachable from it.
 type Host struct {
@@ -93,29 +101,41 @@ func NewHost(t *testing.T) *Host {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("making a test host needs ip(8) from iproute2")
 	}
-	n := int(netSeq.Add(1)) + (os.Getpid()%50)*4
-	h := &Host{
-		NS:    fmt.Sprintf("pftest%d-%d", os.Getpid(), n),
-		Addr:  fmt.Sprintf("10.231.%d.2", n%250),
-		Addr6: fmt.Sprintf("fd99:%x::2", n),
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
-	host := fmt.Sprintf("pfh%d", n)
-	cmds := [][]string{
-		{"netns", "add", h.NS},
-		{"link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
-		{"addr", "add", fmt.Sprintf("10.231.%d.1/24", n%250), "dev", host},
+	seq := int(netSeq.Add(1))
+	h := &Host{NS: fmt.Sprintf("pftest%d-%d", os.Getpid(), seq)}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", h.NS).Run() })
+	ip("netns", "add", h.NS)
+	// Starting from a slot of its own, each process's hosts seldom
+	// try a slot another has.
+	n, host := 0, ""
+	for i := range hostSlots {
+		n = (os.Getpid()*7+seq+i)%hostSlots + 1
+		host = fmt.Sprintf("pfh%d", n)
+		out, err := exec.Command("ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", h.NS).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(string(out), "File exists") || i == hostSlots-1 {
+			t.Fatalf("ip link add %s: %v\n%s", host, err, out)
+		}
+	}
+	h.Addr, h.Addr6 = fmt.Sprintf("10.231.%d.2", n), fmt.Sprintf("fd99:%x::2", n)
+	for _, c := range [][]string{
+		{"addr", "add", fmt.Sprintf("10.231.%d.1/24", n), "dev", host},
 		{"addr", "add", fmt.Sprintf("fd99:%x::1/64", n), "dev", host, "nodad"},
 		{"link", "set", host, "up"},
 		{"-n", h.NS, "addr", "add", h.Addr + "/24", "dev", "eth0"},
 		{"-n", h.NS, "addr", "add", h.Addr6 + "/64", "dev", "eth0", "nodad"},
 		{"-n", h.NS, "link", "set", "eth0", "up"},
 		{"-n", h.NS, "link", "set", "lo", "up"},
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", h.NS).Run() })
-	for _, c := range cmds {
-		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(c, " "), err, out)
-		}
+	} {
+		ip(c...)
 	}
 	return h
 }

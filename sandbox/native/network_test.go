@@ -3,11 +3,13 @@ package native_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -305,4 +307,42 @@ func TestSharedHelperKeepsSandboxesApart(t *testing.T) {
 	if n := len(conformance.ProcessesWith("pinfold-net serve " + sock)); n != 1 {
 		t.Errorf("%d shared helpers on %s, want 1", n, sock)
 	}
+}
+
+// TestNetworkIPv6AddressReady: the sandbox's IPv6 address is usable from
+// the command's first instruction. Added by ioctl, it stayed tentative
+// until the kernel's addrconf work ran, which waits for the RTNL lock:
+// for seconds while other tests made and removed network namespaces and
+// links. A connection made meanwhile took ::1 as its source, whose
+// packets never leave, and hung (TestNetworkIPv6 and
+// TestNetworkRawIPBlocked failed so under `go test ./...`). The init adds
+// it without DAD (IFA_F_NODAD), which /proc/net/if_inet6's flags show,
+// and waits for its local route, which that work adds too: without it the
+// answer to a datagram was dropped (TestNetworkIPv6's UDP step).
+func TestNetworkIPv6AddressReady(t *testing.T) {
+	spec := baseSpec(t)
+	spec.Network = sandbox.NetworkOutbound
+	_, out, errs := run(t, spec, &sandbox.Cmd{Args: []string{"sh", "-c", "cat /proc/net/if_inet6; echo; cat /proc/net/ipv6_route"}})
+	want := hex.EncodeToString(netpolicy.SandboxAddr6.AsSlice())
+	// ipv6_route: destination, prefix length (hex), ...
+	if !strings.Contains(out, "\n"+want+" 80 ") {
+		t.Errorf("no local route to %s as the command starts:\n%s", netpolicy.SandboxAddr6, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		// address, interface index, prefix length, scope, flags, name
+		f := strings.Fields(line)
+		if len(f) != 6 || f[0] != want {
+			continue
+		}
+		flags, err := strconv.ParseUint(f[4], 16, 32)
+		if err != nil {
+			t.Fatalf("flags of %q: %v", line, err)
+		}
+		const nodad, tentative = 0x02, 0x40 // IFA_F_NODAD, IFA_F_TENTATIVE
+		if flags&nodad == 0 || flags&tentative != 0 {
+			t.Errorf("the sandbox's IPv6 address has flags %#x, want no DAD (%#x) and not tentative (%#x): %q", flags, nodad, tentative, line)
+		}
+		return
+	}
+	t.Fatalf("no %s in the sandbox's /proc/net/if_inet6:\n%s%s", netpolicy.SandboxAddr6, out, errs)
 }

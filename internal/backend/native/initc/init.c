@@ -99,11 +99,6 @@ struct rtentry {
 	unsigned long mtu, window;
 	unsigned short irtt;
 };
-struct in6_ifreq {
-	u8 addr[16];
-	u32 prefixlen;
-	i32 ifindex;
-};
 struct in6_rtmsg {
 	u8 dst[16], src[16], gateway[16];
 	u32 type;
@@ -1344,6 +1339,7 @@ struct pollfd {
 	int fd;
 	short events, revents;
 };
+#define POLLIN 1
 #define POLLHUP 0x10
 #define POLLRDHUP 0x2000
 
@@ -1371,6 +1367,107 @@ static long if_ioctl(int af, unsigned long req, void *arg)
 	if (s < 0)
 		return s;
 	r = sys3(__NR_ioctl, s, req, arg);
+	sys1(__NR_close, s);
+	return r;
+}
+
+/*
+ * add_addr6 gives interface ifindex the IPv6 address addr/prefix, through
+ * rtnetlink, flagged IFA_F_NODAD, and waits for the kernel to route it
+ * to this host. An address added by SIOCSIFADDR cannot be so flagged and
+ * starts tentative, even on a TUN device (which does no DAD), until the
+ * kernel's addrconf work runs; that work waits for the RTNL lock, for
+ * seconds while other network namespaces and links come and go. A command
+ * connecting meanwhile got ::1 as its source address, whose packets never
+ * leave. Without DAD the address is a source at once, but its local route
+ * still comes from that work: until then what is sent to the address
+ * (the answer to a datagram) is dropped. So the route's notification is
+ * awaited, at most 10 s.
+ */
+static long add_addr6(int ifindex, const u8 *addr, u32 prefix)
+{
+	struct {
+		u32 len;
+		u16 type, flags;
+		u32 seq, pid;
+		u8 family, prefixlen, ifa_flags, scope;
+		i32 index;
+		u16 alen, atype;
+		u8 addr[16];
+	} req;
+	struct {
+		u16 family, pad;
+		u32 pid, groups;
+	} sa = {AF_NETLINK, 0, 0, RTMGRP_IPV6_ROUTE};
+	char b[2048];
+	int acked = 0, routed = 0;
+	long s = sys3(__NR_socket, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), r;
+	if (s < 0)
+		return s;
+	/* Subscribed before the address exists: no notification is missed. */
+	if ((r = sys3(__NR_bind, s, &sa, sizeof sa)) < 0)
+		goto out;
+	memset(&req, 0, sizeof req);
+	req.len = sizeof req;
+	req.type = RTM_NEWADDR;
+	req.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_EXCL | NLM_F_CREATE;
+	req.seq = 1;
+	req.family = AF_INET6;
+	req.prefixlen = (u8)prefix;
+	req.ifa_flags = IFA_F_NODAD;
+	req.index = ifindex;
+	req.alen = 4 + 16;
+	req.atype = IFA_ADDRESS;
+	memcpy(req.addr, addr, 16);
+	if ((r = sys6(__NR_sendto, s, (long)&req, sizeof req, 0, 0, 0)) < 0)
+		goto out;
+	r = 0;
+	while (!acked || !routed) {
+		struct pollfd p = {(int)s, POLLIN, 0};
+		long ts[2] = {10, 0}, n;
+		if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) <= 0)
+			break; /* not routed within 10 s: go on all the same */
+		n = sys3(__NR_read, s, b, sizeof b);
+		if (n == -EINTR)
+			continue;
+		if (n < 0) {
+			r = n;
+			break;
+		}
+		for (long off = 0; off + 16 <= n;) {
+			const char *m = b + off;
+			u32 len;
+			u16 type;
+			memcpy(&len, m, 4);
+			memcpy(&type, m + 4, 2);
+			if (len < 16 || off + len > (u32)n)
+				break;
+			if (type == NLMSG_ERROR && len >= 20) {
+				i32 e;
+				memcpy(&e, m + 16, 4);
+				acked = 1;
+				if (e < 0) {
+					r = e;
+					goto out;
+				}
+			} else if (type == RTM_NEWROUTE && len >= 28 && (u8)m[16] == AF_INET6 &&
+				   (u8)m[17] == 128 && (u8)m[23] == RTN_LOCAL) {
+				/* struct rtmsg, then its attributes: RTA_DST. */
+				for (u32 a = 28; a + 4 <= len;) {
+					u16 alen, atype;
+					memcpy(&alen, m + a, 2);
+					memcpy(&atype, m + a + 2, 2);
+					if (alen < 4 || a + alen > len)
+						break;
+					if (atype == RTA_DST && alen == 20 && memcmp(m + a + 4, addr, 16) == 0)
+						routed = 1;
+					a += (alen + 3) & ~3u;
+				}
+			}
+			off += (len + 3) & ~3u;
+		}
+	}
+out:
 	sys1(__NR_close, s);
 	return r;
 }
@@ -1437,16 +1534,11 @@ static long setup_tun(void)
 			goto fail;
 	}
 	if (t->flags & TUN_ADDR6) {
-		struct in6_ifreq a;
 		if ((r = if_ioctl(AF_INET, SIOCGIFINDEX, &ifr)) < 0)
 			goto fail;
 		ifd = ifr.u.ivalue;
-		memset(&a, 0, sizeof a);
-		memcpy(a.addr, t->addr6, 16);
-		a.prefixlen = t->prefix6;
-		a.ifindex = ifd;
-		r = if_ioctl(AF_INET6, SIOCSIFADDR, &a);
-		if (r == -EAFNOSUPPORT)
+		r = add_addr6(ifd, t->addr6, t->prefix6);
+		if (r == -EAFNOSUPPORT || r == -EOPNOTSUPP)
 			goto send; /* no IPv6 in this kernel */
 		if (r < 0)
 			goto fail;
