@@ -343,10 +343,13 @@ func launchShared(cfg Config, path, store string) *Stack {
 		return nil
 	}
 	// The greeting says the helper took the connection (one about to
-	// exit for idleness closes it instead).
+	// exit for idleness closes it instead). It comes at once from a
+	// helper that is well; the bound is for a wedged one, and is loose
+	// enough that a loaded machine's slow greeting is still taken (a
+	// run that gives up serves itself and cannot hand off).
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	buf := make([]byte, 256)
-	if n, err := unix.Poll(pfd, 1000); err != nil || n != 1 {
+	if n, err := unix.Poll(pfd, 3000); err != nil || n != 1 {
 		unix.Close(fd)
 		return nil
 	}
