@@ -602,7 +602,7 @@ static long net_connect(struct launch *l)
 	size_t n = slen(l->netsock);
 	long fd, r, fl;
 	struct pollfd_ p;
-	long ts[2] = {1, 0};
+	long ts[2] = {3, 0}; /* as the Go side waits: netpolicy launchShared */
 	if (n >= sizeof sa.path)
 		return -1;
 	fd = sys3(__NR_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
