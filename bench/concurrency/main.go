@@ -164,7 +164,8 @@ func memory(cmd []string, k int) (pssKiB, rssKiB, helperKiB float64) {
 	for pid := range now {
 		if _, old := before[pid]; old {
 			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); netHelper != "" && exe == netHelper {
-				p, _ := rollup(pid)
+				m, _ := procstat.MemoryOf(pid)
+				p := float64(m.Pss)
 				helper += p
 			}
 		}
@@ -174,7 +175,8 @@ func memory(cmd []string, k int) (pssKiB, rssKiB, helperKiB float64) {
 			if comm, ok := now[pid]; !ok || comm == "sleep" {
 				continue
 			}
-			p, r := rollup(pid)
+			m, _ := procstat.MemoryOf(pid)
+			p, r := float64(m.Pss), float64(m.Rss)
 			total, rss = total+p, rss+r
 		}
 	}
@@ -214,26 +216,6 @@ func processes() map[int]string {
 		}
 	}
 	return m
-}
-
-// rollup returns a process's Pss and Rss in KiB.
-func rollup(pid int) (pss, rss float64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			switch f[0] {
-			case "Pss:":
-				pss = v
-			case "Rss:":
-				rss = v
-			}
-		}
-	}
-	return pss, rss
 }
 
 // discardAll drops the changesets the runs left in the workspace.

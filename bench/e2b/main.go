@@ -165,34 +165,13 @@ func memory(url, store string, n int) {
 		r, err := st.Get(id, "bench")
 		check(err)
 		for _, p := range procstat.Descendants(r.Pid) {
-			t, a := pss(p)
+			m, _ := procstat.MemoryOf(p)
+			t, a := m.Pss, m.PssAnon
 			total, anon = total+t, anon+a
 		}
 	}
 	fmt.Printf("\nhost memory per idle E2B sandbox (%d, PSS from /proc/PID/smaps_rollup): %.2f MiB, of which its own (anonymous) %.2f MiB\n",
 		n, float64(total)/float64(n)/1024, float64(anon)/float64(n)/1024)
-}
-
-// pss returns a process's PSS and its anonymous part, in KiB.
-func pss(pid int) (total, anon int64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-	if err != nil {
-		return 0, 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "Pss:":
-			total = v
-		case "Pss_Anon:":
-			anon = v
-		}
-	}
-	return total, anon
 }
 
 func pct(d []time.Duration, p int) time.Duration {

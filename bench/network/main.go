@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
@@ -716,26 +717,6 @@ func sharedHelper(helper string) int {
 	return 0
 }
 
-// pssOf is pid's PSS and anonymous PSS in KiB.
-func pssOf(pid int) (pss, anon float64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	check(err)
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "Pss:":
-			pss = v
-		case "Pss_Anon:":
-			anon = v
-		}
-	}
-	return pss, anon
-}
-
 // threads is how many threads pid has.
 func threads(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -859,4 +840,11 @@ func fail(err error) {
 	}
 	fmt.Fprintln(os.Stderr, "network:", err)
 	os.Exit(1)
+}
+
+// pssOf is pid's PSS and anonymous PSS in KiB.
+func pssOf(pid int) (pss, anon float64) {
+	m, err := procstat.MemoryOf(pid)
+	check(err)
+	return float64(m.Pss), float64(m.PssAnon)
 }

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -232,7 +231,8 @@ func memory(bin string, st *session.Store, n int, args ...string) {
 		procs := procstat.Descendants(r.Pid)
 		var s, b, a int64
 		for i, p := range procs {
-			total, private := pss(p)
+			m, _ := procstat.MemoryOf(p)
+			total, private := m.Pss, m.PssAnon
 			a += private
 			if i == 0 {
 				s += total
@@ -259,28 +259,6 @@ func memory(bin string, st *session.Store, n int, args ...string) {
 	t := avg(sup) + avg(sbx)
 	fmt.Printf("  total %.2f MiB; goal <= 2 MiB: %s\n", t, met(t <= 2))
 	fmt.Printf("  of which its own (anonymous) memory %.2f MiB; the rest is its share of pinfold's binary, mapped by every agent\n", avg(anon))
-}
-
-// pss returns a process's PSS and its anonymous part, in KiB.
-func pss(pid int) (total, anon int64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-	if err != nil {
-		return 0, 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "Pss:":
-			total = n
-		case "Pss_Anon:":
-			anon = n
-		}
-	}
-	return total, anon
 }
 
 // container starts a long-running container of pinfold's skeleton image

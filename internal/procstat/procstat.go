@@ -1,7 +1,8 @@
 // Package procstat reads what pinfold needs of /proc/PID/stat: a
 // process's start time, which tells a live process from a reused pid in
 // the names pinfold gives cgroups and containers, and its parent, which
-// gives the processes below one (a session's, to freeze or measure).
+// gives the processes below one (a session's, to freeze or measure);
+// and, for the benchmarks, a process's memory (smaps_rollup).
 package procstat
 
 import (
@@ -85,4 +86,35 @@ func Descendants(pid int) []int {
 		out = append(out, children[out[i]]...)
 	}
 	return out
+}
+
+// Memory is what /proc/PID/smaps_rollup says of a process, in KiB.
+type Memory struct {
+	Pss, PssAnon, Rss int64
+}
+
+// MemoryOf reads pid's Memory (the benchmarks' measure of what a sandbox
+// costs the host).
+func MemoryOf(pid int) (Memory, error) {
+	var m Memory
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return m, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "Pss:":
+			m.Pss = v
+		case "Pss_Anon:":
+			m.PssAnon = v
+		case "Rss:":
+			m.Rss = v
+		}
+	}
+	return m, nil
 }
