@@ -2,9 +2,6 @@ package gvisor
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/sandbox"
@@ -27,53 +24,15 @@ var _ sandbox.Sessioner = (*Runtime)(nil)
 // pinfold's binary is PINFOLD_AGENT, else pinfold beside the running
 // binary, else on PATH.
 func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	exe, err := agent.Binary()
-	if err != nil {
-		return nil, &sandbox.SpecError{Field: "session", Err: err}
-	}
-	dir, err := os.MkdirTemp("", "pinfold-session-")
-	if err != nil {
-		return nil, err
-	}
-	os.Chmod(dir, 0o755) // the sandbox's root reaches run and home through it
-	fail := func(err error) (sandbox.Session, error) {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if spec.Mounts, err = agent.SessionDirs(dir, exe, spec.Mounts, false); err != nil {
-		return fail(err)
-	}
-	sb, err := r.New(ctx, spec)
-	if err != nil {
-		return fail(err)
-	}
-	gs := sb.(*Sandbox)
-	var env []string
-	for _, kv := range sandbox.DefaultEnv(&gs.spec, false) {
-		if !strings.HasPrefix(kv, "HOME=") {
-			env = append(env, kv)
+	s, err := agent.StartSession(ctx, spec, false, func(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, *sandbox.Spec, error) {
+		sb, err := r.New(ctx, spec)
+		if err != nil {
+			return nil, nil, err
 		}
-	}
-	env = append(env, "HOME="+agent.Home)
-	// The agent lives as long as the session, whatever becomes of ctx.
-	proc, err := sb.Run(context.WithoutCancel(ctx), &sandbox.Cmd{Args: []string{agent.AgentPath, agent.AgentCommand, "0"}, Env: env})
-	if err != nil {
-		sb.Close()
-		return fail(err)
-	}
-	wd := ""
-	if gs.spec.Access != sandbox.AccessNone {
-		wd = gs.spec.Workspace
-	}
-	s, err := agent.NewSession(ctx, filepath.Join(dir, "run", agent.SockName), proc, wd, gs.spec.Limits, func() error {
-		sb.Close()
-		return os.RemoveAll(dir)
+		return sb, &sb.(*Sandbox).spec, nil
 	})
 	if err != nil {
-		proc.Signal(os.Kill)
-		proc.Wait()
-		sb.Close()
-		return fail(err)
+		return nil, err
 	}
 	return s, nil
 }

@@ -2,9 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/sandbox"
@@ -24,52 +21,15 @@ var _ sandbox.Sessioner = (*Runtime)(nil)
 // pinfold's binary is PINFOLD_AGENT, else pinfold beside the running
 // binary, else on PATH.
 func (r *Runtime) Session(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	exe, err := agent.Binary()
-	if err != nil {
-		return nil, &sandbox.SpecError{Field: "session", Err: err}
-	}
-	dir, err := os.MkdirTemp("", "pinfold-session-")
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (sandbox.Session, error) {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	// The session's mounts as internal/session gives them: the kubernetes
-	// runtime copies the agent in and makes the home and run directory
-	// the pod's own; the host's run directory gets the agent's socket.
-	if spec.Mounts, err = agent.SessionDirs(dir, exe, spec.Mounts, true); err != nil {
-		return fail(err)
-	}
-	sb, err := r.New(ctx, spec)
-	if err != nil {
-		return fail(err)
-	}
-	ks := sb.(*Sandbox)
-	var env []string
-	for _, kv := range sandbox.DefaultEnv(&ks.spec, false) {
-		if !strings.HasPrefix(kv, "HOME=") {
-			env = append(env, kv)
+	s, err := agent.StartSession(ctx, spec, true, func(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, *sandbox.Spec, error) {
+		sb, err := r.New(ctx, spec)
+		if err != nil {
+			return nil, nil, err
 		}
-	}
-	env = append(env, "HOME="+agent.Home)
-	// The agent lives as long as the session, whatever becomes of ctx.
-	proc, err := sb.Run(context.WithoutCancel(ctx), &sandbox.Cmd{Args: []string{agent.AgentPath, agent.AgentCommand, "0"}, Env: env})
-	if err != nil {
-		return fail(err)
-	}
-	wd := ""
-	if ks.spec.Access != sandbox.AccessNone {
-		wd = ks.spec.Workspace
-	}
-	s, err := agent.NewSession(ctx, filepath.Join(dir, "run", agent.SockName), proc, wd, ks.spec.Limits, func() error {
-		return os.RemoveAll(dir)
+		return sb, &sb.(*Sandbox).spec, nil
 	})
 	if err != nil {
-		proc.Signal(os.Kill)
-		proc.Wait()
-		return fail(err)
+		return nil, err
 	}
 	return s, nil
 }

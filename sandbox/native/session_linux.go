@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/sandbox"
@@ -103,12 +102,7 @@ func NewSession(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sessio
 	if s.sb, err = New(ctx, spec, opts...); err != nil {
 		return fail(err)
 	}
-	for _, kv := range sandbox.DefaultEnv(&s.sb.spec, false) {
-		if !strings.HasPrefix(kv, "HOME=") {
-			s.env = append(s.env, kv)
-		}
-	}
-	s.env = append(s.env, "HOME="+agent.Home)
+	s.env = agent.SessionEnv(&s.sb.spec)
 	// The agent lives as long as the session, whatever becomes of ctx.
 	if s.proc, err = s.sb.Start(context.WithoutCancel(ctx), &sandbox.Cmd{Args: []string{agent.AgentPath, agent.AgentCommand, "0"}, Env: s.env}); err != nil {
 		return fail(err)
