@@ -475,15 +475,38 @@ func TestApplyDropsSetIDBits(t *testing.T) {
 	}
 }
 
+// storeDir is a store of the test's own, set as PINFOLD_STORE, whose
+// removal at the end waits for what pinfold does on it in the background
+// (waitTrashCleaners): a TempDir removed under a process still writing
+// there fails the test ("directory not empty").
+func storeDir(t *testing.T) string {
+	store := storeDir(t)
+	t.Cleanup(func() { waitTrashCleaners(store) })
+	return store
+}
+
 // waitTrashCleaners waits (up to 10 s) for the `pinfold clean --trash`
-// processes working on store, then removes what they left.
+// processes working on store, stops the shared network helpers serving a
+// socket in it (one started in the background binds it later), then
+// removes what they left.
 func waitTrashCleaners(store string) {
+	helper := []byte("serve\x00" + filepath.Join(store, "net-"))
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		busy := false
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			if err != nil || !bytes.Contains(cmd, []byte("clean\x00--trash")) {
+			if err != nil {
+				continue
+			}
+			if bytes.Contains(cmd, helper) {
+				if pid, err := strconv.Atoi(e.Name()); err == nil && !procZombie(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+					busy = true
+				}
+				continue
+			}
+			if !bytes.Contains(cmd, []byte("clean\x00--trash")) {
 				continue
 			}
 			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")

@@ -240,8 +240,7 @@ func TestKill9LeavesNothing(t *testing.T) {
 	ws := t.TempDir()
 	// A store of its own: the mounts compared are this run's, not those
 	// other test packages make and remove meanwhile.
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	mountsBefore := hostMounts(store, ws)
 	cmd, _ := startMarked(t, ws, "--memory", "64m", "--pids", "64")
 	pid := cmd.Process.Pid
@@ -495,8 +494,7 @@ func TestHostileTarball(t *testing.T) {
 	tw.Close()
 	archive := filepath.Join(t.TempDir(), "evil.tar")
 	os.WriteFile(archive, buf.Bytes(), 0o644)
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	_, errs, code := pf(t, ws, "run", "--base", "tar:"+archive, "--", "true")
 	if code != 125 || !strings.Contains(errs, "PF121") || !strings.Contains(errs, "symlink") {
 		t.Errorf("hostile tarball: %d %q", code, errs)

@@ -50,8 +50,7 @@ func TestExecFastPath(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the launcher is built for amd64 only")
 	}
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	ws := t.TempDir()
 	r := startSession(t, ws, "--name", "fast")
 	// GODEBUG=inittrace=1 has the Go runtime print a line per package
@@ -148,8 +147,7 @@ func TestExecFastPathLostSession(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the launcher is built for amd64 only")
 	}
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	ws := t.TempDir()
 	r := startSession(t, ws, "--name", "gone")
 	rec := filepath.Join(store, "sessions", r.ID, "session.json")
@@ -183,8 +181,7 @@ func TestExecSignalsWhileOutputWaits(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the launcher is built for amd64 only")
 	}
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	storeDir(t)
 	ws := t.TempDir()
 	r := startSession(t, ws)
 	for _, side := range []struct {

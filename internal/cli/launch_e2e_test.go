@@ -33,8 +33,7 @@ func needLaunchCache(t *testing.T) string {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the launch cache is built for amd64 only")
 	}
-	st := t.TempDir()
-	t.Setenv("PINFOLD_STORE", st)
+	st := storeDir(t)
 	return st
 }
 

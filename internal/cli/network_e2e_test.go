@@ -24,8 +24,7 @@ import (
 // refused by pinfold's DNS server itself, so no resolver is contacted.
 func TestNetworkViolationsReported(t *testing.T) {
 	ws := t.TempDir()
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	_, errs, code := pf(t, ws, "run", "--access", "ro", "--network", "allow", "--allow", "*.example.org",
 		"--", "getent", "hosts", "blocked.invalid")
 	if code != 2 { // getent: not found
@@ -84,8 +83,7 @@ func TestNetworkFlagsChecked(t *testing.T) {
 // recorded, and the command's status is pinfold's.
 func TestNetworkHandoff(t *testing.T) {
 	ws := t.TempDir()
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	t.Cleanup(func() { waitTrashCleaners(store) })
 	startSharedHelper(t, ws, store)
 	cmd := exec.Command(pinfold, "run", "--network", "allow", "--allow", "example.org", "--",
@@ -133,8 +131,7 @@ func TestNetworkHandoff(t *testing.T) {
 // (a stale device reader on a reused descriptor once stalled it for good).
 func TestSharedHelperUnderLoad(t *testing.T) {
 	ws := t.TempDir()
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	args := []string{"run", "--access", "ro", "--network", "allow", "--allow", "example.org", "--", "true"}
 	if _, errs, code := pf(t, ws, args...); code != 0 {
 		t.Fatalf("first run: %d %s", code, errs)
@@ -215,8 +212,7 @@ func TestSignalsWithOwnNetworkHelper(t *testing.T) {
 		{"shared/ctrl-c", "", false, ctrlC},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			store := t.TempDir()
-			t.Setenv("PINFOLD_STORE", store)
+			store := storeDir(t)
 			t.Setenv("PINFOLD_NET_SHARED", c.shared)
 			t.Cleanup(func() { waitTrashCleaners(store) })
 			ws := t.TempDir()

@@ -50,8 +50,7 @@ func front(t *testing.T, stdin string, args ...string) (string, string, int) {
 // client, run with os/exec (Windows cannot exec), whose stdin is the
 // caller's and whose exit status is passed on; run is refused.
 func TestRemoteFrontEnd(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	storeDir(t)
 	const token = "mac-laptop-0123456789abcdef"
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("laptop "+token+"\n"), 0o600); err != nil {

@@ -84,8 +84,7 @@ func mountsMentioning(s string) []string {
 }
 
 func TestSessionLifecycle(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	t.Cleanup(func() { waitTrashCleaners(store) })
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old\n"), 0o644)
@@ -293,8 +292,7 @@ func TestSessionLostAndIdle(t *testing.T) {
 // TestServeAndRemoteSessions runs pinfold serve and pinfold's session
 // commands against it (PINFOLD_HOST: through pinfold-api's client).
 func TestServeAndRemoteSessions(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	storeDir(t)
 	ws := t.TempDir()
 	if _, errs, code := pf(t, ws, "serve", "--listen", "127.0.0.1:0"); code != 125 || !strings.Contains(errs, "needs --tokens") {
 		t.Errorf("serve on TCP without tokens: %d %q", code, errs)
@@ -355,8 +353,7 @@ func TestSessionPause(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the cgroup freezer needs root")
 	}
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	ws := t.TempDir()
 	// Idle for 3 s ends the session: the pause below lasts longer.
 	r := startSession(t, ws, "--idle-timeout", "3s")
@@ -464,8 +461,7 @@ func sessionGone(t *testing.T, id, cmd string) {
 }
 
 func TestSessionSnapshot(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	store := storeDir(t)
 	t.Cleanup(func() { waitTrashCleaners(store) })
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("keep\n"), 0o644)

@@ -17,8 +17,7 @@ import (
 // and whether the local one is Go's or the launcher's fast path
 // (initc/fastexec.c), by name or by id.
 func TestExecForwardsSignals(t *testing.T) {
-	store := t.TempDir()
-	t.Setenv("PINFOLD_STORE", store)
+	storeDir(t)
 	ws := t.TempDir()
 	sock := filepath.Join(t.TempDir(), "api.sock")
 	srv := exec.Command(pinfold, "serve", "--socket", sock)
