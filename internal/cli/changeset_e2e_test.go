@@ -480,7 +480,8 @@ func TestApplyDropsSetIDBits(t *testing.T) {
 // (waitTrashCleaners): a TempDir removed under a process still writing
 // there fails the test ("directory not empty").
 func storeDir(t *testing.T) string {
-	store := storeDir(t)
+	store := t.TempDir()
+	t.Setenv("PINFOLD_STORE", store)
 	t.Cleanup(func() { waitTrashCleaners(store) })
 	return store
 }
