@@ -192,7 +192,12 @@ func TestFiles(t *testing.T) {
 	if err := WriteFile(c, sock, p, 0, bytes.NewReader(big), 100); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("over the limit: %v", err)
 	}
+	// The client gave up the upload; the agent notices and removes its
+	// temporary file after the client's error, so it is waited for.
 	list, err := List(c, sock, dir)
+	for end := time.Now().Add(10 * time.Second); err == nil && len(list) > 1 && time.Now().Before(end); list, err = List(c, sock, dir) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil || len(list) != 1 || list[0].Name != "f" || list[0].Size != int64(len(big)) {
 		t.Errorf("list after a refused upload (nothing else written): %+v %v", list, err)
 	}

@@ -258,3 +258,22 @@ func mainOf(t *testing.T, pod *corev1.Pod) *corev1.Container {
 	t.Fatalf("no main container: %v", pod.Spec.Containers)
 	return nil
 }
+
+// TestWaitingErrorTransient: a container waiting on the kubelet's caches
+// (which it retries) is not refused; one that cannot start is.
+func TestWaitingErrorTransient(t *testing.T) {
+	p := &corev1.Pod{}
+	p.Name = "p"
+	st := func(reason, msg string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+	}
+	if err := waitingError(p, st("CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the condition")); err != nil {
+		t.Errorf("a cache sync the kubelet retries: %v", err)
+	}
+	if err := waitingError(p, st("CreateContainerConfigError", `secret "x" not found`)); err == nil {
+		t.Error("a missing secret was not refused")
+	}
+	if err := waitingError(p, st("ErrImageNeverPull", "image not present")); err == nil {
+		t.Error("an image never pulled was not refused")
+	}
+}

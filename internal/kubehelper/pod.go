@@ -62,6 +62,12 @@ func waitingError(p *corev1.Pod, st corev1.ContainerStatus) error {
 	if w == nil {
 		return nil
 	}
+	// The kubelet retries a container whose config waited on its caches
+	// (the secret holding the command's environment, say): that is not
+	// a container that cannot start.
+	if strings.Contains(w.Message, "failed to sync") {
+		return nil
+	}
 	switch w.Reason {
 	case "ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerError", "CreateContainerConfigError", "RunContainerError":
 		return fmt.Errorf("pod %s: container %s cannot start: %s: %s", p.Name, st.Name, w.Reason, w.Message)
