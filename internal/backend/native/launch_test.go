@@ -64,17 +64,25 @@ func TestLaunchKeyAndFile(t *testing.T) {
 func TestTrimLaunches(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	for i := 0; i < 10; i++ {
+	write := func(i int) {
 		p := filepath.Join(dir, strconv.Itoa(i))
 		os.WriteFile(p, nil, 0o600)
 		os.Chtimes(p, now, now.Add(time.Duration(i)*time.Second))
 	}
-	trimLaunches(dir, 4)
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 4 || ents[0].Name() != "6" {
-		t.Errorf("kept %v, want the 4 newest", ents)
+	for i := 0; i < 8; i++ {
+		write(i)
 	}
-	if n := RemoveLaunches(dir); n != 4 {
+	trimLaunches(dir, 8)
+	if ents, _ := os.ReadDir(dir); len(ents) != 8 {
+		t.Fatalf("a directory at its bound was trimmed to %d", len(ents))
+	}
+	write(8)
+	trimLaunches(dir, 8)
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 6 || ents[0].Name() != "3" {
+		t.Errorf("kept %v, want the 6 newest (three quarters of 8)", ents)
+	}
+	if n := RemoveLaunches(dir); n != 6 {
 		t.Errorf("RemoveLaunches removed %d", n)
 	}
 }
