@@ -53,3 +53,23 @@ func TestHelperExclusions(t *testing.T) {
 		})
 	}
 }
+
+// TestStartupExclusions: packages no helper needs either, kept out of
+// pinfold because their package init runs on every start, a first `pinfold
+// run` included (docs/benchmarks.md, "A first run"): mpb's progress bars
+// (its ANSI stripper compiles a regexp at init, go-runewidth reads the
+// locale) gave way to the reporter's own live lines, and doctor reads
+// runsc's version without debug/buildinfo (debug/elf, dwarf, macho, pe).
+func TestStartupExclusions(t *testing.T) {
+	pinfold := deps(t, "github.com/pinfold/pinfold/cmd/pinfold")
+	for _, prefix := range []string{
+		"github.com/vbauerster/mpb/",
+		"github.com/acarl005/stripansi",
+		"github.com/mattn/go-runewidth",
+		"debug/",
+	} {
+		if i := slices.IndexFunc(pinfold, func(p string) bool { return strings.HasPrefix(p, prefix) }); i >= 0 {
+			t.Errorf("pinfold links %s, whose init every start would pay", pinfold[i])
+		}
+	}
+}

@@ -6,14 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfold/pinfold/internal/engine"
@@ -36,15 +34,21 @@ type reporter struct {
 	quiet bool
 	logs  string // directory of the tools' logs; "" keeps none
 	ops   map[string]*op
-	bars  *mpb.Progress
+	cols  int // the terminal's width
+
+	// The live lines (a terminal only): the operations shown, in the
+	// order they started, how many lines are on the screen, and the
+	// redrawing goroutine's stop, closed (under mu) when they go.
+	shown []string
+	drawn int
+	stop  chan struct{}
 }
 
 // op is one long operation in progress.
 type op struct {
 	name  string
-	bar   *mpb.Bar
-	step  atomic.Pointer[engine.Step] // read by the bar's goroutine
-	phase string                      // the last phase printed, without a terminal
+	step  *engine.Step
+	phase string // the last phase printed, without a terminal
 	log   *os.File
 }
 
@@ -52,6 +56,9 @@ func newReporter(w *os.File, store string) *reporter {
 	// A terminal without a size (some ptys) cannot show a live line.
 	ws, err := unix.IoctlGetWinsize(int(w.Fd()), unix.TIOCGWINSZ)
 	r := &reporter{w: w, tty: err == nil && ws.Col > 0, ops: map[string]*op{}}
+	if r.tty {
+		r.cols = int(ws.Col)
+	}
 	if store != "" {
 		r.logs = filepath.Join(store, "logs")
 	}
@@ -74,17 +81,60 @@ func (r *reporter) Notice(msg string) {
 
 // stopBars ends the live display; a later step starts it again.
 func (r *reporter) stopBars() {
-	if r.bars == nil {
+	if r.stop == nil {
 		return
 	}
-	for _, o := range r.ops {
-		if o.bar != nil {
-			o.bar.Abort(true)
-			o.bar = nil
-		}
+	close(r.stop)
+	r.stop = nil
+	r.shown = nil
+	r.draw(0)
+}
+
+// liveRefresh is how often the live lines are redrawn.
+const liveRefresh = 120 * time.Millisecond
+
+// spinner is the live lines' turning mark, one frame a refresh.
+const spinner = `|/-\`
+
+// draw replaces the live lines on the screen with the operations in
+// r.shown (none: it clears them). Called with r.mu held. A line never
+// reaches the terminal's last column, so none wraps and the cursor goes
+// back up exactly as many lines as were drawn.
+func (r *reporter) draw(frame int) {
+	var b strings.Builder
+	if r.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", r.drawn)
 	}
-	r.bars.Wait()
-	r.bars = nil
+	b.WriteString("\r\x1b[J")
+	for _, name := range r.shown {
+		l := "pinfold: " + name + " " + string(spinner[frame%len(spinner)]) + " " + stepText(r.ops[name].step)
+		if len(l) > r.cols-1 {
+			l = l[:max(0, r.cols-1)]
+		}
+		b.WriteString(l + "\n")
+	}
+	r.drawn = len(r.shown)
+	io.WriteString(r.w, b.String())
+}
+
+// redraw turns the spinners until stop is closed.
+func (r *reporter) redraw(stop chan struct{}) {
+	t := time.NewTicker(liveRefresh)
+	defer t.Stop()
+	for frame := 1; ; frame++ {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		select {
+		case <-stop: // the lines went while this waited for mu
+		default:
+			r.draw(frame)
+		}
+		r.mu.Unlock()
+	}
 }
 
 func (r *reporter) get(name string) *op {
@@ -101,7 +151,7 @@ func (r *reporter) Progress(name string, s engine.Step) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o := r.get(name)
-	o.step.Store(&s)
+	o.step = &s
 	if r.quiet {
 		return
 	}
@@ -112,20 +162,13 @@ func (r *reporter) Progress(name string, s engine.Step) {
 		}
 		return
 	}
-	if o.bar == nil {
-		if r.bars == nil {
-			r.bars = mpb.New(mpb.WithOutput(r.w), mpb.WithWidth(1), mpb.WithRefreshRate(120*time.Millisecond))
+	if !slices.Contains(r.shown, name) {
+		r.shown = append(r.shown, name)
+		if r.stop == nil {
+			r.stop = make(chan struct{})
+			go r.redraw(r.stop)
 		}
-		o.bar = r.bars.New(0, mpb.SpinnerStyle(),
-			mpb.BarFillerClearOnComplete(),
-			mpb.PrependDecorators(decor.Name("pinfold: "+name+" ")),
-			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return stepText(o.step.Load()) })))
-	}
-	// Without a total the spinner turns on its own (a current past the
-	// total would complete the bar); the count is in the text.
-	if s.Total > 0 {
-		o.bar.SetTotal(s.Total, false)
-		o.bar.SetCurrent(s.Done)
+		r.draw(0)
 	}
 }
 
@@ -172,10 +215,7 @@ func (r *reporter) Done(name string, err error) {
 	if o == nil {
 		return
 	}
-	if o.bar != nil {
-		o.bar.Abort(true)
-		o.bar = nil
-	}
+	r.shown = slices.DeleteFunc(r.shown, func(n string) bool { return n == name })
 	if len(r.ops) == 0 {
 		r.stopBars()
 	}

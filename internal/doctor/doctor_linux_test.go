@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -490,4 +491,30 @@ func TestKernelAtLeast(t *testing.T) {
 
 func cgroupsMissing() (*cgroup.System, error) {
 	return nil, fmt.Errorf("detecting cgroups: %w", cgroup.ErrUnsupported)
+}
+
+// TestModVersion: modVersion reads what debug/buildinfo reads, from this
+// test's own executable and from runsc where it is installed, and nothing
+// from a program that is not Go's.
+func TestModVersion(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{exe}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		bi, err := buildinfo.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := modVersion(p); got != bi.Main.Version || p == exe && got == "" {
+			t.Errorf("modVersion(%s) = %q, debug/buildinfo says %q", p, got, bi.Main.Version)
+		}
+	}
+	if v := modVersion("/bin/sh"); v != "" {
+		t.Errorf("modVersion(/bin/sh) = %q", v)
+	}
 }
