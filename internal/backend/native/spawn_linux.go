@@ -123,9 +123,10 @@ func Start(c *Config) (*Init, error) {
 // and returns as soon as the init runs: the caller prepares the rest of
 // the config meanwhile (0.6 ms of a first run's critical path, the init's
 // exec and namespaces, used to be waited for here). The sandbox's PID 1
-// is known once the init reports it; every method waits for that first
-// (started), and a failure to spawn is the error of the first that
-// returns one (Configure). The init then waits for Configure.
+// is known once the init reports it; every method but Configure waits
+// for that first (started), and a failure to spawn is the error of the
+// first that returns one (Ready, TUN or Exec). The init then waits for
+// Configure.
 func Spawn(s *SpawnConfig) (*Init, error) {
 	msg, err := EncodeSpawn(s)
 	if err != nil {
@@ -187,11 +188,10 @@ func (in *Init) started() error {
 }
 
 // Configure sends the rest of the config; it does not wait for the init
-// to act on it (Ready, Exec and Wait report failures).
+// to act on it (Ready, Exec and Wait report failures), nor for the spawn
+// to be reported: the init reads it once the namespaces are made, and a
+// spawn that failed is the error of the next call.
 func (in *Init) Configure(c *Config) error {
-	if err := in.started(); err != nil {
-		return err
-	}
 	msg, err := EncodeConfig(c)
 	if err != nil {
 		return err
@@ -412,6 +412,7 @@ func (in *Init) Kill() error { return in.Signal(syscall.SIGKILL) }
 
 // died explains an init that closed its socket without a report.
 func (in *Init) died() error {
+	in.started() // stage 2's pid, if it was sent before
 	in.Reap()
 	return errors.New("the sandbox init exited unexpectedly")
 }
