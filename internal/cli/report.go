@@ -109,7 +109,7 @@ func (r *reporter) draw(frame int) {
 	for _, name := range r.shown {
 		l := "pinfold: " + name + " " + string(spinner[frame%len(spinner)]) + " " + stepText(r.ops[name].step)
 		if len(l) > r.cols-1 {
-			l = l[:max(0, r.cols-1)]
+			l = strings.ToValidUTF8(l[:max(0, r.cols-1)], "") // a rune cut in two goes
 		}
 		b.WriteString(l + "\n")
 	}
