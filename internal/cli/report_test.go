@@ -101,3 +101,34 @@ func TestReporterQuiet(t *testing.T) {
 		t.Errorf("--quiet hid a failure's log: %q", b)
 	}
 }
+
+// TestLiveLinesRedraw: each redraw goes back over the lines drawn before
+// and clears them, no line reaches the terminal's last column (one that
+// wrapped would leave the cursor a line short), and the lines go when the
+// last operation ends.
+func TestLiveLinesRedraw(t *testing.T) {
+	var out bytes.Buffer
+	r := &reporter{w: &out, tty: true, cols: 24, ops: map[string]*op{}}
+	r.Progress("base x", engine.Step{Phase: "Retrieving", Item: "a-rather-long-package-name", Done: 1})
+	r.Progress("image y", engine.Step{Phase: "Pulling", Done: 2})
+	r.mu.Lock()
+	r.draw(1)
+	r.mu.Unlock()
+	r.Done("base x", nil)
+	r.Done("image y", nil)
+	got := out.String()
+	if !strings.Contains(got, "\x1b[2A\r\x1b[J") {
+		t.Errorf("a redraw of two lines does not go back over both: %q", got)
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if i := strings.LastIndex(l, "\x1b[J"); i >= 0 {
+			l = l[i+3:]
+		}
+		if len(l) >= 24 {
+			t.Errorf("line %q reaches the terminal's last column", l)
+		}
+	}
+	if !strings.HasSuffix(got, "\x1b[2A\r\x1b[J") || r.stop != nil {
+		t.Errorf("the lines stayed after the operations ended: %q", got)
+	}
+}
