@@ -51,6 +51,9 @@ type Init struct {
 	stage1 int
 	// pending: the init has not yet been heard to report stage 2's pid
 	// (see started); spawnErr is why it never will.
+	// startMu serialises started, which Close may call from another
+	// goroutine than the one building the sandbox.
+	startMu  sync.Mutex
 	pending  bool
 	spawnErr error
 	tun      *os.File // the sandbox's TUN device, until TUN takes it
@@ -167,6 +170,8 @@ func Spawn(s *SpawnConfig) (*Init, error) {
 // waits for it too: killed without its pid known, stage 2 would outlive
 // its stage 1, waiting for a release that never comes.
 func (in *Init) started() error {
+	in.startMu.Lock()
+	defer in.startMu.Unlock()
 	if !in.pending {
 		return in.spawnErr
 	}
