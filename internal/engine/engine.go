@@ -277,11 +277,12 @@ func CanHandoff(p *plan.Plan) bool {
 // recorded for replay (see Handoff.Record): on top of CanHandoff, the plan
 // has no step on the host (hooks, caches, secrets, capabilities, a
 // lockfile's audit), a network the replay can reach (none, or the shared
-// helper's), no published ports and no limits (a replay makes no cgroup
-// nor disk). The runtime checks what the sandbox depends on.
+// helper's), no published ports and no disk (a replay makes no volume).
+// Memory, pids and CPU limits are recorded: a replay makes their cgroups
+// (initp.LaunchCgroup). The runtime checks what the sandbox depends on.
 func recordable(p *plan.Plan) bool {
 	sp := &p.Sandbox
-	return CanHandoff(p) && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 && p.Disk == 0 &&
+	return CanHandoff(p) && p.Disk == 0 &&
 		(sp.Network == sandbox.NetworkNone || sp.Network == sandbox.NetworkAllow || sp.Network == sandbox.NetworkOutbound) &&
 		len(sp.Net.Publish) == 0 && len(p.Hooks) == 0 && len(p.Caches) == 0 && len(p.Secrets) == 0 &&
 		len(p.Capabilities) == 0 && p.Audit.Lockfile == "none configured"

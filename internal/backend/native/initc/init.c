@@ -688,7 +688,8 @@ void pf_main(long *sp)
 		die(1);
 	}
 	tmark(1);
-	/* The cgroup namespace is made by stage 2 once it is in its cgroups. */
+	/* The cgroup namespace is made by stage 2 once it is in its cgroups
+	 * (when it has M_EXEC). */
 	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | (G.nsflags & ~(u64)CLONE_NEWCGROUP) | SIGCHLD,
 		       stage2_stack + sizeof stage2_stack, stage2, 0);
 	if (pid < 0) {
@@ -1618,10 +1619,6 @@ static int stage2(void *arg)
 	tmark(11);
 	await(1);
 	tmark(12);
-	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
-		report(ST_CLONE, r, -1, "cgroup namespace");
-		die(1);
-	}
 	if (build_root() < 0)
 		die(1);
 	tmark(13);
@@ -1639,6 +1636,16 @@ static int stage2(void *arg)
 		r = parse_exec(n);
 	if (r < 0) {
 		report(ST_EXECMSG, r, -1, 0);
+		die(1);
+	}
+	/*
+	 * The cgroup namespace is made once this process is in its cgroups,
+	 * so that they are its root: stage 1 joined them before the root was
+	 * built, or (a launch record's replay) the launcher did while it was
+	 * built, and sent M_EXEC only then.
+	 */
+	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
+		report(ST_CLONE, r, -1, "cgroup namespace");
 		die(1);
 	}
 	tmark(14);
