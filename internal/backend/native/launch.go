@@ -155,7 +155,7 @@ type LaunchCgroup struct {
 	Writes  []CgroupWrite
 	// MemoryEvents and PidsEvents name the event files (a file in the
 	// group's directory of that index); File "" for none.
-	MemoryEvents, PidsEvents CgroupFile
+	MemoryEvents, PidsEvents   CgroupFile
 	OOMMsg, MemoryMsg, PidsMsg string
 }
 
