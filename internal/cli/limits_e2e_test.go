@@ -187,16 +187,7 @@ func TestNoZombiesUnderSandboxes(t *testing.T) {
 	rep.Process.Kill()
 	rep.Wait()
 
-	// A run with limits is never recorded: a replay makes no cgroup.
-	if os.Geteuid() == 0 {
-		os.RemoveAll(filepath.Join(st, "launch"))
-		if _, errs, code := pf(t, ws, "run", "--access", "ro", "--memory", "64m", "--", "true"); code != 0 {
-			t.Fatalf("run with limits: %d %s", code, errs)
-		}
-		if recs, _ := filepath.Glob(filepath.Join(st, "launch", "*")); len(recs) != 0 {
-			t.Errorf("a run with limits was recorded: %v", recs)
-		}
-	}
+	// A replay with limits: TestLimitsReplayed.
 
 	// Sessions: one handed off to the waiter, one kept in Go by its
 	// limits (its record says which it hit).
