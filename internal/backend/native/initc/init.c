@@ -129,6 +129,8 @@ static struct {
 	const char *idmap_uid, *idmap_gid;
 	const char *cgroups[MAXLIST];
 	int ncgroups;
+	const char *cgself[MAXLIST];
+	int ncgself;
 	struct opref ops[MAXOPS];
 	int nops, nidmap, nfuse;
 	int loup, rootro, nnp, has_user, has_initid;
@@ -293,6 +295,11 @@ static int parse_spawn(const char *buf, long n)
 			break;
 		case C_TRACE:
 			G.trace = 1;
+			break;
+		case C_CGSELF:
+			if (G.ncgself == MAXLIST || !r.len || r.data[r.len - 1])
+				return -1;
+			G.cgself[G.ncgself++] = r.data;
 			break;
 		case C_TUN:
 			if (r.len < sizeof(struct tunconf))
@@ -688,6 +695,13 @@ void pf_main(long *sp)
 		die(1);
 	}
 	tmark(1);
+	/* Into the sandbox's cgroups first (C_CGSELF): stage 2 is born there. */
+	for (int i = 0; i < G.ncgself; i++) {
+		if ((r = write_file(G.cgself[i], "0", 1)) < 0) {
+			report(ST_CGROUP, r, -1, G.cgself[i]);
+			die(1);
+		}
+	}
 	/* The cgroup namespace is made by stage 2 once it is in its cgroups
 	 * (when it has M_EXEC). */
 	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | (G.nsflags & ~(u64)CLONE_NEWCGROUP) | SIGCHLD,

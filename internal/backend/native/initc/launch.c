@@ -238,8 +238,9 @@ struct launch {
 	/* R_CGROUP, and the groups made from it */
 	const char *cg;
 	u32 cg_len;
-	int ncg;
+	int ncg, nself;
 	char cgdir[LAUNCH_MAX_CGROUPS][256];
+	u8 cgv1[LAUNCH_MAX_CGROUPS]; /* a v1 group: stage 1 moves itself in (C_CGSELF) */
 	char memev[300], pidsev[300];
 	const char *oommsg, *memmsg, *pidsmsg;
 };
@@ -775,6 +776,10 @@ static int cg_make(struct launch *l)
 			if (sys3(__NR_mkdirat, AT_FDCWD, l->cgdir[l->ncg], 0755) < 0)
 				return -1;
 			l->ncg++;
+			if (cg_path(l, path, sizeof path, (char)('0' + l->ncg - 1), "tasks") < 0)
+				return -1;
+			if ((l->cgv1[l->ncg - 1] = sys4(__NR_faccessat, AT_FDCWD, path, 0, 0) == 0))
+				l->nself++;
 			p = a;
 			break;
 		case 'w':
@@ -805,12 +810,50 @@ static int cg_make(struct launch *l)
 	return l->ncg > 0 ? 0 : -1;
 }
 
-/* cg_join moves pid into every group: one write to cgroup.procs each. */
+/*
+ * cg_spawn returns the M_SPAWN message with a C_CGSELF record for each
+ * cgroup v1 group: stage 1 moves itself into them before it clones stage
+ * 2, which is born there. The launcher writing stage 2's pid into
+ * cgroup.procs would wait for an RCU grace period (the cgroup threadgroup
+ * lock's writer): 8 to 30 ms on a busy host, several times the whole
+ * start. 0 when the message cannot be made.
+ */
+static char *cg_spawn(struct launch *l, size_t *len)
+{
+	size_t need = l->spawn_len;
+	char *m, *q;
+	u32 size;
+	for (int i = 0; i < l->ncg; i++)
+		if (l->cgv1[i])
+			need += 8 + ((slen(l->cgdir[i]) + sizeof "/tasks" + 3) & ~3u);
+	if (need > LAUNCH_MAX_MESSAGE || !(m = map_anon(need)))
+		return 0;
+	memcpy(m, l->spawn, l->spawn_len);
+	q = m + l->spawn_len;
+	for (int i = 0; i < l->ncg; i++) {
+		u32 h[2] = {C_CGSELF, (u32)(slen(l->cgdir[i]) + sizeof "/tasks")};
+		if (!l->cgv1[i])
+			continue;
+		memcpy(q, h, 8);
+		memcpy(q + 8, l->cgdir[i], slen(l->cgdir[i]));
+		memcpy(q + 8 + slen(l->cgdir[i]), "/tasks", sizeof "/tasks");
+		q += 8 + ((h[1] + 3) & ~3u);
+	}
+	size = (u32)(need - 8);
+	memcpy(m + 4, &size, 4);
+	*len = need;
+	return m;
+}
+
+/* cg_join moves pid into every group that stage 1 does not move itself
+ * into (cgroup v2): one write to cgroup.procs each. */
 static int cg_join(struct launch *l, long pid)
 {
 	char path[300], num[24];
 	utoa(num, (unsigned long)pid);
 	for (int i = 0; i < l->ncg; i++) {
+		if (l->cgv1[i])
+			continue;
 		path[0] = 0;
 		if (scat(path, sizeof path, l->cgdir[i]) < 0 || scat(path, sizeof path, "/cgroup.procs") < 0 ||
 		    cg_write(path, num) < 0)
@@ -906,8 +949,22 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	fdpath(exe, memfd);
 	if (sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		goto close_memfd;
-	/* Queued before the init exists: it reads it first thing. */
-	if (send_fds(sv[0], l->spawn, l->spawn_len, 0, 0) < 0)
+	/* The run's cgroups are made, and their limits set, before the init
+	 * starts: it starts the sandbox in them. */
+	if (l->cg) {
+		size_t slen_ = 0;
+		char *sm;
+		if (cg_make(l) < 0 || !(sm = cg_spawn(l, &slen_))) {
+			cg_remove(l);
+			goto close_socks;
+		}
+		n = send_fds(sv[0], sm, slen_, 0, 0);
+		sys2(__NR_munmap, sm, slen_);
+		if (n < 0) {
+			cg_remove(l);
+			goto close_socks;
+		}
+	} else if (send_fds(sv[0], l->spawn, l->spawn_len, 0, 0) < 0) /* queued before the init exists */
 		goto close_socks;
 	c.exe = exe, c.sock = sv[1];
 	stage1 = pf_clone(CLONE_VM | CLONE_VFORK | SIGCHLD, child_stack + sizeof child_stack, child_main, &c);
@@ -922,15 +979,19 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	if (send_fds(sv[0], l->config, l->config_len, 0, 0) < 0)
 		goto kill;
 	/*
-	 * The cgroups are made and joined while the init builds the root: a
-	 * join of a cgroup v1 hierarchy waits for an RCU grace period, which
-	 * is then off the critical path. The init forks the command only
-	 * once it has M_EXEC, sent below, after every join succeeded: the
-	 * command never runs outside its groups (the init's own memory
-	 * charged before the join is the set-up's, not the command's).
+	 * Stage 2 was born in the v1 groups. Stage 1, in them too until it
+	 * exits once it has the config, is reaped before the command starts,
+	 * so that it takes none of the command's pids. The v2 groups are
+	 * joined while the init builds the root. The init forks the command
+	 * only once it has M_EXEC, sent below, after every join succeeded:
+	 * the command never runs outside its groups.
 	 */
-	if (l->cg && (cg_make(l) < 0 || cg_join(l, stage2) < 0))
-		goto kill;
+	if (l->cg) {
+		if (l->nself && sys4(__NR_wait4, stage1, 0, WALL, 0) == stage1)
+			stage1 = 0;
+		if (cg_join(l, stage2) < 0)
+			goto kill;
+	}
 	if (!(l->flags & LAUNCH_STDIN)) {
 		stdio[0] = (int)sys3(__NR_open, "/dev/null", O_RDWR | O_CLOEXEC, 0);
 		if (stdio[0] < 0)
@@ -1016,8 +1077,10 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 kill:
 	if (stage2 > 0)
 		sys2(__NR_kill, stage2, SIGKILL);
-	sys2(__NR_kill, stage1, SIGKILL);
-	sys4(__NR_wait4, stage1, 0, WALL, 0);
+	if (stage1 > 0) {
+		sys2(__NR_kill, stage1, SIGKILL);
+		sys4(__NR_wait4, stage1, 0, WALL, 0);
+	}
 	if (stage2 > 0)
 		sys4(__NR_wait4, stage2, 0, WALL, 0);
 	cg_remove(l);
