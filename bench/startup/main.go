@@ -23,10 +23,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -112,7 +114,7 @@ func main() {
 		begin := time.Now()
 		measure(rs, *rounds)
 		report("CLI with limits, cold start", rs, 0, 1)
-		fmt.Printf("  pinfold's runs were replays from a launch record: %s\n", replays(begin))
+		fmt.Printf("  pinfold's runs were replays from a launch record: %s\n", replays(begin, limitsArgs))
 		ratio(rs, 0, 2)
 		ratio(rs, 1, 2)
 		load, _ = os.ReadFile("/proc/loadavg")
@@ -159,22 +161,25 @@ func main() {
 	}
 }
 
-// replays tells whether the runs since begin were replayed: a run that
-// took the Go side writes its launch record again, so no record of the
-// store changed since then.
-func replays(begin time.Time) string {
+// replays tells whether the runs of args since begin were replayed: a run
+// that took the Go side writes its launch record again.
+func replays(begin time.Time, args []string) string {
 	dir, err := store.DefaultDir()
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
-	ents, _ := os.ReadDir(filepath.Join(dir, "launch"))
-	if len(ents) == 0 {
-		return "no (no launch record)"
+	cwd, _ := os.Getwd()
+	prefix := args[:slices.Index(args, "--")+1]
+	key, err := initp.LaunchKey(prefix, cwd, os.Environ())
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
 	}
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil && fi.ModTime().After(begin) {
-			return "no (a record was written during the measurement)"
-		}
+	fi, err := os.Stat(initp.LaunchFile(filepath.Join(dir, "launch"), key))
+	switch {
+	case err != nil:
+		return "no (no launch record)"
+	case fi.ModTime().After(begin):
+		return "no (its record was written during the measurement)"
 	}
 	return "yes"
 }
