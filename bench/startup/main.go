@@ -237,7 +237,11 @@ func libraryRunner(ws string) (*runner, func(), error) {
 func measure(rs []*runner, rounds int) {
 	for _, r := range rs { // warm up caches and pools
 		for i := 0; i < 10; i++ {
-			if err := r.run(); err != nil {
+			err := r.run()
+			for try := 0; err != nil && vanished(err) && try < 10; try++ {
+				err = r.run()
+			}
+			if err != nil {
 				fail(err)
 			}
 		}
@@ -247,7 +251,7 @@ func measure(rs []*runner, rounds int) {
 			r := rs[(i+j)%len(rs)]
 			start := time.Now()
 			err := r.run()
-			for try := 0; err != nil && vanished(err) && try < 3; try++ {
+			for try := 0; err != nil && vanished(err) && try < 10; try++ {
 				start = time.Now()
 				err = r.run()
 			}
