@@ -209,6 +209,10 @@ type Handoff struct {
 	// limit hands off only when its messages are given: a front end that
 	// needs Result.LimitsHit itself (a session's record) leaves them out.
 	MemoryMsg, OOMMsg, PidsMsg string
+	// LimitsHitFile is where the waiter writes the limits hit
+	// (sandbox.HandoffOptions.LimitsHitFile), for a front end that records
+	// them.
+	LimitsHitFile string
 	// Record, when set, asks for the launch to be recorded for replay,
 	// if the plan allows it: the caller gives its key and what the plan
 	// was read from, the engine the rest.
@@ -591,7 +595,7 @@ func (r *Run) handoff(proc sandbox.Process) {
 		return // the front end reports the limits hit itself
 	}
 	ho := sandbox.HandoffOptions{TimeoutMsg: h.TimeoutMsg, TmpFullMsg: h.TmpFullMsg, Report: h.Report, ViolationLog: r.vlog.Path(),
-		MemoryMsg: h.MemoryMsg, OOMMsg: h.OOMMsg, PidsMsg: h.PidsMsg}
+		MemoryMsg: h.MemoryMsg, OOMMsg: h.OOMMsg, PidsMsg: h.PidsMsg, LimitsHitFile: h.LimitsHitFile}
 	id := ""
 	if r.cs != nil {
 		// The waiter finishes the changeset (FinishHandedOff), holding

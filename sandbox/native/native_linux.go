@@ -838,6 +838,12 @@ func (p *Process) Handoff(o sandbox.HandoffOptions) error {
 		limits = &initp.WaitLimits{MemoryEvents: mem, OOMMsg: o.OOMMsg, MemoryMsg: o.MemoryMsg,
 			PidsEvents: pids, PidsMsg: o.PidsMsg, Dirs: g.Dirs()}
 	}
+	if o.LimitsHitFile != "" {
+		if limits == nil {
+			limits = &initp.WaitLimits{}
+		}
+		limits.HitFile = o.LimitsHitFile
+	}
 	netFD := -1
 	if p.inst.net != nil {
 		if o.Report == nil {
