@@ -149,6 +149,28 @@ func TestLimitsReplayed(t *testing.T) {
 			t.Errorf("%s: cgroups left: %v", c.name, left)
 		}
 	}
+
+	// A replay's waiter killed with SIGKILL leaves its groups, named
+	// after it, to pinfold clean (which removes the records too: last).
+	cmd, line := startLimited(t, ws, nil, flags, "31.63")
+	if line != "1" {
+		t.Fatalf("kill -9: not replayed: %q", line)
+	}
+	groups := cgroupsOf(cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if len(groups) == 0 {
+		t.Fatal("kill -9: no cgroups")
+	}
+	for end := time.Now().Add(5 * time.Second); len(sleepers("31.63")) > 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, errs, code := pf(t, ws, "clean"); code != 0 {
+		t.Errorf("pinfold clean: %d %s", code, errs)
+	}
+	if left := cgroupsOf(cmd.Process.Pid); len(left) != 0 {
+		t.Errorf("pinfold clean left a killed replay's groups: %v", left)
+	}
 }
 
 // editRecord replaces the data of the record's entries of tag with what
