@@ -265,9 +265,12 @@ func measure(rs []*runner, rounds int) {
 
 // vanished reports bwrap's failure to copy a mount that went away while
 // it bound / recursively (another program's short-lived mount, on a
-// shared machine): that round of bwrap is timed again.
+// shared machine: a container's overlay unmounted while bwrap remounted
+// it gives EINVAL): that round of bwrap is timed again.
 func vanished(err error) bool {
-	return strings.Contains(err.Error(), "Can't bind mount /oldroot/") && strings.Contains(err.Error(), "No such file or directory")
+	e := err.Error()
+	return strings.Contains(e, "Can't bind mount /oldroot/") &&
+		(strings.Contains(e, "No such file or directory") || strings.Contains(e, "remount") && strings.Contains(e, "Invalid argument"))
 }
 
 func median(d []time.Duration) time.Duration {
