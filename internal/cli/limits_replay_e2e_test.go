@@ -249,3 +249,31 @@ func TestLimitsReplayFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsFromConfigReplayed: limits from pinfold.yaml are replayed as
+// the flags' are, and a changed pinfold.yaml (a dependency of the record)
+// is never replayed with the old limits.
+func TestLimitsFromConfigReplayed(t *testing.T) {
+	needCgroups(t)
+	st := needLaunchCache(t)
+	ws := t.TempDir()
+	cfg := filepath.Join(ws, "pinfold.yaml")
+	if err := os.WriteFile(cfg, []byte("version: 1\nlimits:\n  pids: 8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	args := []string{"run", "--access", "ro", "--"}
+	prime(t, st, ws, append(args, "true")...)
+	bomb := `echo ${PINFOLD_REPLAYED:-no}; for i in $(seq 20); do sleep 5 & done; wait`
+	out, errs, code := pf(t, ws, append(args, "sh", "-c", bomb)...)
+	if out != "1\n" || code != 2 || !strings.Contains(errs, "pinfold: limit hit: process limit, fork refused (limit 8)\n") {
+		t.Errorf("the config's limit, replayed: output %q, status %d, stderr %q", out, code, errs)
+	}
+	if err := os.WriteFile(cfg, []byte("version: 1\nlimits:\n  pids: 12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = pf(t, ws, append(args, "sh", "-c", bomb)...)
+	if out != "no\n" || code != 2 || !strings.Contains(errs, "pinfold: limit hit: process limit, fork refused (limit 12)\n") {
+		t.Errorf("after the config changed: output %q, status %d, stderr %q; want the Go side with the new limit", out, code, errs)
+	}
+}
