@@ -34,6 +34,11 @@ type HandoffOptions struct {
 	// runtime hands off a sandbox with limits only when the messages of
 	// its limits are given.
 	MemoryMsg, OOMMsg, PidsMsg string
+	// LimitsHitFile, when set, is where the waiter writes the limits the
+	// command hit (Result.LimitsHit's names, in its order, joined by
+	// ", "), for a front end that records them (a session's record); no
+	// file is written when none was.
+	LimitsHitFile string
 	// Finish names a changeset the waiter finishes once the command
 	// ended, "pinfold __finish" style: the pinfold binary, the store and
 	// the changeset's id. Its lock must survive the exec.

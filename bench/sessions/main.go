@@ -44,6 +44,7 @@ func main() {
 	execs := flag.Int("execs", 1000, "execs through the API")
 	conc := flag.Int("concurrency", 50, "execs at once through the API")
 	idle := flag.Int("idle", 10, "idle sessions for the memory figure")
+	onlyMemory := flag.Bool("only-memory", false, "measure only the memory of idle sessions")
 	flag.Parse()
 	bin, err := filepath.Abs(*pinfold)
 	check(err)
@@ -63,6 +64,10 @@ func main() {
 		os.RemoveAll(tmp)
 	}
 	defer cleanup()
+	if *onlyMemory {
+		memories(bin, st, *idle)
+		return
+	}
 	id := start(bin, "--access", "ro")
 
 	// Commands to compare, each timed as a whole process the way a user
@@ -131,8 +136,7 @@ func main() {
 	fmt.Printf("  pinfold exec (CLI) / the Go side: %.3f\n", ratio(times[0], times[3]))
 
 	apiBench(store, bin, id, *execs, *conc)
-	memory(bin, st, *idle, "--access", "ro")
-	memory(bin, st, *idle) // the default: a changeset
+	memories(bin, st, *idle)
 
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Printf("\nload average at the end: %s", load)
@@ -204,6 +208,16 @@ func apiBench(store, bin, id string, n, conc int) {
 		ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), float64(n)/wall.Seconds())
 	if firstErr != "" {
 		fmt.Printf("  first failure: %s\n", firstErr)
+	}
+}
+
+// memories measures idle sessions --access ro, with a changeset, and
+// (as root, where limits need no delegation) --access ro with limits.
+func memories(bin string, st *session.Store, n int) {
+	memory(bin, st, n, "--access", "ro")
+	memory(bin, st, n) // the default: a changeset
+	if os.Geteuid() == 0 {
+		memory(bin, st, n, "--access", "ro", "--memory", "256m", "--pids", "64")
 	}
 }
 

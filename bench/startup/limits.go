@@ -13,6 +13,9 @@ import (
 // benchLimits are the limits of the -limits comparison.
 var benchLimits = cgroup.Limits{MemoryBytes: 256 << 20, Pids: 64}
 
+// limitsArgs is the measured command line.
+var limitsArgs = []string{"run", "--access", "ro", "--memory", "256m", "--pids", "64", "--", "/bin/true"}
+
 // limitsRunners are pinfold run --access ro with --memory 256m --pids 64,
 // its peer, bwrap in the same cgroups made, limited, joined and removed by
 // a shell script (one sh, the way a script around bwrap would: it waits
@@ -69,7 +72,7 @@ func limitsRunners(bin string) ([]*runner, error) {
 	}
 	script := sb.String()
 	return []*runner{
-		{name: "pinfold run --access ro --memory 256m --pids 64", run: command(bin, "run", "--access", "ro", "--memory", "256m", "--pids", "64", "--", "/bin/true")},
+		{name: "pinfold run --access ro --memory 256m --pids 64", run: command(bin, limitsArgs...)},
 		{name: "script (cgroups, bwrap, rmdir)", run: command("sh", "-c", script)},
 		{name: "bwrap (same isolation) /bin/true", run: command("bwrap", bwrapArgs...)},
 	}, nil

@@ -57,3 +57,13 @@ func (g *Group) Kill() error { return nil }
 
 // Remove does nothing.
 func (g *Group) Remove() error { return nil }
+
+// Write is one value a group's limits write into one of its files.
+type Write struct {
+	Dir         int
+	File, Value string
+	Optional    bool
+}
+
+// Writes returns nil.
+func (g *Group) Writes(l Limits) []Write { return nil }

@@ -169,57 +169,74 @@ func enableV2(set ctrlSet, base, parent string) error {
 	return nil
 }
 
-// setLimits writes l into g's directories. On v2, a missing interface
-// file means the controller is not enabled in the parent yet: enable is
-// called once and the write retried.
-func (g *Group) setLimits(l Limits, enable func() error) error {
-	var b [48]byte
-	write := func(path string, v []byte) error {
-		err := writeFile(path, v)
-		if enable != nil && errors.Is(err, unix.ENOENT) {
-			if err := enable(); err != nil {
-				return err
-			}
-			err = writeFile(path, v)
-		}
-		return err
+// Write is one value a group's limits write into one of its files, in
+// the order they must be written.
+type Write struct {
+	Dir   int    // the index of the directory in Dirs
+	File  string // the file's name in it
+	Value string
+	// Optional writes may find no file (ENOENT): the kernel then has
+	// nothing of that kind to cap (swap that is not accounted).
+	Optional bool
+}
+
+// Writes lists what New wrote into the group for l: the same files with
+// the same values, for a process that makes the group again in New's
+// place (the native runtime's replay of a launch record, initc/launch.c).
+func (g *Group) Writes(l Limits) []Write {
+	var w []Write
+	add := func(dir, file string, v []byte, optional bool) {
+		w = append(w, Write{Dir: slices.Index(g.dirs, dir), File: file, Value: string(v), Optional: optional})
 	}
+	var b [48]byte
 	if dir := g.ctrl[ctrlMemory]; dir != "" {
 		v := strconv.AppendInt(b[:0], l.MemoryBytes, 10)
 		// The swap file is missing when the kernel does not account
 		// swap; then there is nothing to cap.
 		if dir == g.v2 {
-			if err := write(dir+"/memory.max", v); err != nil {
-				return err
-			}
-			if err := writeFile(dir+"/memory.swap.max", []byte("0")); err != nil && !errors.Is(err, unix.ENOENT) {
-				return err
-			}
+			add(dir, "memory.max", v, false)
+			add(dir, "memory.swap.max", []byte("0"), true)
 		} else {
 			// memory.memsw.limit_in_bytes may not go below
 			// memory.limit_in_bytes, so it comes second.
-			if err := writeFile(dir+"/memory.limit_in_bytes", v); err != nil {
-				return err
-			}
-			if err := writeFile(dir+"/memory.memsw.limit_in_bytes", v); err != nil && !errors.Is(err, unix.ENOENT) {
-				return err
-			}
+			add(dir, "memory.limit_in_bytes", v, false)
+			add(dir, "memory.memsw.limit_in_bytes", v, true)
 		}
 	}
 	if dir := g.ctrl[ctrlPids]; dir != "" {
-		if err := write(dir+"/pids.max", strconv.AppendInt(b[:0], l.Pids, 10)); err != nil {
-			return err
-		}
+		add(dir, "pids.max", strconv.AppendInt(b[:0], l.Pids, 10), false)
 	}
 	if dir := g.ctrl[ctrlCPU]; dir != "" {
 		v := strconv.AppendInt(b[:0], l.cpuQuotaUs(), 10)
 		if dir == g.v2 {
 			v = append(v, ' ')
-			if err := write(dir+"/cpu.max", strconv.AppendInt(v, cpuPeriodUs, 10)); err != nil {
+			add(dir, "cpu.max", strconv.AppendInt(v, cpuPeriodUs, 10), false)
+		} else {
+			// A new v1 group has the default period, cpuPeriodUs.
+			add(dir, "cpu.cfs_quota_us", v, false)
+		}
+	}
+	return w
+}
+
+// setLimits writes l into g's directories (Writes). On v2, a missing
+// interface file means the controller is not enabled in the parent yet:
+// enable is called once and the write retried.
+func (g *Group) setLimits(l Limits, enable func() error) error {
+	for _, w := range g.Writes(l) {
+		dir := g.dirs[w.Dir]
+		path := dir + "/" + w.File
+		err := writeFile(path, []byte(w.Value))
+		if w.Optional && errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if enable != nil && dir == g.v2 && errors.Is(err, unix.ENOENT) {
+			if err = enable(); err != nil {
 				return err
 			}
-		} else if err := writeFile(dir+"/cpu.cfs_quota_us", v); err != nil {
-			// A new v1 group has the default period, cpuPeriodUs.
+			err = writeFile(path, []byte(w.Value))
+		}
+		if err != nil {
 			return err
 		}
 	}

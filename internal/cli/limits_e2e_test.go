@@ -187,19 +187,9 @@ func TestNoZombiesUnderSandboxes(t *testing.T) {
 	rep.Process.Kill()
 	rep.Wait()
 
-	// A run with limits is never recorded: a replay makes no cgroup.
-	if os.Geteuid() == 0 {
-		os.RemoveAll(filepath.Join(st, "launch"))
-		if _, errs, code := pf(t, ws, "run", "--access", "ro", "--memory", "64m", "--", "true"); code != 0 {
-			t.Fatalf("run with limits: %d %s", code, errs)
-		}
-		if recs, _ := filepath.Glob(filepath.Join(st, "launch", "*")); len(recs) != 0 {
-			t.Errorf("a run with limits was recorded: %v", recs)
-		}
-	}
+	// A replay with limits: TestLimitsReplayed.
 
-	// Sessions: one handed off to the waiter, one kept in Go by its
-	// limits (its record says which it hit).
+	// Sessions, handed off to the waiter with and without limits.
 	for _, args := range [][]string{nil, {"--memory", "256m"}} {
 		if args != nil && os.Geteuid() != 0 {
 			continue
@@ -255,5 +245,52 @@ func TestDiskHandOff(t *testing.T) {
 			t.Errorf("%q: summary %q", c.script, errs)
 		}
 		waitNoLeftovers(t)
+	}
+}
+
+// TestSessionLimitsHandOff: a session with limits hands off like one
+// without: no Go process stays under its supervisor's pid, the agent
+// runs in the session's cgroups, which the waiter removes when it ends,
+// and a session ended while a limit was hit records it as the Go side
+// would ("limit hit: pids"; the log says it in pinfold's words).
+func TestSessionLimitsHandOff(t *testing.T) {
+	needCgroups(t)
+	st := storeDir(t)
+	// rw: the waiter ends the session, its record is finished by the
+	// next look at it; a changeset with a write: by pinfold __finish.
+	for _, access := range []string{"rw", "changeset"} {
+		ws := t.TempDir()
+		r := startSession(t, ws, "--access", access, "--memory", "256m", "--pids", "16")
+		waitHandoff(t, r.Pid)
+		if g := goProcesses(r.Pid); len(g) != 0 {
+			t.Errorf("%s: Go processes under a session with limits: %v", access, g)
+		}
+		groups := cgroupsOf(r.Pid)
+		if len(groups) == 0 {
+			t.Fatalf("%s: no cgroups for the session's limits", access)
+		}
+		waitNoZombies(t, "session with limits", r.Pid)
+		// Forks beyond the limit are refused; then the agent is killed
+		// from inside, which ends the session as its command.
+		if _, errs, code := pf(t, ws, "exec", r.ID, "--", "sh", "-c", "echo x > written; for i in $(seq 20); do sleep 5 & done; wait"); code == 0 {
+			t.Errorf("%s: 20 processes in a session of 16: %s", access, errs)
+		}
+		pf(t, ws, "exec", r.ID, "--", "sh", "-c", "kill -KILL $PPID")
+		var s sessionRecord
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s = sessionStatus(t, ws, r.ID); s.State != "running" || time.Now().After(end) {
+				break
+			}
+		}
+		if s.State != "stopped" || s.Reason != "limit hit: pids" || access == "changeset" && s.Added != 1 {
+			t.Errorf("%s: session record: %s, %q, %d added; want stopped, \"limit hit: pids\"", access, s.State, s.Reason, s.Added)
+		}
+		if left := cgroupsOf(r.Pid); len(left) != 0 {
+			t.Errorf("%s: cgroups left after the session: %v (had %v)", access, left, groups)
+		}
+		log, _ := os.ReadFile(filepath.Join(st, "sessions", r.ID, "log"))
+		if !strings.Contains(string(log), "pinfold: session "+r.ID+": limit hit: process limit, fork refused (limit 16)") {
+			t.Errorf("%s: the session's log does not say the limit hit:\n%s", access, log)
+		}
 	}
 }

@@ -209,6 +209,10 @@ type Handoff struct {
 	// limit hands off only when its messages are given: a front end that
 	// needs Result.LimitsHit itself (a session's record) leaves them out.
 	MemoryMsg, OOMMsg, PidsMsg string
+	// LimitsHitFile is where the waiter writes the limits hit
+	// (sandbox.HandoffOptions.LimitsHitFile), for a front end that records
+	// them.
+	LimitsHitFile string
 	// Record, when set, asks for the launch to be recorded for replay,
 	// if the plan allows it: the caller gives its key and what the plan
 	// was read from, the engine the rest.
@@ -277,11 +281,12 @@ func CanHandoff(p *plan.Plan) bool {
 // recorded for replay (see Handoff.Record): on top of CanHandoff, the plan
 // has no step on the host (hooks, caches, secrets, capabilities, a
 // lockfile's audit), a network the replay can reach (none, or the shared
-// helper's), no published ports and no limits (a replay makes no cgroup
-// nor disk). The runtime checks what the sandbox depends on.
+// helper's), no published ports and no disk (a replay makes no volume).
+// Memory, pids and CPU limits are recorded: a replay makes their cgroups
+// (initp.LaunchCgroup). The runtime checks what the sandbox depends on.
 func recordable(p *plan.Plan) bool {
 	sp := &p.Sandbox
-	return CanHandoff(p) && sp.Limits.Memory == 0 && sp.Limits.Pids == 0 && sp.Limits.CPUs == 0 && p.Disk == 0 &&
+	return CanHandoff(p) && p.Disk == 0 &&
 		(sp.Network == sandbox.NetworkNone || sp.Network == sandbox.NetworkAllow || sp.Network == sandbox.NetworkOutbound) &&
 		len(sp.Net.Publish) == 0 && len(p.Hooks) == 0 && len(p.Caches) == 0 && len(p.Secrets) == 0 &&
 		len(p.Capabilities) == 0 && p.Audit.Lockfile == "none configured"
@@ -590,7 +595,7 @@ func (r *Run) handoff(proc sandbox.Process) {
 		return // the front end reports the limits hit itself
 	}
 	ho := sandbox.HandoffOptions{TimeoutMsg: h.TimeoutMsg, TmpFullMsg: h.TmpFullMsg, Report: h.Report, ViolationLog: r.vlog.Path(),
-		MemoryMsg: h.MemoryMsg, OOMMsg: h.OOMMsg, PidsMsg: h.PidsMsg}
+		MemoryMsg: h.MemoryMsg, OOMMsg: h.OOMMsg, PidsMsg: h.PidsMsg, LimitsHitFile: h.LimitsHitFile}
 	id := ""
 	if r.cs != nil {
 		// The waiter finishes the changeset (FinishHandedOff), holding

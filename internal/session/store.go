@@ -17,6 +17,7 @@ import (
 
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/internal/untrusted"
+	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
 )
 
@@ -81,6 +82,9 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		case agent.ExitIdle:
 			r.Reason = "idle"
 		}
+		if hit := s.limitsHit(r.ID); hit != "" && status != agent.ExitStopped && status != agent.ExitIdle {
+			r.Reason = "limit hit: " + hit
+		}
 		if reason, ok := s.exitReason(r.ID); ok {
 			r.Reason = reason
 		}
@@ -95,6 +99,29 @@ func (s *Store) Finished(changesetID string, status int, empty bool, added, modi
 		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
 		s.Save(r)
 	}
+}
+
+// limitsHitFile is where a session's waiter writes the limits it hit
+// (sandbox.HandoffOptions.LimitsHitFile), in the session's directory,
+// which the sandbox cannot write (it sees only run and home).
+const limitsHitFile = "limits-hit"
+
+// limitsHit reads the limits the session's waiter found hit, "" for none:
+// only the names sandbox.Result.LimitsHit uses are taken.
+func (s *Store) limitsHit(id string) string {
+	b, err := untrusted.ReadSmall(filepath.Join(s.Path(id), limitsHitFile), 64)
+	if err != nil {
+		return ""
+	}
+	names := strings.Split(strings.TrimSuffix(string(b), "\n"), ", ")
+	for _, n := range names {
+		switch n {
+		case sandbox.LimitTimeout, sandbox.LimitMemory, sandbox.LimitPids, sandbox.LimitTmp:
+		default:
+			return ""
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // maxExitMarker bounds the exit marker: the agent writes a word.
@@ -249,6 +276,11 @@ func (s *Store) check(r *Record) *Record {
 			freeze(r.Freezer, r.FreezerV2, false)
 		}
 		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
+		if hit := s.limitsHit(r.ID); hit != "" {
+			// The waiter it handed off to ended it on a limit, and
+			// with no changeset to record left no record but this.
+			r.State, r.Reason = StateStopped, "limit hit: "+hit
+		}
 		if reason, ok := s.exitReason(r.ID); ok {
 			// The agent ended as asked and the supervisor (the waiter it
 			// handed off to) left no record: the session stopped.

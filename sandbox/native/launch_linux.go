@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	initp "github.com/pinfold/pinfold/internal/backend/native"
+	"github.com/pinfold/pinfold/internal/cgroup"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -159,11 +161,23 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		}
 	}
 	spawn, cfg, exec := p.inst.init.Sent()
+	var cg *initp.LaunchCgroup
+	if g := p.inst.cg; g != nil {
+		// The replay joins the init to groups of its own: the recorded
+		// config must not name this run's.
+		var err error
+		if cg = launchCgroup(g, p.sb.limits, o); cg == nil {
+			return
+		}
+		if cfg, err = initp.StripCgroups(cfg); err != nil {
+			return
+		}
+	}
 	r := &initp.LaunchRecord{
 		Prefix: rec.Prefix, Cwd: rec.Cwd, Environ: rec.Environ, Deps: l.deps, Empty: rec.Empty,
 		Spawn: spawn, Config: cfg, Exec: exec,
 		AnyCommand: rec.AnyCommand, Stdin: rec.Stdin, Timeout: p.timeout,
-		TimeoutMsg: o.TimeoutMsg, TmpFullMsg: o.TmpFullMsg,
+		TimeoutMsg: o.TimeoutMsg, TmpFullMsg: o.TmpFullMsg, Cgroup: cg,
 	}
 	storeDir, err := p.sb.storeDir()
 	if err != nil {
@@ -190,6 +204,43 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(storeDir, "runs"), Config: cfgMsg}
 	}
 	initp.WriteLaunch(filepath.Join(storeDir, "launch"), r)
+}
+
+// launchCgroup describes how a replay makes groups like g, made for l:
+// their parents, the same files written with the same values, and what
+// the waiter reports from. nil when the group is not one a replay can
+// make the same way.
+func launchCgroup(g *cgroup.Group, l cgroup.Limits, o *sandbox.HandoffOptions) *initp.LaunchCgroup {
+	dirs := g.Dirs()
+	c := &initp.LaunchCgroup{OOMMsg: o.OOMMsg, MemoryMsg: o.MemoryMsg, PidsMsg: o.PidsMsg}
+	for _, d := range dirs {
+		if filepath.Base(d) != g.Name() {
+			return nil
+		}
+		c.Parents = append(c.Parents, filepath.Dir(d))
+	}
+	for _, w := range g.Writes(l) {
+		if w.Dir < 0 {
+			return nil
+		}
+		c.Writes = append(c.Writes, initp.CgroupWrite{CgroupFile: initp.CgroupFile{Dir: w.Dir, File: w.File},
+			Value: w.Value, Optional: w.Optional})
+	}
+	file := func(path string) (initp.CgroupFile, bool) {
+		if path == "" {
+			return initp.CgroupFile{}, true
+		}
+		i := slices.Index(dirs, filepath.Dir(path))
+		return initp.CgroupFile{Dir: i, File: filepath.Base(path)}, i >= 0
+	}
+	mem, pids := g.EventFiles()
+	var ok1, ok2 bool
+	c.MemoryEvents, ok1 = file(mem)
+	c.PidsEvents, ok2 = file(pids)
+	if !ok1 || !ok2 || mem != "" && (c.OOMMsg == "" || c.MemoryMsg == "") || pids != "" && c.PidsMsg == "" {
+		return nil
+	}
+	return c
 }
 
 // launchChangeset describes how a replay makes a changeset like the one

@@ -823,7 +823,7 @@ var _ sandbox.Handoffer = (*Process)(nil)
 // which reports the limits hit and removes them: o must then give the
 // messages of its memory and pids limits.
 func (p *Process) Handoff(o sandbox.HandoffOptions) error {
-	if o.Record != nil && p.inst.cg == nil {
+	if o.Record != nil {
 		p.record(&o)
 	}
 	if p.PTY != nil || p.io.copies > 0 {
@@ -837,6 +837,12 @@ func (p *Process) Handoff(o sandbox.HandoffOptions) error {
 		}
 		limits = &initp.WaitLimits{MemoryEvents: mem, OOMMsg: o.OOMMsg, MemoryMsg: o.MemoryMsg,
 			PidsEvents: pids, PidsMsg: o.PidsMsg, Dirs: g.Dirs()}
+	}
+	if o.LimitsHitFile != "" {
+		if limits == nil {
+			limits = &initp.WaitLimits{}
+		}
+		limits.HitFile = o.LimitsHitFile
 	}
 	netFD := -1
 	if p.inst.net != nil {

@@ -30,6 +30,7 @@ const (
 	rWait, rOpts     = 7, 8
 	rChangeset       = 9
 	rNet             = 10
+	rCgroup          = 11
 	launchAnyCommand = 1
 	launchStdin      = 2
 )
@@ -133,6 +134,125 @@ type LaunchRecord struct {
 	// Net, when set, makes every replay connect to the shared network
 	// helper as the recorded run did (see LaunchNet).
 	Net *LaunchNet
+	// Cgroup, when set, makes every replay make and join cgroups with the
+	// recorded run's limits (see LaunchCgroup).
+	Cgroup *LaunchCgroup
+}
+
+// LaunchCgroup is how a replay puts its sandbox under the recorded run's
+// limits: launch.c makes one group named "<pid>-<start time>-1" (its own
+// pid and start time, as the Go side names its groups: pinfold clean
+// knows when they are stale) in each of Parents, writes Writes into them
+// in order, writes the sandbox init's pid into each cgroup.procs while
+// the init builds the root, and sends the command only once all that
+// succeeded; on any failure it removes what it made and leaves the run
+// to the Go side. The waiter then reports the limits hit from the event
+// files with the messages, and removes the groups, as after the Go
+// side's hand-off (WaitLimits). The Config message of such a record has
+// no C_CGROUP records (StripCgroups).
+type LaunchCgroup struct {
+	Parents []string
+	Writes  []CgroupWrite
+	// MemoryEvents and PidsEvents name the event files (a file in the
+	// group's directory of that index); File "" for none.
+	MemoryEvents, PidsEvents   CgroupFile
+	OOMMsg, MemoryMsg, PidsMsg string
+}
+
+// CgroupFile is a file in one of a LaunchCgroup's groups.
+type CgroupFile struct {
+	Dir  int // index in Parents
+	File string
+}
+
+// CgroupWrite is one value written into a group's file (cgroup.Write).
+type CgroupWrite struct {
+	CgroupFile
+	Value string
+	// Optional: a missing file (ENOENT) is not an error.
+	Optional bool
+}
+
+// maxLaunchCgroups is MAXCG in initc/init.c: the waiter takes that many.
+const maxLaunchCgroups = 8
+
+// encode returns R_CGROUP's data: NUL-terminated strings, each entry's
+// first string led by its kind and (but "d") the group's index as one
+// digit: "d" PARENT; "w" or "o" (optional) I FILE, VALUE; "m" I FILE,
+// OOMMSG, MEMMSG; "p" I FILE, PIDSMSG.
+func (c *LaunchCgroup) encode() ([]byte, error) {
+	if len(c.Parents) == 0 || len(c.Parents) > maxLaunchCgroups {
+		return nil, errors.New("launch record: bad number of cgroups")
+	}
+	var b []byte
+	strs := func(ss ...string) {
+		for _, s := range ss {
+			b = append(append(b, s...), 0)
+		}
+	}
+	file := func(kind byte, f CgroupFile) error {
+		if f.Dir < 0 || f.Dir >= len(c.Parents) || f.File == "" || strings.ContainsAny(f.File, "/\x00") {
+			return errors.New("launch record: bad cgroup file")
+		}
+		b = append(b, kind, byte('0'+f.Dir))
+		strs(f.File)
+		return nil
+	}
+	for _, p := range c.Parents {
+		if !filepath.IsAbs(p) || strings.IndexByte(p, 0) >= 0 {
+			return nil, errors.New("launch record: bad cgroup parent")
+		}
+		b = append(b, 'd')
+		strs(p)
+	}
+	for _, w := range c.Writes {
+		kind := byte('w')
+		if w.Optional {
+			kind = 'o'
+		}
+		if err := file(kind, w.CgroupFile); err != nil {
+			return nil, err
+		}
+		strs(w.Value)
+	}
+	if c.MemoryEvents.File != "" {
+		if err := file('m', c.MemoryEvents); err != nil {
+			return nil, err
+		}
+		strs(c.OOMMsg, c.MemoryMsg)
+	}
+	if c.PidsEvents.File != "" {
+		if err := file('p', c.PidsEvents); err != nil {
+			return nil, err
+		}
+		strs(c.PidsMsg)
+	}
+	return b, nil
+}
+
+// StripCgroups returns the M_CONFIG message cfg without its C_CGROUP
+// records: a replay joins the init to its cgroups itself (LaunchCgroup).
+func StripCgroups(cfg []byte) ([]byte, error) {
+	if len(cfg) < 8 || binary.NativeEndian.Uint32(cfg) != msgConfig {
+		return nil, errors.New("not a config message")
+	}
+	out := append([]byte(nil), cfg[:8]...)
+	for p := cfg[8:]; len(p) > 0; {
+		if len(p) < 8 {
+			return nil, errors.New("truncated config message")
+		}
+		n := 8 + int(binary.NativeEndian.Uint32(p[4:]))
+		n = (n + 3) &^ 3
+		if n > len(p) {
+			n = len(p) // the last record's padding
+		}
+		if binary.NativeEndian.Uint16(p) != cCgroup {
+			out = append(out, p[:n]...)
+		}
+		p = p[n:]
+	}
+	binary.NativeEndian.PutUint32(out[4:], uint32(len(out)-8))
+	return out, nil
 }
 
 // LaunchNet is how a replay gets its network stack: launch.c connects to
@@ -291,6 +411,13 @@ func (r *LaunchRecord) encode() (key, b []byte, err error) {
 	}
 	if n := r.Net; n != nil {
 		rec(rNet, append([]byte(n.Sock+"\x00"+n.Runs+"\x00"), n.Config...))
+	}
+	if c := r.Cgroup; c != nil {
+		v, err := c.encode()
+		if err != nil {
+			return nil, nil, err
+		}
+		rec(rCgroup, v)
 	}
 	if len(b) > launchMaxRecord {
 		return nil, nil, ErrTooLarge

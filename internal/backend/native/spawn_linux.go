@@ -521,10 +521,13 @@ var waiterSignals = [...]syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, 
 // and the sandbox is gone, it prints OOMMsg (the command was killed) or
 // MemoryMsg (it exited) when MemoryEvents counts an oom_kill, PidsMsg when
 // PidsEvents counts a refused fork (max), and removes Dirs.
+// HitFile, when set, is where the waiter writes the limits hit (see
+// sandbox.HandoffOptions.LimitsHitFile).
 type WaitLimits struct {
 	MemoryEvents, OOMMsg, MemoryMsg string
 	PidsEvents, PidsMsg             string
 	Dirs                            []string
+	HitFile                         string
 }
 
 // args are the waiter's options for l (initc/init.c's waiter_main).
@@ -538,6 +541,9 @@ func (l *WaitLimits) args() []string {
 	}
 	for _, d := range l.Dirs {
 		a = append(a, "-g", d)
+	}
+	if l.HitFile != "" {
+		a = append(a, "-l", l.HitFile)
 	}
 	return a
 }

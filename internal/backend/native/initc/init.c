@@ -129,6 +129,8 @@ static struct {
 	const char *idmap_uid, *idmap_gid;
 	const char *cgroups[MAXLIST];
 	int ncgroups;
+	const char *cgself[MAXLIST];
+	int ncgself;
 	struct opref ops[MAXOPS];
 	int nops, nidmap, nfuse;
 	int loup, rootro, nnp, has_user, has_initid;
@@ -293,6 +295,11 @@ static int parse_spawn(const char *buf, long n)
 			break;
 		case C_TRACE:
 			G.trace = 1;
+			break;
+		case C_CGSELF:
+			if (G.ncgself == MAXLIST || !r.len || r.data[r.len - 1])
+				return -1;
+			G.cgself[G.ncgself++] = r.data;
 			break;
 		case C_TUN:
 			if (r.len < sizeof(struct tunconf))
@@ -688,7 +695,15 @@ void pf_main(long *sp)
 		die(1);
 	}
 	tmark(1);
-	/* The cgroup namespace is made by stage 2 once it is in its cgroups. */
+	/* Into the sandbox's cgroups first (C_CGSELF): stage 2 is born there. */
+	for (int i = 0; i < G.ncgself; i++) {
+		if ((r = write_file(G.cgself[i], "0", 1)) < 0) {
+			report(ST_CGROUP, r, -1, G.cgself[i]);
+			die(1);
+		}
+	}
+	/* The cgroup namespace is made by stage 2 once it is in its cgroups
+	 * (when it has M_EXEC). */
 	pid = pf_clone(CLONE_VM | CLONE_FILES | CLONE_PARENT | (G.nsflags & ~(u64)CLONE_NEWCGROUP) | SIGCHLD,
 		       stage2_stack + sizeof stage2_stack, stage2, 0);
 	if (pid < 0) {
@@ -1618,10 +1633,6 @@ static int stage2(void *arg)
 	tmark(11);
 	await(1);
 	tmark(12);
-	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
-		report(ST_CLONE, r, -1, "cgroup namespace");
-		die(1);
-	}
 	if (build_root() < 0)
 		die(1);
 	tmark(13);
@@ -1639,6 +1650,16 @@ static int stage2(void *arg)
 		r = parse_exec(n);
 	if (r < 0) {
 		report(ST_EXECMSG, r, -1, 0);
+		die(1);
+	}
+	/*
+	 * The cgroup namespace is made once this process is in its cgroups,
+	 * so that they are its root: stage 1 joined them before the root was
+	 * built, or (a launch record's replay) the launcher did while it was
+	 * built, and sent M_EXEC only then.
+	 */
+	if ((G.nsflags & CLONE_NEWCGROUP) && (r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0) {
+		report(ST_CLONE, r, -1, "cgroup namespace");
 		die(1);
 	}
 	tmark(14);
@@ -1740,7 +1761,7 @@ static int stage2(void *arg)
  *
  *   pinfold-wait SOCKFD INITPID DEADLINE TIMEOUTMSG TMPFULLMSG [-n NETFD]
  *                [-m MEMEVENTS OOMMSG MEMMSG] [-p PIDSEVENTS PIDSMSG] [-g CGDIR]...
- *                [PINFOLD STORE ID]
+ *                [-l HITFILE] [PINFOLD STORE ID]
  *
  * DEADLINE is CLOCK_MONOTONIC nanoseconds, 0 for none. The messages are
  * printed on stderr when the timeout fires or /tmp filled up.
@@ -1751,6 +1772,9 @@ static int stage2(void *arg)
  * oom_kill count of MEMEVENTS, memory.events or v1's memory.oom_control,
  * gives OOMMSG when the command was killed and MEMMSG when it exited;
  * the max count of PIDSEVENTS gives PIDSMSG) and removes the groups.
+ * With -l it writes the limits hit (timeout, memory, pids, tmp: the names
+ * and order of sandbox.Result.LimitsHit, ", "-separated) to HITFILE, for
+ * a session's record; nothing when none was.
  *
  * The waiter reaps every child but the sandbox's PID 1 as it ends (the
  * init's first stage, which exits once the sandbox's PID 1 runs): none is
@@ -1912,6 +1936,7 @@ static struct {
 	const char *mem, *oommsg, *memmsg, *pids, *pidsmsg;
 	const char *dirs[MAXCG];
 	int n;
+	const char *hitfile; /* -l: where the limits hit are written */
 } CG;
 
 /* event reads KEY's count from a cgroup's "key value" lines: 0 if none. */
@@ -1942,15 +1967,23 @@ static long event(const char *path, const char *key)
  * retried for about a second, like the Go side's cgroup.Group.Remove; one
  * left behind is pinfold clean's.
  */
-static void limits(long init, int killed)
+#define HIT_MEMORY 1
+#define HIT_PIDS 2
+
+static int limits(long init, int killed)
 {
+	int hit = 0;
 	if (!CG.n)
-		return;
+		return 0;
 	sys4(__NR_wait4, init, 0, WALL, 0);
-	if (event(CG.mem, "oom_kill") > 0)
+	if (event(CG.mem, "oom_kill") > 0) {
 		say(killed ? CG.oommsg : CG.memmsg);
-	if (event(CG.pids, "max") > 0)
+		hit |= HIT_MEMORY;
+	}
+	if (event(CG.pids, "max") > 0) {
 		say(CG.pidsmsg);
+		hit |= HIT_PIDS;
+	}
 	for (int i = CG.n - 1; i >= 0; i--) {
 		long ts[2] = {0, 100000};
 		for (int round = 0; round < 100; round++) {
@@ -1963,6 +1996,36 @@ static void limits(long init, int killed)
 		}
 	}
 	CG.n = 0;
+	return hit;
+}
+
+/*
+ * hits writes the limits hit, as sandbox.Result.LimitsHit names them and
+ * in its order, to the -l file (a session's record reads it): nothing is
+ * written when none was.
+ */
+static void hits(int timedout, int cg, int tmpfull)
+{
+	char b[64];
+	long fd;
+	b[0] = 0;
+	if (!CG.hitfile || !(timedout || cg || tmpfull))
+		return;
+	if (timedout)
+		scat(b, sizeof b, "timeout, ");
+	if (cg & HIT_MEMORY)
+		scat(b, sizeof b, "memory, ");
+	if (cg & HIT_PIDS)
+		scat(b, sizeof b, "pids, ");
+	if (tmpfull)
+		scat(b, sizeof b, "tmp, ");
+	b[slen(b) - 2] = '\n';
+	b[slen(b) - 1] = 0;
+	fd = sys4(__NR_openat, AT_FDCWD, CG.hitfile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		sys3(__NR_write, fd, b, slen(b));
+		sys1(__NR_close, fd);
+	}
 }
 
 /* reap_others reaps the waiter's ended children but the sandbox's PID 1. */
@@ -1983,11 +2046,13 @@ static void reap_others(long init)
 static __attribute__((noreturn)) void end(char **argv, int nfin, char **fin, char **envp, long init, int netfd,
 					  int code, int timedout, int killed, int tmpfull)
 {
+	int hit;
 	if (timedout)
 		say(argv[4]);
-	limits(init, killed && !timedout);
+	hit = limits(init, killed && !timedout);
 	if (tmpfull)
 		say(argv[5]);
+	hits(timedout, hit, tmpfull);
 	finish(nfin, fin, envp, init, code, netfd);
 }
 
@@ -2012,6 +2077,9 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 		} else if (nfin >= 3 && !memcmp(fin[0], "-p", 3)) {
 			CG.pids = fin[1], CG.pidsmsg = fin[2];
 			fin += 3, nfin -= 3;
+		} else if (nfin >= 2 && !memcmp(fin[0], "-l", 3)) {
+			CG.hitfile = fin[1];
+			fin += 2, nfin -= 2;
 		} else if (nfin >= 2 && !memcmp(fin[0], "-g", 3) && CG.n < MAXCG) {
 			CG.dirs[CG.n++] = fin[1];
 			fin += 2, nfin -= 2;

@@ -235,6 +235,14 @@ struct launch {
 	const char *netsock, *netruns, *netcfg;
 	u32 netcfg_len;
 	long netfd;
+	/* R_CGROUP, and the groups made from it */
+	const char *cg;
+	u32 cg_len;
+	int ncg, nself;
+	char cgdir[LAUNCH_MAX_CGROUPS][256];
+	u8 cgv1[LAUNCH_MAX_CGROUPS]; /* a v1 group: stage 1 moves itself in (C_CGSELF) */
+	char memev[300], pidsev[300];
+	const char *oommsg, *memmsg, *pidsmsg;
 };
 
 /* check parses the record and verifies the key and every dependency. */
@@ -305,6 +313,11 @@ static int check(const char *rec, size_t n, const char *k, size_t klen, struct l
 			l->netcfg = q, l->netcfg_len = (u32)(qend - q);
 			break;
 		}
+		case R_CGROUP:
+			if (!len || data[len - 1])
+				return 0;
+			l->cg = data, l->cg_len = len;
+			break;
 		case R_CHANGESET: {
 			const char *q, *qend = data + len;
 			u32 cnt;
@@ -669,6 +682,204 @@ static long net_report(struct launch *l)
 	return send_fds((int)l->netfd, msg, (size_t)(q - msg), &two, 1);
 }
 
+/* ---- the run's cgroups (R_CGROUP), as cgroup.System.New makes them ---- */
+
+#define EBUSY 16
+
+/* cg_name writes "<pid>-<start time>-1": the Go side's name for a group of
+ * this process (sandbox/native: instancePrefix), which pinfold clean reads. */
+static int cg_name(char *d, size_t cap)
+{
+	char b[1024], num[24];
+	long fd = sys3(__NR_open, "/proc/self/stat", O_RDONLY | O_CLOEXEC, 0), n;
+	const char *p = 0, *end;
+	int field = 2;
+	size_t len;
+	if (fd < 0)
+		return -1;
+	n = sys3(__NR_read, fd, b, sizeof b - 1);
+	sys1(__NR_close, fd);
+	if (n <= 0)
+		return -1;
+	b[n] = 0;
+	for (long i = 0; i < n; i++)
+		if (b[i] == ')')
+			p = b + i + 1;
+	if (!p)
+		return -1;
+	/* Fields after the command's: " S ppid ...", the start time is the 22nd. */
+	for (; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	for (end = p; *end >= '0' && *end <= '9'; end++)
+		;
+	if (end == p || end - p > 20)
+		return -1;
+	d[0] = 0;
+	utoa(num, (unsigned long)sys0(__NR_getpid));
+	if (scat(d, cap, num) < 0 || scat(d, cap, "-") < 0 || (len = slen(d)) + (size_t)(end - p) + 3 > cap)
+		return -1;
+	memcpy(d + len, p, (size_t)(end - p));
+	d[len + (size_t)(end - p)] = 0;
+	return scat(d, cap, "-1");
+}
+
+/* cg_path writes the group's directory I (a digit) joined with file. */
+static int cg_path(struct launch *l, char *d, size_t cap, char i, const char *file)
+{
+	if (i < '0' || i - '0' >= l->ncg)
+		return -1;
+	d[0] = 0;
+	return scat(d, cap, l->cgdir[i - '0']) | scat(d, cap, "/") | scat(d, cap, file);
+}
+
+static long cg_write(const char *path, const char *v)
+{
+	long fd = sys4(__NR_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0), r;
+	size_t n = slen(v);
+	if (fd < 0)
+		return fd;
+	do
+		r = sys3(__NR_write, fd, v, n);
+	while (r == -EINTR);
+	sys1(__NR_close, fd);
+	return r < 0 ? r : (size_t)r == n ? 0 : -EINVAL;
+}
+
+/*
+ * cg_make makes the record's groups and writes their limits, as the Go
+ * side's cgroup.System.New does, and notes the waiter's event files. -1
+ * on any failure (cg_remove then removes what it made): the command must
+ * not run without its limits, so the Go side starts over, and fails as it
+ * would have.
+ */
+static int cg_make(struct launch *l)
+{
+	char name[64], path[600];
+	const char *p = l->cg, *end = l->cg + l->cg_len;
+	if (cg_name(name, sizeof name) < 0)
+		return -1;
+	while (p < end) {
+		const char *e = p, *a = p + slen(p) + 1, *b = a < end ? a + slen(a) + 1 : end;
+		long r;
+		switch (*e) {
+		case 'd':
+			if (l->ncg == LAUNCH_MAX_CGROUPS)
+				return -1;
+			l->cgdir[l->ncg][0] = 0;
+			if (scat(l->cgdir[l->ncg], sizeof l->cgdir[0], e + 1) < 0 ||
+			    scat(l->cgdir[l->ncg], sizeof l->cgdir[0], "/") < 0 ||
+			    scat(l->cgdir[l->ncg], sizeof l->cgdir[0], name) < 0)
+				return -1;
+			/* A missing parent is the Go side's to make (and on v2 to
+			 * enable controllers in): it then records again. */
+			if (sys3(__NR_mkdirat, AT_FDCWD, l->cgdir[l->ncg], 0755) < 0)
+				return -1;
+			l->ncg++;
+			if (cg_path(l, path, sizeof path, (char)('0' + l->ncg - 1), "tasks") < 0)
+				return -1;
+			if ((l->cgv1[l->ncg - 1] = sys4(__NR_faccessat, AT_FDCWD, path, 0, 0) == 0))
+				l->nself++;
+			p = a;
+			break;
+		case 'w':
+		case 'o':
+			if (a >= end || cg_path(l, path, sizeof path, e[1], e + 2) < 0)
+				return -1;
+			r = cg_write(path, a);
+			if (r < 0 && !(*e == 'o' && r == -ENOENT))
+				return -1;
+			p = b;
+			break;
+		case 'm':
+			if (b >= end || cg_path(l, l->memev, sizeof l->memev, e[1], e + 2) < 0)
+				return -1;
+			l->oommsg = a, l->memmsg = b;
+			p = b + slen(b) + 1;
+			break;
+		case 'p':
+			if (a >= end || cg_path(l, l->pidsev, sizeof l->pidsev, e[1], e + 2) < 0)
+				return -1;
+			l->pidsmsg = a;
+			p = b;
+			break;
+		default:
+			return -1;
+		}
+	}
+	return l->ncg > 0 ? 0 : -1;
+}
+
+/*
+ * cg_spawn returns the M_SPAWN message with a C_CGSELF record for each
+ * cgroup v1 group: stage 1 moves itself into them before it clones stage
+ * 2, which is born there. The launcher writing stage 2's pid into
+ * cgroup.procs would wait for an RCU grace period (the cgroup threadgroup
+ * lock's writer): 8 to 30 ms on a busy host, several times the whole
+ * start. 0 when the message cannot be made.
+ */
+static char *cg_spawn(struct launch *l, size_t *len)
+{
+	size_t need = l->spawn_len;
+	char *m, *q;
+	u32 size;
+	for (int i = 0; i < l->ncg; i++)
+		if (l->cgv1[i])
+			need += 8 + ((slen(l->cgdir[i]) + sizeof "/tasks" + 3) & ~3u);
+	if (need > LAUNCH_MAX_MESSAGE || !(m = map_anon(need)))
+		return 0;
+	memcpy(m, l->spawn, l->spawn_len);
+	q = m + l->spawn_len;
+	for (int i = 0; i < l->ncg; i++) {
+		u32 h[2] = {C_CGSELF, (u32)(slen(l->cgdir[i]) + sizeof "/tasks")};
+		if (!l->cgv1[i])
+			continue;
+		memcpy(q, h, 8);
+		memcpy(q + 8, l->cgdir[i], slen(l->cgdir[i]));
+		memcpy(q + 8 + slen(l->cgdir[i]), "/tasks", sizeof "/tasks");
+		q += 8 + ((h[1] + 3) & ~3u);
+	}
+	size = (u32)(need - 8);
+	memcpy(m + 4, &size, 4);
+	*len = need;
+	return m;
+}
+
+/* cg_join moves pid into every group that stage 1 does not move itself
+ * into (cgroup v2): one write to cgroup.procs each. */
+static int cg_join(struct launch *l, long pid)
+{
+	char path[300], num[24];
+	utoa(num, (unsigned long)pid);
+	for (int i = 0; i < l->ncg; i++) {
+		if (l->cgv1[i])
+			continue;
+		path[0] = 0;
+		if (scat(path, sizeof path, l->cgdir[i]) < 0 || scat(path, sizeof path, "/cgroup.procs") < 0 ||
+		    cg_write(path, num) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* cg_remove removes the groups (their processes gone), last first, retrying
+ * a group whose processes are still leaving for about a second. */
+static void cg_remove(struct launch *l)
+{
+	for (int i = l->ncg - 1; i >= 0; i--) {
+		long ts[2] = {0, 100000};
+		for (int round = 0; round < 100; round++) {
+			long r = sys3(__NR_unlinkat, AT_FDCWD, l->cgdir[i], AT_REMOVEDIR);
+			if (r != -EBUSY && r != -EINTR)
+				break;
+			sys2(__NR_nanosleep, ts, 0);
+			if (ts[1] < 10000000)
+				ts[1] *= 2;
+		}
+	}
+	l->ncg = 0;
+}
+
 struct child {
 	const char *exe;
 	int sock;
@@ -716,7 +927,7 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 {
 	char exe[40], buf[512], child_stack[8192];
 	char sockstr[24], pidstr[24], deadstr[24];
-	char *wargv[12], *wenv[] = {0}, **wenvp = wenv, **wa;
+	char *wargv[40], *wenv[] = {0}, **wenvp = wenv, **wa;
 	char netstr[24];
 	int sv[2], stdio[3] = {-1, 1, 2};
 	long memfd, stage1, stage2 = 0, n;
@@ -738,8 +949,22 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	fdpath(exe, memfd);
 	if (sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		goto close_memfd;
-	/* Queued before the init exists: it reads it first thing. */
-	if (send_fds(sv[0], l->spawn, l->spawn_len, 0, 0) < 0)
+	/* The run's cgroups are made, and their limits set, before the init
+	 * starts: it starts the sandbox in them. */
+	if (l->cg) {
+		size_t slen_ = 0;
+		char *sm;
+		if (cg_make(l) < 0 || !(sm = cg_spawn(l, &slen_))) {
+			cg_remove(l);
+			goto close_socks;
+		}
+		n = send_fds(sv[0], sm, slen_, 0, 0);
+		sys2(__NR_munmap, sm, slen_);
+		if (n < 0) {
+			cg_remove(l);
+			goto close_socks;
+		}
+	} else if (send_fds(sv[0], l->spawn, l->spawn_len, 0, 0) < 0) /* queued before the init exists */
 		goto close_socks;
 	c.exe = exe, c.sock = sv[1];
 	stage1 = pf_clone(CLONE_VM | CLONE_VFORK | SIGCHLD, child_stack + sizeof child_stack, child_main, &c);
@@ -753,6 +978,20 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	stage2 = (int)stage2;
 	if (send_fds(sv[0], l->config, l->config_len, 0, 0) < 0)
 		goto kill;
+	/*
+	 * Stage 2 was born in the v1 groups. Stage 1, in them too until it
+	 * exits once it has the config, is reaped before the command starts,
+	 * so that it takes none of the command's pids. The v2 groups are
+	 * joined while the init builds the root. The init forks the command
+	 * only once it has M_EXEC, sent below, after every join succeeded:
+	 * the command never runs outside its groups.
+	 */
+	if (l->cg) {
+		if (l->nself && sys4(__NR_wait4, stage1, 0, WALL, 0) == stage1)
+			stage1 = 0;
+		if (cg_join(l, stage2) < 0)
+			goto kill;
+	}
 	if (!(l->flags & LAUNCH_STDIN)) {
 		stdio[0] = (int)sys3(__NR_open, "/dev/null", O_RDWR | O_CLOEXEC, 0);
 		if (stdio[0] < 0)
@@ -806,6 +1045,15 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 		utoa(netstr, (unsigned long)l->netfd);
 		*wa++ = "-n", *wa++ = netstr;
 	}
+	if (l->ncg) {
+		/* The waiter reports the limits hit and removes the groups. */
+		if (l->memev[0])
+			*wa++ = "-m", *wa++ = l->memev, *wa++ = (char *)l->oommsg, *wa++ = (char *)l->memmsg;
+		if (l->pidsev[0])
+			*wa++ = "-p", *wa++ = l->pidsev, *wa++ = (char *)l->pidsmsg;
+		for (int i = 0; i < l->ncg; i++)
+			*wa++ = "-g", *wa++ = l->cgdir[i];
+	}
 	*wa = 0;
 	if (l->csdir[0]) {
 		/* The waiter finishes the changeset, holding its lock. */
@@ -818,6 +1066,7 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	/* The command runs and the waiter cannot: end it, and say why. */
 	sys2(__NR_kill, stage2, SIGKILL);
 	sys4(__NR_wait4, stage2, 0, WALL, 0);
+	cg_remove(l);
 	{
 		static const char msg[] = "pinfold: the command was killed: the waiter could not be started\n"
 					  "  Fix: run it again with PINFOLD_NO_LAUNCH_CACHE=1\n";
@@ -828,10 +1077,13 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 kill:
 	if (stage2 > 0)
 		sys2(__NR_kill, stage2, SIGKILL);
-	sys2(__NR_kill, stage1, SIGKILL);
-	sys4(__NR_wait4, stage1, 0, WALL, 0);
+	if (stage1 > 0) {
+		sys2(__NR_kill, stage1, SIGKILL);
+		sys4(__NR_wait4, stage1, 0, WALL, 0);
+	}
 	if (stage2 > 0)
 		sys4(__NR_wait4, stage2, 0, WALL, 0);
+	cg_remove(l);
 close_socks:
 	sys1(__NR_close, sv[0]);
 	if (sv[1] >= 0)

@@ -41,6 +41,20 @@
  * then the configuration message to send it (see launch.go: LaunchNet).
  */
 #define R_NET 10
+/*
+ * R_CGROUP: the run has memory, pids or CPU limits. NUL-terminated
+ * strings; the first of each entry starts with its kind, then (but for
+ * "d") the index of its group as one digit:
+ *   "d" PARENT            a group PARENT/<pid>-<start time>-1, made 0755
+ *   "w" I FILE, VALUE     written into the group's FILE, in this order
+ *   "o" I FILE, VALUE     likewise; a missing FILE is fine (memsw, swap)
+ *   "m" I FILE, OOMMSG, MEMMSG   the waiter's -m (memory events)
+ *   "p" I FILE, PIDSMSG          the waiter's -p (pids events)
+ * The M_CONFIG message then has no C_CGROUP: the launcher writes the
+ * init's pid into each group's cgroup.procs itself (see launch.go).
+ */
+#define R_CGROUP 11
+#define LAUNCH_MAX_CGROUPS 8 /* MAXCG in init.c's waiter */
 
 /* R_OPTS flags */
 #define LAUNCH_ANY_COMMAND 1 /* the plan does not depend on the command: any may replace it */

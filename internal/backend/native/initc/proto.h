@@ -39,6 +39,14 @@
 #define C_TRACE 21    /* record timestamps and send them with M_EXIT (benchmarks) */
 #define C_TUN 22      /* struct tunconf: create and configure a TUN device, send it as M_TUN */
 #define C_NOMPTCP 25  /* turn MPTCP off in the new network namespace (Landlock's TCP rules miss it) */
+/*
+ * C_CGSELF: string, a cgroup v1 "tasks" file stage 1 writes "0" into
+ * before it clones stage 2, which then starts in that group. A thread
+ * that moves itself does not take the cgroup threadgroup lock, whose
+ * writer waits for an RCU grace period (milliseconds on a busy host), as
+ * writing a pid into cgroup.procs does (a launch record's replay).
+ */
+#define C_CGSELF 40
 
 /*
  * C_TUN payload. The device is opened by stage 2 in its new network
