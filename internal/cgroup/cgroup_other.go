@@ -40,6 +40,9 @@ func (g *Group) Name() string { return "" }
 // ProcsFiles returns nil.
 func (g *Group) ProcsFiles() []string { return nil }
 
+// JoinFiles returns nothing.
+func (g *Group) JoinFiles() (tasks, procs []string) { return nil, nil }
+
 // Dirs returns nil.
 func (g *Group) Dirs() []string { return nil }
 

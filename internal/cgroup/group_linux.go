@@ -258,6 +258,23 @@ func (g *Group) ProcsFiles() []string {
 	return files
 }
 
+// JoinFiles splits the group's membership files by how a new process
+// best enters them: tasks are v1 "tasks" files a single-threaded process
+// writes "0" into to move itself (a thread's move takes no threadgroup
+// lock, so it does not wait for an RCU grace period as a write of a pid
+// to a v1 cgroup.procs does, milliseconds on a busy host); procs are the
+// cgroup.procs files a pid is written into (v2's).
+func (g *Group) JoinFiles() (tasks, procs []string) {
+	for _, dir := range g.dirs {
+		if dir == g.v2 {
+			procs = append(procs, dir+"/cgroup.procs")
+		} else {
+			tasks = append(tasks, dir+"/tasks")
+		}
+	}
+	return tasks, procs
+}
+
 // Dirs returns the group's directories, one per hierarchy, in creation
 // order: what a process that removes the group in Remove's place (the
 // native runtime's C waiter) removes, last first.

@@ -230,10 +230,32 @@ func TestSessionTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.Write([]byte("typed\r"))
+	// Type only once the command asks: input typed before exec puts the
+	// terminal in raw mode is flushed with the mode change, as a real
+	// terminal's would be.
 	var out bytes.Buffer
 	done := make(chan struct{})
-	go func() { out.ReadFrom(f); close(done) }()
+	asked := make(chan struct{})
+	go func() {
+		b := make([]byte, 4096)
+		for once := false; ; {
+			n, err := f.Read(b)
+			out.Write(b[:n])
+			if !once && strings.Contains(out.String(), "33 101") {
+				once = true
+				close(asked)
+			}
+			if err != nil {
+				break
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-asked:
+	case <-time.After(20 * time.Second):
+	}
+	f.Write([]byte("typed\r"))
 	werr := cmd.Wait()
 	select {
 	case <-done:

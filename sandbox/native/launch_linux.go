@@ -172,6 +172,9 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		if cfg, err = initp.StripCgroups(cfg); err != nil {
 			return
 		}
+		if spawn, err = initp.StripCgroupSelf(spawn); err != nil {
+			return
+		}
 	}
 	r := &initp.LaunchRecord{
 		Prefix: rec.Prefix, Cwd: rec.Cwd, Environ: rec.Environ, Deps: l.deps, Empty: rec.Empty,

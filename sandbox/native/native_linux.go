@@ -522,6 +522,13 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		sp := <-s.pre
 		in, err, st, netErr = sp.init, sp.err, sp.net, sp.netErr
 	} else {
+		if inst.cg != nil {
+			// The first stage moves itself into the v1 groups before
+			// it makes the sandbox's PID 1 (no grace period waited
+			// for, as a pid written to cgroup.procs does); v2's are
+			// still joined by pid.
+			cfg.CgroupSelf, cfg.Cgroups = inst.cg.JoinFiles()
+		}
 		st, netErr = s.launchNet()
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}

@@ -232,21 +232,29 @@ func (c *LaunchCgroup) encode() ([]byte, error) {
 
 // StripCgroups returns the M_CONFIG message cfg without its C_CGROUP
 // records: a replay joins the init to its cgroups itself (LaunchCgroup).
-func StripCgroups(cfg []byte) ([]byte, error) {
-	if len(cfg) < 8 || binary.NativeEndian.Uint32(cfg) != msgConfig {
-		return nil, errors.New("not a config message")
+func StripCgroups(cfg []byte) ([]byte, error) { return strip(cfg, msgConfig, cCgroup) }
+
+// StripCgroupSelf returns the M_SPAWN message spawn without its C_CGSELF
+// records, which name the recording run's groups: a replay adds its own.
+func StripCgroupSelf(spawn []byte) ([]byte, error) { return strip(spawn, msgSpawn, cCgroupSelf) }
+
+// strip returns msg, a message of type typ, without its records of type
+// rec.
+func strip(msg []byte, typ uint32, rec uint16) ([]byte, error) {
+	if len(msg) < 8 || binary.NativeEndian.Uint32(msg) != typ {
+		return nil, fmt.Errorf("not a message of type %d", typ)
 	}
-	out := append([]byte(nil), cfg[:8]...)
-	for p := cfg[8:]; len(p) > 0; {
+	out := append([]byte(nil), msg[:8]...)
+	for p := msg[8:]; len(p) > 0; {
 		if len(p) < 8 {
-			return nil, errors.New("truncated config message")
+			return nil, errors.New("truncated message")
 		}
 		n := 8 + int(binary.NativeEndian.Uint32(p[4:]))
 		n = (n + 3) &^ 3
 		if n > len(p) {
 			n = len(p) // the last record's padding
 		}
-		if binary.NativeEndian.Uint16(p) != cCgroup {
+		if binary.NativeEndian.Uint16(p) != rec {
 			out = append(out, p[:n]...)
 		}
 		p = p[n:]

@@ -61,31 +61,32 @@ const (
 )
 
 const (
-	cNSFlags   = 1
-	cUIDMap    = 2
-	cGIDMap    = 3
-	cSetgroups = 4
-	cCgroup    = 5
-	cIDMap     = 6
-	cOp        = 7
-	cHostname  = 8
-	cScratch   = 9
-	cLoUp      = 10
-	cSeccomp   = 11
-	cCaps      = 12
-	cRlimit    = 13
-	cUser      = 14
-	cGroups    = 15
-	cInitID    = 16
-	cRootRO    = 17
-	cTmpCheck  = 18
-	cCapLast   = 19
-	cNNP       = 20
-	cTrace     = 21
-	cTUN       = 22
-	cLandlock  = 23
-	cLLRule    = 24
-	cNoMPTCP   = 25
+	cNSFlags    = 1
+	cUIDMap     = 2
+	cGIDMap     = 3
+	cSetgroups  = 4
+	cCgroup     = 5
+	cIDMap      = 6
+	cOp         = 7
+	cHostname   = 8
+	cScratch    = 9
+	cLoUp       = 10
+	cSeccomp    = 11
+	cCaps       = 12
+	cRlimit     = 13
+	cUser       = 14
+	cGroups     = 15
+	cInitID     = 16
+	cRootRO     = 17
+	cTmpCheck   = 18
+	cCapLast    = 19
+	cNNP        = 20
+	cTrace      = 21
+	cTUN        = 22
+	cLandlock   = 23
+	cLLRule     = 24
+	cNoMPTCP    = 25
+	cCgroupSelf = 40 // C_CGSELF
 
 	tunRoute4 = 1
 	tunAddr6  = 2
@@ -137,6 +138,10 @@ type SpawnConfig struct {
 	// NoMPTCP turns MPTCP off in the sandbox's network namespace, which
 	// Landlock's TCP rules (Config.Landlock's HandledNet) do not cover.
 	NoMPTCP bool
+	// CgroupSelf are cgroup v1 "tasks" files the init's first stage
+	// writes "0" into before it makes the sandbox's PID 1, which is so
+	// born in them (see cgroup.Group.JoinFiles).
+	CgroupSelf []string
 }
 
 // TUN describes the sandbox's TUN device.

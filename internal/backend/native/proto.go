@@ -112,6 +112,9 @@ func EncodeSpawn(s *SpawnConfig) ([]byte, error) {
 	if s.NoMPTCP {
 		e.flag(cNoMPTCP)
 	}
+	for _, f := range s.CgroupSelf {
+		e.str(cCgroupSelf, f)
+	}
 	if t := s.TUN; t != nil {
 		b := make([]byte, 52)
 		binary.NativeEndian.PutUint32(b[0:], t.MTU)
