@@ -83,6 +83,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
 	}
+	if p, ok, err := s.viaAPI(ctx, cmd, args, env, nw, cg); ok {
+		return p, err
+	}
 	// The client runs in a private directory of the store, which Wait
 	// removes: podman's conmon, started in the client's directory, writes
 	// an "oom" file there when the kernel kills the command for memory,
@@ -198,7 +201,8 @@ type Process struct {
 	mark     string // the store's record of the skeleton image
 	net      *network
 	cg       *cgroup.Group // the container's parent, when limited
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd     // the engine's client, or
+	api      *apiRun       // the container, run through docker's API
 	pty      *os.File
 	out      chan struct{}
 	stderr   *execSniffer
@@ -263,7 +267,14 @@ func (p *Process) Wait() (*sandbox.Result, error) {
 }
 
 func (p *Process) wait() (*sandbox.Result, error) {
-	err := p.cmd.Wait()
+	var err error
+	code := 0
+	if p.api != nil {
+		code, err = p.api.finish()
+	} else {
+		err = p.cmd.Wait()
+		code = p.cmd.ProcessState.ExitCode()
+	}
 	close(p.done)
 	if p.timer != nil {
 		p.timer.Stop()
@@ -295,10 +306,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	}
 	r := &sandbox.Result{Duration: time.Since(p.start), Limits: p.limits, Timeout: p.timeout, Violations: violations}
 	var ee *exec.ExitError
+	if err != nil && p.api != nil {
+		return nil, p.apiFailed(err)
+	}
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
 	}
-	code := p.cmd.ProcessState.ExitCode()
 	oom := stats.OOMKills > 0 && code == 128+int(syscall.SIGKILL)
 	if stats.PidsMaxHits > 0 {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitPids)
@@ -312,7 +325,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitMemory)
 	case (code == 126 || code == 127) && p.stderr != nil && p.stderr.execErr != nil:
 		return nil, &sandbox.ExecError{Name: p.stderr.execName, Err: p.stderr.execErr}
-	case code == 125 && p.stderr != nil && p.stderr.engineFailed():
+	case code == 125 && p.api == nil && p.stderr != nil && p.stderr.engineFailed():
 		if p.mark != "" && strings.Contains(p.stderr.first, "pinfold-skeleton") {
 			// The skeleton image was removed behind pinfold's back: the
 			// next run imports it again.
