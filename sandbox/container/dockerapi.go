@@ -509,3 +509,7 @@ func (p *Process) apiFailed(err error) error {
 	}
 	return &engineError{engine: p.rt.engine, detail: err.Error()}
 }
+
+// ViaAPI reports whether the command runs through docker's API rather
+// than the engine's client (for tests and traces).
+func (p *Process) ViaAPI() bool { return p.api != nil }
