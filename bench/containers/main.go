@@ -83,14 +83,18 @@ func main() {
 			}
 		}
 		fmt.Printf("\n%s, %d paired rounds\n", eng, *rounds)
-		fmt.Printf("  %-58s %10s\n", "command", "median")
-		fmt.Printf("  %-58s %8.1fms\n", "pinfold run --backend "+eng+" --access ro -- true", ms(median(a)))
-		fmt.Printf("  %-58s %8.1fms\n", eng+" run --rm (same image, binds and limits) true", ms(median(b)))
-		fmt.Printf("  %-58s %8.1fms\n", "pinfold run --backend "+eng+" -- true (changeset)", ms(median(c)))
-		fmt.Printf("  pinfold --access ro / plain: median of per-round ratios %.3f; goal <= 1.1: %s\n", ratio(a, b), met(ratio(a, b) <= 1.1))
-		fmt.Printf("  pinfold changeset / plain: %.3f\n", ratio(c, b))
+		fmt.Printf("  %-58s %10s %10s\n", "command", "median", "p90")
+		row := func(what string, d []time.Duration) {
+			fmt.Printf("  %-58s %8.1fms %8.1fms\n", what, ms(median(d)), ms(pct(d, 0.9)))
+		}
+		row("pinfold run --backend "+eng+" --access ro -- true", a)
+		row(eng+" run --rm (same image, binds and limits) true", b)
+		row("pinfold run --backend "+eng+" -- true (changeset)", c)
+		fmt.Printf("  pinfold --access ro / plain: per-round ratios p50 %.3f, p90 %.3f; goal <= 1.1: %s\n", ratio(a, b), ratioAt(a, b, 0.9), met(ratio(a, b) <= 1.1))
+		fmt.Printf("  pinfold changeset / plain: p50 %.3f, p90 %.3f\n", ratio(c, b), ratioAt(c, b, 0.9))
 		if base != "" {
-			fmt.Printf("  baseline %s changeset: %.1fms; / plain: %.3f\n", base, ms(median(d)), ratio(d, b))
+			row("baseline "+base+" changeset", d)
+			fmt.Printf("  baseline changeset / plain: p50 %.3f, p90 %.3f\n", ratio(d, b), ratioAt(d, b, 0.9))
 		}
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
@@ -148,13 +152,23 @@ func timed(args []string) time.Duration {
 	return time.Since(start)
 }
 
-func ratio(a, b []time.Duration) float64 {
+func ratio(a, b []time.Duration) float64 { return ratioAt(a, b, 0.5) }
+
+// ratioAt is the q-quantile of the per-round ratios a/b.
+func ratioAt(a, b []time.Duration, q float64) float64 {
 	r := make([]float64, len(a))
 	for i := range a {
 		r[i] = float64(a[i]) / float64(b[i])
 	}
 	sort.Float64s(r)
-	return r[len(r)/2]
+	return r[int(q*float64(len(r)-1)+0.5)]
+}
+
+// pct is the q-quantile of d.
+func pct(d []time.Duration, q float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(q*float64(len(s)-1)+0.5)]
 }
 
 func median(d []time.Duration) time.Duration {
