@@ -16,12 +16,12 @@ import (
 )
 
 // TestDockerAPI: a docker run through the daemon's API (the default for
-// a run without stdin, terminal or pinfold's network) gives its command
-// the container the client's `docker run` gives it: the same ids,
+// a run without a terminal or pinfold's network) gives its command the
+// container the client's `docker run` gives it: the same ids,
 // capabilities, limits, mounts, hostname, environment and directory,
-// read from inside, with the limits' cgroup parent; its output, exit
-// status and tini's report of a command that cannot run come back as the
-// client's do, and the container is gone when Wait returns.
+// read from inside, with the limits' cgroup parent; its output, stdin,
+// exit status and tini's report of a command that cannot run come back
+// as the client's do, and the container is gone when Wait returns.
 func TestDockerAPI(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("runs as root (limits)")
@@ -91,9 +91,18 @@ awk '$2 != "/" {print $2, $3, $4}' /proc/self/mounts | sed 's/,lowerdir=.*//'; g
 	if !strings.Contains(apiOut, "uid=1879048192") || !strings.Contains(apiOut, ":memory:/pinfold/\n") || !strings.Contains(apiOut, ":pids:/pinfold/\n") {
 		t.Errorf("the probe's output lacks the ids or the limits:\n%s", apiOut)
 	}
+	// stdin reaches the command, and its end ends the command's.
+	var out bytes.Buffer
+	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "cat; echo done"}, Stdin: strings.NewReader("hello\n"), Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || out.String() != "hello\ndone\n" || !p.(*container.Process).ViaAPI() {
+		t.Errorf("stdin through the API: %v %+v, output %q", err, res, out.String())
+	}
 	// A command that cannot run is tini's report, as through the client.
 	os.Unsetenv("PINFOLD_DOCKER_CLI")
-	p, err := sb.Run(ctx, &sandbox.Cmd{Args: []string{"/nonexistent"}})
+	p, err = sb.Run(ctx, &sandbox.Cmd{Args: []string{"/nonexistent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +110,9 @@ awk '$2 != "/" {print $2, $3, $4}' /proc/self/mounts | sed 's/,lowerdir=.*//'; g
 	if _, err := p.Wait(); !errors.As(err, &ee) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing command through the API: %v, want a not-found ExecError", err)
 	}
-	out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+container.Label, "--format", "{{.Names}}").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Errorf("containers left after Wait: %q %v", out, err)
+	left, err := exec.Command("docker", "ps", "-a", "--filter", "label="+container.Label, "--format", "{{.Names}}").Output()
+	if err != nil || strings.TrimSpace(string(left)) != "" {
+		t.Errorf("containers left after Wait: %q %v", left, err)
 	}
 
 	// The skeleton image removed behind pinfold's back: the daemon's

@@ -20,8 +20,8 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 )
 
-// The docker runs pinfold's plans need most (no terminal, no stdin, no
-// network of pinfold's) go to the daemon's API over its unix socket
+// The docker runs pinfold's plans need most (no terminal, no network of
+// pinfold's) go to the daemon's API over its unix socket
 // rather than through `docker run`: the client's own start (a 40 MB Go
 // binary, 8 ms before it reads a flag on this machine) and its round
 // trips were most of what a run added to the daemon's work. The
@@ -43,8 +43,11 @@ type createBody struct {
 	User         string `json:",omitempty"`
 	Hostname     string `json:",omitempty"`
 	Labels       map[string]string
+	AttachStdin  bool
 	AttachStdout bool
 	AttachStderr bool
+	OpenStdin    bool
+	StdinOnce    bool
 	HostConfig   hostConfig
 }
 
@@ -325,12 +328,18 @@ type apiRun struct {
 // image, cmd and env, as `docker run` would, copying its output to
 // stdout and stderr. The container's name is in flags. A failure the
 // daemon reports is an *apiError; one to reach it is another error.
-func startAPI(sock string, flags []string, image string, cmd, env []string, stdout, stderr io.Writer) (*apiRun, error) {
+func startAPI(sock string, flags []string, image string, cmd, env []string, stdin io.Reader, stdout, stderr io.Writer) (*apiRun, error) {
 	name, body, ok := runFlags(flags)
 	if !ok {
 		return nil, errors.New("flags the API path does not take")
 	}
 	body.Image, body.Cmd, body.Env = image, cmd, env
+	attach := "/attach?stream=1&stdout=1&stderr=1"
+	if stdin != nil {
+		// As `docker run -i`: the command's stdin closes when ours ends.
+		body.AttachStdin, body.OpenStdin, body.StdinOnce = true, true, true
+		attach += "&stdin=1"
+	}
 	var created struct{ Id string }
 	if err := call(sock, "POST", "/containers/create?name="+name, body, &created); err != nil {
 		return nil, err
@@ -362,7 +371,7 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, stdo
 		}
 		a.wait, a.waitR = c, r
 	}()
-	c, status, r, err := request(sock, "POST", "/containers/"+id+"/attach?stream=1&stdout=1&stderr=1", nil, true)
+	c, status, r, err := request(sock, "POST", "/containers/"+id+attach, nil, true)
 	if err == nil {
 		a.attach = c
 		if status != 101 && status != 200 {
@@ -377,6 +386,16 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, stdo
 		return fail(err)
 	}
 	go func() { a.copied <- demux(r, stdout, stderr) }()
+	if stdin != nil {
+		// Written before the start, it waits in the daemon; the
+		// half-close is the end of the command's stdin.
+		go func() {
+			io.Copy(c, stdin)
+			if uc, ok := c.(*net.UnixConn); ok {
+				uc.CloseWrite()
+			}
+		}()
+	}
 	if err := call(sock, "POST", "/containers/"+id+"/start", nil, nil); err != nil {
 		return fail(err)
 	}
@@ -450,11 +469,11 @@ func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // viaAPI runs cmd through docker's API when it can (ok): a docker run
-// without stdin, terminal or pinfold's network, whose flags runFlags
+// without a terminal or pinfold's network, whose flags runFlags
 // takes all of, and a daemon that answers; else the client runs it.
 // PINFOLD_DOCKER_CLI=1 sends every run to the client.
 func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []string, nw *network, cg *cgroup.Group) (sandbox.Process, bool, error) {
-	if s.rt.engine != DockerName || nw != nil || cmd.Stdin != nil || cmd.TTY || os.Getenv("PINFOLD_DOCKER_CLI") == "1" {
+	if s.rt.engine != DockerName || nw != nil || cmd.TTY || os.Getenv("PINFOLD_DOCKER_CLI") == "1" {
 		return nil, false, nil
 	}
 	if len(args) == 0 || args[0] != "run" {
@@ -471,7 +490,7 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 	}
 	p := &Process{rt: s.rt, name: name, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	p.stderr = &execSniffer{w: cmd.Stderr}
-	a, err := startAPI(sock, flags, s.image, append([]string{"-s", "-g", "--"}, cmd.Args...), env, cmd.Stdout, p.stderr)
+	a, err := startAPI(sock, flags, s.image, append([]string{"-s", "-g", "--"}, cmd.Args...), env, cmd.Stdin, cmd.Stdout, p.stderr)
 	if err != nil {
 		var de *dialError
 		if errors.As(err, &de) {
