@@ -469,11 +469,11 @@ func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // viaAPI runs cmd through docker's API when it can (ok): a docker run
-// without a terminal or pinfold's network, whose flags runFlags
+// without a terminal, whose flags runFlags
 // takes all of, and a daemon that answers; else the client runs it.
 // PINFOLD_DOCKER_CLI=1 sends every run to the client.
 func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []string, nw *network, cg *cgroup.Group) (sandbox.Process, bool, error) {
-	if s.rt.engine != DockerName || nw != nil || cmd.TTY || os.Getenv("PINFOLD_DOCKER_CLI") == "1" {
+	if !s.useAPI() || cmd.TTY {
 		return nil, false, nil
 	}
 	if len(args) == 0 || args[0] != "run" {
@@ -488,7 +488,7 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 	if err != nil {
 		return nil, false, nil
 	}
-	p := &Process{rt: s.rt, name: name, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
+	p := &Process{rt: s.rt, name: name, net: nw, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	p.stderr = &execSniffer{w: cmd.Stderr}
 	a, err := startAPI(sock, flags, s.image, append([]string{"-s", "-g", "--"}, cmd.Args...), env, cmd.Stdin, cmd.Stdout, p.stderr)
 	if err != nil {
@@ -496,8 +496,9 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 		if errors.As(err, &de) {
 			return nil, false, nil // the client says why
 		}
+		err = p.apiFailed(err)
 		p.release()
-		return nil, true, p.apiFailed(err)
+		return nil, true, err
 	}
 	p.api = a
 	p.start = time.Now()
@@ -532,3 +533,42 @@ func (p *Process) apiFailed(err error) error {
 // ViaAPI reports whether the command runs through docker's API rather
 // than the engine's client (for tests and traces).
 func (p *Process) ViaAPI() bool { return p.api != nil }
+
+// useAPI says whether this sandbox's docker runs try the API first.
+func (s *Sandbox) useAPI() bool {
+	return s.rt.engine == DockerName && os.Getenv("PINFOLD_DOCKER_CLI") != "1"
+}
+
+// holderViaAPI creates and starts the network holder of flags (`docker
+// run -d`'s, without "run -d"), image and cmd through docker's API, and
+// returns its process; ok is false when the client is to do it.
+func (s *Sandbox) holderViaAPI(n *network, flags []string, image string, cmd []string) (pid int, ok bool, err error) {
+	if !s.useAPI() {
+		return 0, false, nil
+	}
+	_, body, fine := runFlags(flags)
+	sock, serr := daemonSocket()
+	if !fine || serr != nil {
+		return 0, false, nil
+	}
+	body.Image, body.Cmd = image, cmd
+	body.AttachStdout, body.AttachStderr = false, false
+	var created struct{ Id string }
+	if err := call(sock, "POST", "/containers/create?name="+n.holder, body, &created); err != nil {
+		var de *dialError
+		if errors.As(err, &de) {
+			return 0, false, nil
+		}
+		return 0, true, &engineError{engine: s.rt.engine, detail: "starting the network holder: " + err.Error()}
+	}
+	n.sock = sock // close removes it from here on
+	var st struct{ State struct{ Pid int } }
+	err = call(sock, "POST", "/containers/"+created.Id+"/start", nil, nil)
+	if err == nil {
+		err = call(sock, "GET", "/containers/"+created.Id+"/json", nil, &st)
+	}
+	if err != nil || st.State.Pid <= 0 {
+		return 0, true, &engineError{engine: s.rt.engine, detail: fmt.Sprintf("starting the network holder: %v (pid %d)", err, st.State.Pid)}
+	}
+	return st.State.Pid, true, nil
+}
