@@ -1,7 +1,7 @@
 // Package container is the runtime of backends podman and docker: it runs
 // a Spec's command in a container of one of those engines, driven through
 // the engine's own command-line client, or for docker's runs without
-// a terminal or pinfold's network, through its daemon's API
+// a terminal, through its daemon's API
 // (dockerapi.go; docs/backends.md says which and why).
 //
 // Every container gets the same shape as a native sandbox where the engine

@@ -20,9 +20,8 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 )
 
-// The docker runs pinfold's plans need most (no terminal, no network of
-// pinfold's) go to the daemon's API over its unix socket
-// rather than through `docker run`: the client's own start (a 40 MB Go
+// docker's runs without a terminal (and their network holders) go to the
+// daemon's API over its unix socket rather than through `docker run`: the client's own start (a 40 MB Go
 // binary, 8 ms before it reads a flag on this machine) and its round
 // trips were most of what a run added to the daemon's work. The
 // requests are those `docker run --rm` makes (create, attach, wait,
