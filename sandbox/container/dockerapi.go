@@ -21,15 +21,15 @@ import (
 )
 
 // docker's runs without a terminal (and their network holders) go to the
-// daemon's API over its unix socket rather than through `docker run`: the client's own start (a 40 MB Go
-// binary, 8 ms before it reads a flag on this machine) and its round
-// trips were most of what a run added to the daemon's work. The
-// requests are those `docker run --rm` makes (create, attach, wait,
-// start), from the same flags: runFlags turns the flags pinfold builds
-// into the create request, and refuses any it does not know, which then
-// go to the client as before. The API's HTTP is the small part of
-// HTTP/1.1 it needs, written here: net/http stays out of pinfold
-// (cmd/pinfold/deps_test.go).
+// daemon's API over its unix socket rather than through `docker run`:
+// the client's own start (a 40 MB Go binary, 8 ms before it reads a flag
+// on this machine) and its round trips were most of what a run added to
+// the daemon's work. The requests are those `docker run --rm` makes
+// (create, attach, wait, start), from the same flags: runFlags turns the
+// flags pinfold builds into the create request, and refuses any it does
+// not know, which then go to the client as before. The API's HTTP is the
+// small part of HTTP/1.1 it needs, written here: net/http stays out of
+// pinfold (cmd/pinfold/deps_test.go).
 
 // createBody is the body of POST /containers/create: the fields the
 // docker API names, as runFlags fills them.
