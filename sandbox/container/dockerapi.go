@@ -316,11 +316,11 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // apiRun is a container started through the API: its output being
 // copied, and its exit status to come.
 type apiRun struct {
+	sock   string // the daemon's, for signals
 	attach net.Conn
 	copied chan error // the output copied (the attach stream's end)
 	wait   net.Conn
 	waitR  io.Reader
-	status int
 }
 
 // startAPI creates, attaches to, and starts the container of flags with
@@ -344,7 +344,7 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, stdi
 		return nil, err
 	}
 	id := created.Id
-	a := &apiRun{copied: make(chan error, 1)}
+	a := &apiRun{sock: sock, copied: make(chan error, 1)}
 	fail := func(err error) (*apiRun, error) {
 		a.close()
 		// The container never started: nothing removes it but this.

@@ -223,6 +223,12 @@ func (p *Process) Signal(sig os.Signal) error {
 	if !ok {
 		return errors.New("unsupported signal type")
 	}
+	if p.api != nil {
+		if err := call(p.api.sock, "POST", "/containers/"+p.name+"/kill?signal="+strconv.Itoa(int(s)), nil, nil); err != nil {
+			return fmt.Errorf("%s kill: %w", p.rt.engine, err)
+		}
+		return nil
+	}
 	out, err := exec.Command(p.rt.bin, "kill", "--signal", strconv.Itoa(int(s)), p.name).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s kill: %v: %s", p.rt.engine, err, firstLine(string(out)))
@@ -232,6 +238,10 @@ func (p *Process) Signal(sig os.Signal) error {
 
 // kill ends the container at once.
 func (p *Process) kill() {
+	if p.api != nil {
+		call(p.api.sock, "POST", "/containers/"+p.name+"/kill", nil, nil)
+		return
+	}
 	exec.Command(p.rt.bin, "kill", p.name).Run()
 }
 
