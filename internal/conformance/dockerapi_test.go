@@ -20,7 +20,7 @@ import (
 // container the client's `docker run` gives it: the same ids,
 // capabilities, limits, mounts, hostname, environment and directory,
 // read from inside, with the limits' cgroup parent; its output, stdin,
-// exit status and tini's report of a command that cannot run come back
+// terminal, exit status and tini's report of a command that cannot run come back
 // as the client's do, and the container is gone when Wait returns.
 func TestDockerAPI(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -99,6 +99,14 @@ awk '$2 != "/" {print $2, $3, $4}' /proc/self/mounts | sed 's/,lowerdir=.*//'; g
 	}
 	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || out.String() != "hello\ndone\n" || !p.(*container.Process).ViaAPI() {
 		t.Errorf("stdin through the API: %v %+v, output %q", err, res, out.String())
+	}
+	// A terminal, of the size asked for.
+	out.Reset()
+	if p, err = sb.Run(ctx, &sandbox.Cmd{Args: []string{"sh", "-c", "stty size; tty"}, TTY: true, Rows: 30, Cols: 90, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), "30 90") || !strings.Contains(out.String(), "/dev/pts/") || !p.(*container.Process).ViaAPI() {
+		t.Errorf("a terminal through the API: %v %+v, output %q", err, res, out.String())
 	}
 	// A command that cannot run is tini's report, as through the client.
 	os.Unsetenv("PINFOLD_DOCKER_CLI")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +21,8 @@ import (
 	"github.com/pinfold/pinfold/sandbox"
 )
 
-// docker's runs without a terminal (and their network holders) go to the
-// daemon's API over its unix socket rather than through `docker run`:
+// docker's runs (and their network holders) go to the daemon's API over
+// its unix socket rather than through `docker run`:
 // the client's own start (a 40 MB Go binary, 8 ms before it reads a flag
 // on this machine) and its round trips were most of what a run added to
 // the daemon's work. The requests are those `docker run --rm` makes
@@ -47,6 +48,7 @@ type createBody struct {
 	AttachStderr bool
 	OpenStdin    bool
 	StdinOnce    bool
+	Tty          bool
 	HostConfig   hostConfig
 }
 
@@ -316,7 +318,8 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // apiRun is a container started through the API: its output being
 // copied, and its exit status to come.
 type apiRun struct {
-	sock   string // the daemon's, for signals
+	sock   string // the daemon's, for signals and resizes
+	id     string
 	attach net.Conn
 	copied chan error // the output copied (the attach stream's end)
 	wait   net.Conn
@@ -327,12 +330,13 @@ type apiRun struct {
 // image, cmd and env, as `docker run` would, copying its output to
 // stdout and stderr. The container's name is in flags. A failure the
 // daemon reports is an *apiError; one to reach it is another error.
-func startAPI(sock string, flags []string, image string, cmd, env []string, stdin io.Reader, stdout, stderr io.Writer) (*apiRun, error) {
+func startAPI(sock string, flags []string, image string, cmd, env []string, tty *[2]uint16, stdin io.Reader, stdout, stderr io.Writer) (*apiRun, error) {
 	name, body, ok := runFlags(flags)
 	if !ok {
 		return nil, errors.New("flags the API path does not take")
 	}
 	body.Image, body.Cmd, body.Env = image, cmd, env
+	body.Tty = tty != nil
 	attach := "/attach?stream=1&stdout=1&stderr=1"
 	if stdin != nil {
 		// As `docker run -i`: the command's stdin closes when ours ends.
@@ -384,7 +388,21 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, stdi
 	if err != nil {
 		return fail(err)
 	}
-	go func() { a.copied <- demux(r, stdout, stderr) }()
+	go func() {
+		if tty != nil {
+			// A terminal's stream is the terminal's output as it is.
+			if stdout == nil {
+				stdout = io.Discard
+			}
+			_, err := io.Copy(stdout, r)
+			if errors.Is(err, net.ErrClosed) {
+				err = nil
+			}
+			a.copied <- err
+			return
+		}
+		a.copied <- demux(r, stdout, stderr)
+	}()
 	if stdin != nil {
 		// Written before the start, it waits in the daemon; the
 		// half-close is the end of the command's stdin.
@@ -397,6 +415,12 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, stdi
 	}
 	if err := call(sock, "POST", "/containers/"+id+"/start", nil, nil); err != nil {
 		return fail(err)
+	}
+	a.id = id
+	if tty != nil {
+		// docker 20.10's API sizes a terminal only once it exists, as its
+		// client does (the command's stty prefix covers what runs first).
+		a.resize(tty[0], tty[1])
 	}
 	return a, nil
 }
@@ -452,6 +476,11 @@ func (a *apiRun) finish() (int, error) {
 	return res.StatusCode, nil
 }
 
+// resize sets the size of the container's terminal.
+func (a *apiRun) resize(rows, cols uint16) error {
+	return call(a.sock, "POST", fmt.Sprintf("/containers/%s/resize?h=%d&w=%d", a.id, rows, cols), nil, nil)
+}
+
 func (a *apiRun) close() {
 	if a.attach != nil {
 		a.attach.Close()
@@ -468,11 +497,11 @@ func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // viaAPI runs cmd through docker's API when it can (ok): a docker run
-// without a terminal, whose flags runFlags
-// takes all of, and a daemon that answers; else the client runs it.
+// whose flags runFlags takes all of, and a daemon that answers; else the
+// client runs it.
 // PINFOLD_DOCKER_CLI=1 sends every run to the client.
 func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []string, nw *network, cg *cgroup.Group) (sandbox.Process, bool, error) {
-	if !s.useAPI() || cmd.TTY {
+	if !s.useAPI() {
 		return nil, false, nil
 	}
 	if len(args) == 0 || args[0] != "run" {
@@ -489,7 +518,19 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 	}
 	p := &Process{rt: s.rt, name: name, net: nw, mark: imageMark(s.rt.store, s.rt.engine, s.image), cg: cg, done: make(chan struct{}), limits: s.spec.Limits, timeout: cmd.Timeout}
 	p.stderr = &execSniffer{w: cmd.Stderr}
-	a, err := startAPI(sock, flags, s.image, append([]string{"-s", "-g", "--"}, cmd.Args...), env, cmd.Stdin, cmd.Stdout, p.stderr)
+	// The command line is the client's, after the image.
+	cl := s.commandArgs(cmd)
+	cl = cl[slices.Index(cl, s.image)+1:]
+	var tty *[2]uint16
+	if cmd.TTY {
+		rows, cols := cmd.Rows, cmd.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		tty = &[2]uint16{rows, cols}
+		p.stderr = nil // a terminal has one stream
+	}
+	a, err := startAPI(sock, flags, s.image, cl, env, tty, cmd.Stdin, cmd.Stdout, p.stderr)
 	if err != nil {
 		var de *dialError
 		if errors.As(err, &de) {
@@ -499,7 +540,7 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 		p.release()
 		return nil, true, err
 	}
-	p.api = a
+	p.api, p.tty = a, cmd.TTY
 	p.start = time.Now()
 	if cmd.Timeout > 0 {
 		p.timer = time.AfterFunc(cmd.Timeout, func() {

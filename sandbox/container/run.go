@@ -203,6 +203,7 @@ type Process struct {
 	cg       *cgroup.Group // the container's parent, when limited
 	cmd      *exec.Cmd     // the engine's client, or
 	api      *apiRun       // the container, run through docker's API
+	tty      bool          // on a terminal of the engine's (the API's runs)
 	pty      *os.File
 	out      chan struct{}
 	stderr   *execSniffer
@@ -248,6 +249,9 @@ func (p *Process) kill() {
 // Resize changes the size of the command's terminal: the client passes
 // its own terminal's size on.
 func (p *Process) Resize(rows, cols uint16) error {
+	if p.api != nil && p.tty {
+		return p.api.resize(rows, cols)
+	}
 	if p.pty == nil {
 		return errors.New("the command has no terminal")
 	}
