@@ -140,7 +140,7 @@ func setupFault(err error) error {
 			err.Error(), "run pinfold as the workspace's owner instead of root", err)
 	}
 	if errors.Is(err, container.ErrEngine) {
-		return fault.New(fault.Setup, err.Error(), "the container engine refused or failed; its own message is above",
+		return fault.New(fault.Setup, err.Error(), "the container engine refused or failed (its client prints its own message above; the API's is in this one)",
 			"check that the engine runs containers (podman run / docker run), or use --backend native", err)
 	}
 	if errors.Is(err, kubernetes.ErrCluster) {

@@ -1,7 +1,7 @@
 // Package container is the runtime of backends podman and docker: it runs
 // a Spec's command in a container of one of those engines, driven through
-// the engine's own command-line client (docs/backends.md says why the CLI
-// and not the API).
+// the engine's own command-line client, or for docker, through its
+// daemon's API (dockerapi.go; docs/backends.md says when and why).
 //
 // Every container gets the same shape as a native sandbox where the engine
 // can give it: the base's system directories read-only (for the host base,

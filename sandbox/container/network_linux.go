@@ -24,6 +24,7 @@ type network struct {
 	rt     *Runtime
 	holder string
 	dir    string // resolv.conf
+	sock   string // docker's socket, when the holder was made through its API
 	stack  *netpolicy.Stack
 }
 
@@ -55,21 +56,29 @@ func (s *Sandbox) startNetwork(ctx context.Context, cfg *netpolicy.Config) (*net
 	for _, b := range binds {
 		args = append(args, "-v", b+":"+b+":ro")
 	}
-	args = append(args, "-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini", "--pull=never",
-		img, "-s", "--", "sleep", "infinity")
-	holder := exec.CommandContext(ctx, s.rt.bin, args...)
-	// In the run's own directory: the holder's conmon starts in the
-	// client's, and must neither write to nor keep busy the caller's.
-	holder.Dir = dir
-	if out, err := holder.CombinedOutput(); err != nil {
+	args = append(args, "-v", Tini+":/.pinfold/tini:ro", "--entrypoint", "/.pinfold/tini", "--pull=never")
+	hcmd := []string{"-s", "--", "sleep", "infinity"}
+	pid, ok, err := s.holderViaAPI(n, args[2:], img, hcmd)
+	if err != nil {
 		n.close()
-		return nil, &engineError{engine: s.rt.engine, detail: "starting the network holder: " + firstLine(string(out))}
+		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, s.rt.bin, "inspect", "--format", "{{.State.Pid}}", n.holder).Output()
-	pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil || perr != nil || pid <= 0 {
-		n.close()
-		return nil, &engineError{engine: s.rt.engine, detail: "finding the network holder's process"}
+	if !ok {
+		holder := exec.CommandContext(ctx, s.rt.bin, append(append(args, img), hcmd...)...)
+		// In the run's own directory: the holder's conmon starts in the
+		// client's, and must neither write to nor keep busy the caller's.
+		holder.Dir = dir
+		if out, err := holder.CombinedOutput(); err != nil {
+			n.close()
+			return nil, &engineError{engine: s.rt.engine, detail: "starting the network holder: " + firstLine(string(out))}
+		}
+		out, err := exec.CommandContext(ctx, s.rt.bin, "inspect", "--format", "{{.State.Pid}}", n.holder).Output()
+		var perr error
+		pid, perr = strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || perr != nil || pid <= 0 {
+			n.close()
+			return nil, &engineError{engine: s.rt.engine, detail: "finding the network holder's process"}
+		}
 	}
 	st, err := netpolicy.Launch(*cfg, s.rt.store)
 	if err != nil {
@@ -105,7 +114,11 @@ func (n *network) close() {
 	if n.stack != nil {
 		n.stack.Close()
 	}
-	exec.Command(n.rt.bin, "rm", "-f", "-v", n.holder).Run()
+	if n.sock != "" {
+		call(n.sock, "DELETE", "/containers/"+n.holder+"?force=1&v=1", nil, nil)
+	} else {
+		exec.Command(n.rt.bin, "rm", "-f", "-v", n.holder).Run()
+	}
 	if n.dir != "" {
 		os.RemoveAll(n.dir)
 	}

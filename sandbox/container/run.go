@@ -83,6 +83,9 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 	if env == nil {
 		env = sandbox.DefaultEnv(&s.spec, cmd.TTY)
 	}
+	if p, ok, err := s.viaAPI(ctx, cmd, args, env, nw, cg); ok {
+		return p, err
+	}
 	// The client runs in a private directory of the store, which Wait
 	// removes: podman's conmon, started in the client's directory, writes
 	// an "oom" file there when the kernel kills the command for memory,
@@ -198,7 +201,9 @@ type Process struct {
 	mark     string // the store's record of the skeleton image
 	net      *network
 	cg       *cgroup.Group // the container's parent, when limited
-	cmd      *exec.Cmd
+	cmd      *exec.Cmd     // the engine's client, or
+	api      *apiRun       // the container, run through docker's API
+	tty      bool          // on a terminal of the engine's (the API's runs)
 	pty      *os.File
 	out      chan struct{}
 	stderr   *execSniffer
@@ -219,6 +224,12 @@ func (p *Process) Signal(sig os.Signal) error {
 	if !ok {
 		return errors.New("unsupported signal type")
 	}
+	if p.api != nil {
+		if err := call(p.api.sock, "POST", "/containers/"+p.name+"/kill?signal="+strconv.Itoa(int(s)), nil, nil); err != nil {
+			return fmt.Errorf("%s kill: %w", p.rt.engine, err)
+		}
+		return nil
+	}
 	out, err := exec.Command(p.rt.bin, "kill", "--signal", strconv.Itoa(int(s)), p.name).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s kill: %v: %s", p.rt.engine, err, firstLine(string(out)))
@@ -228,12 +239,19 @@ func (p *Process) Signal(sig os.Signal) error {
 
 // kill ends the container at once.
 func (p *Process) kill() {
+	if p.api != nil {
+		call(p.api.sock, "POST", "/containers/"+p.name+"/kill", nil, nil)
+		return
+	}
 	exec.Command(p.rt.bin, "kill", p.name).Run()
 }
 
 // Resize changes the size of the command's terminal: the client passes
 // its own terminal's size on.
 func (p *Process) Resize(rows, cols uint16) error {
+	if p.api != nil && p.tty {
+		return p.api.resize(rows, cols)
+	}
 	if p.pty == nil {
 		return errors.New("the command has no terminal")
 	}
@@ -263,7 +281,14 @@ func (p *Process) Wait() (*sandbox.Result, error) {
 }
 
 func (p *Process) wait() (*sandbox.Result, error) {
-	err := p.cmd.Wait()
+	var err error
+	code := 0
+	if p.api != nil {
+		code, err = p.api.finish()
+	} else {
+		err = p.cmd.Wait()
+		code = p.cmd.ProcessState.ExitCode()
+	}
 	close(p.done)
 	if p.timer != nil {
 		p.timer.Stop()
@@ -295,10 +320,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 	}
 	r := &sandbox.Result{Duration: time.Since(p.start), Limits: p.limits, Timeout: p.timeout, Violations: violations}
 	var ee *exec.ExitError
+	if err != nil && p.api != nil {
+		return nil, p.apiFailed(err)
+	}
 	if err != nil && !errors.As(err, &ee) {
 		return nil, err
 	}
-	code := p.cmd.ProcessState.ExitCode()
 	oom := stats.OOMKills > 0 && code == 128+int(syscall.SIGKILL)
 	if stats.PidsMaxHits > 0 {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitPids)
@@ -312,7 +339,7 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		r.LimitsHit = append(r.LimitsHit, sandbox.LimitMemory)
 	case (code == 126 || code == 127) && p.stderr != nil && p.stderr.execErr != nil:
 		return nil, &sandbox.ExecError{Name: p.stderr.execName, Err: p.stderr.execErr}
-	case code == 125 && p.stderr != nil && p.stderr.engineFailed():
+	case code == 125 && p.api == nil && p.stderr != nil && p.stderr.engineFailed():
 		if p.mark != "" && strings.Contains(p.stderr.first, "pinfold-skeleton") {
 			// The skeleton image was removed behind pinfold's back: the
 			// next run imports it again.
