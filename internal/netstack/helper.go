@@ -59,6 +59,13 @@ func logViolation(l *netpolicy.RunLog, v netpolicy.Violation) {
 // IdleExit is how long a shared helper stays without a sandbox.
 const IdleExit = 30 * time.Second
 
+// ReleaseAfter is how long a shared helper waits without a sandbox before
+// it gives its memory back (see daemon), its binary's pages too: the
+// next sandbox's helper reads them from disk again, a few milliseconds
+// that the sandboxes of a burst (a build's commands, a test suite) should
+// not pay one after the other.
+const ReleaseAfter = 5 * time.Second
+
 // serveConn serves one sandbox on its control socket, which it closes,
 // with everything it made for it, when the supervisor goes.
 func serveConn(ctl *os.File) int {
@@ -279,7 +286,38 @@ func daemon(sock string) int {
 		}
 	}
 	idle = time.AfterFunc(IdleExit, exitIfIdle)
-	go trimWhenQuiet(nil)
+	// The trimming loop runs while sandboxes come; once none has been
+	// connected for ReleaseAfter, it stops, so that an idle helper runs
+	// no code at all, and the helper gives back its heap and its
+	// binary's pages (releaseBinary).
+	var stopTrim chan struct{}
+	startTrim := func() {
+		if stopTrim == nil {
+			stopTrim = make(chan struct{})
+			go trimWhenQuiet(stopTrim)
+		}
+	}
+	startTrim()
+	// Armed from the start: the run that started the helper serves
+	// itself, and perhaps none follows.
+	release := time.AfterFunc(ReleaseAfter, func() {
+		mu.Lock()
+		if active > 0 || stopTrim == nil {
+			mu.Unlock()
+			return
+		}
+		close(stopTrim)
+		stopTrim = nil
+		mu.Unlock()
+		trim()
+		// Not under a sandbox that came meanwhile: its first packets
+		// would wait for the pages.
+		mu.Lock()
+		if active == 0 {
+			releaseBinary()
+		}
+		mu.Unlock()
+	})
 	uid := os.Getuid()
 	for {
 		var nfd int
@@ -310,11 +348,14 @@ func daemon(sock string) int {
 		mu.Lock()
 		active++
 		idle.Stop()
+		release.Stop()
+		restoreBinary()
+		startTrim()
 		mu.Unlock()
 		go func() {
 			ctl := os.NewFile(uintptr(nfd), "ctl")
 			// The greeting tells the supervisor this helper took it.
-			if _, err := ctl.Write((&netpolicy.Message{Hello: true}).Marshal()); err == nil {
+			if _, err := ctl.Write(hello); err == nil {
 				serveConn(ctl)
 			} else {
 				ctl.Close()
@@ -323,6 +364,7 @@ func daemon(sock string) int {
 			active--
 			if active == 0 {
 				idle.Reset(IdleExit)
+				release.Reset(ReleaseAfter)
 			}
 			mu.Unlock()
 		}()
@@ -330,6 +372,11 @@ func daemon(sock string) int {
 }
 
 var errRunning = errors.New("another helper serves this socket")
+
+// hello is the greeting, made once: a run waits for it before its
+// command starts, so it must need no more of the helper's code than the
+// write, paged out or not (releaseBinary).
+var hello = (&netpolicy.Message{Hello: true}).Marshal()
 
 // listen binds sock, replacing a stale one that nobody answers on.
 func listen(sock string) (int, error) {
