@@ -315,6 +315,7 @@ func daemon(sock string) int {
 		mu.Lock()
 		if active == 0 {
 			releaseBinary()
+			rehearse()
 		}
 		mu.Unlock()
 	})
@@ -349,13 +350,17 @@ func daemon(sock string) int {
 		active++
 		idle.Stop()
 		release.Stop()
-		restoreBinary()
 		startTrim()
 		mu.Unlock()
 		go func() {
 			ctl := os.NewFile(uintptr(nfd), "ctl")
 			// The greeting tells the supervisor this helper took it.
 			if _, err := ctl.Write(hello); err == nil {
+				// Greeted, the run goes on building its sandbox
+				// while the binary is read back.
+				mu.Lock()
+				restoreBinary()
+				mu.Unlock()
 				serveConn(ctl)
 			} else {
 				ctl.Close()
@@ -369,6 +374,25 @@ func daemon(sock string) int {
 			mu.Unlock()
 		}()
 	}
+}
+
+// rehearse runs what greeting a sandbox takes (accept4, the peer's
+// credentials, the greeting's write through the poller) on a socket pair
+// of its own, right after releaseBinary: the pages that code needs come
+// back, a few dozen KiB read one by one, so that a run waiting for the
+// greeting does not wait for the disk too. (The accept fails: the socket
+// does not listen; the listener is left to the accept loop.)
+func rehearse() {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fds[1])
+	unix.Accept4(fds[0], unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	unix.GetsockoptUcred(fds[0], unix.SOL_SOCKET, unix.SO_PEERCRED)
+	f := os.NewFile(uintptr(fds[0]), "rehearsal")
+	f.Write(hello)
+	f.Close()
 }
 
 var errRunning = errors.New("another helper serves this socket")
