@@ -47,6 +47,28 @@ func recvmsg(c syscall.RawConn, buf, oob []byte) (n, oobn int, err error) {
 	return n, oobn, err
 }
 
+// maxConfig bounds the configuration message (a larger one is
+// malformed); maxMessage bounds the messages after it, whose largest is a
+// report naming its log file (a path up to PATH_MAX).
+const (
+	maxConfig  = 256 << 10
+	maxMessage = 8 << 10
+)
+
+// peekSize waits for the next message on c and returns its size, leaving
+// it queued (MSG_PEEK|MSG_TRUNC: a sequenced-packet socket says the whole
+// length).
+func peekSize(c syscall.RawConn) (n int, err error) {
+	rerr := c.Read(func(fd uintptr) bool {
+		n, _, _, _, err = unix.Recvmsg(int(fd), nil, nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		return err != unix.EAGAIN
+	})
+	if rerr != nil {
+		err = rerr
+	}
+	return n, err
+}
+
 // maxSent bounds the violations a connection keeps until its handoff.
 const maxSent = 10000
 
@@ -80,7 +102,17 @@ func serveConn(ctl *os.File) int {
 		ctl.Write(m.Marshal())
 		wmu.Unlock()
 	}
-	buf := make([]byte, 256<<10)
+	// The configuration (allow lists, published ports) may be large: its
+	// buffer is the message's size, peeked, and lives only while it is
+	// read; what follows (the device, a report's log path) is small. A
+	// buffer of the largest size for every connection's life cost each
+	// sandbox up to its 256 KiB, once the heap reused its pages.
+	size, err := peekSize(rc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-net: reading the configuration:", err)
+		return 2
+	}
+	buf := make([]byte, min(max(size, 1), maxConfig))
 	n, err := ctl.Read(buf)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pinfold-net: reading the configuration:", err)
@@ -122,6 +154,7 @@ func serveConn(ctl *os.File) int {
 		send(&netpolicy.Message{Violation: &v})
 	}
 	srv := New(pol)
+	buf = make([]byte, maxMessage)
 	tunFD := -1
 	defer func() {
 		// The stack first: until it has stopped, it reads the device,
