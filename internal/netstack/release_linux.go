@@ -22,6 +22,9 @@ var released [][2]uintptr
 // helper touches is read back alone, not with the megabytes of
 // read-around that would put the whole binary back in the page cache.
 func releaseBinary() {
+	if inMemoryFS() {
+		return // the file is the memory: unmapping it would free none
+	}
 	for _, r := range binaryRanges() {
 		madvise(r, unix.MADV_RANDOM)
 		madvise(r, unix.MADV_DONTNEED)
@@ -31,6 +34,16 @@ func releaseBinary() {
 		unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
 		unix.Close(fd)
 	}
+}
+
+// inMemoryFS says the binary lives in tmpfs or ramfs, whose pages are
+// the file itself and stay whoever maps them.
+func inMemoryFS() bool {
+	var st unix.Statfs_t
+	if unix.Statfs("/proc/self/exe", &st) != nil {
+		return true
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
 
 // restoreBinary undoes releaseBinary when a sandbox comes: read-around
