@@ -25,6 +25,7 @@ func releaseBinary() {
 	if inMemoryFS() {
 		return // the file is the memory: unmapping it would free none
 	}
+	released = released[:0]
 	for _, r := range binaryRanges() {
 		madvise(r, unix.MADV_RANDOM)
 		madvise(r, unix.MADV_DONTNEED)
