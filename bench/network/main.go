@@ -40,7 +40,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfold/pinfold/internal/netstack"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -110,7 +114,8 @@ func main() {
 	peers := flag.Bool("peers", true, "measure slirp4netns and pasta too")
 	flag.IntVar(&peerMTU, "peer-mtu", 65520, "MTU of slirp4netns's and pasta's interface (pinfold's is 65520)")
 	only := flag.String("only", "", "run one part only: throughput, latency, startup or memory")
-	memSandboxes := flag.Int("memory-sandboxes", 20, "sandboxes attached to the shared helper in the memory part")
+	memSandboxes := flag.String("memory-sandboxes", "1,10", "how many sandboxes attach to the shared helper at once in the memory part (a comma-separated list)")
+	memRounds := flag.Int("memory-rounds", 10, "paired runs timing the first connect after the idle helper released its memory")
 	direction := flag.String("direction", "", "throughput one way only: up or down")
 	verbose := flag.Bool("v", false, "print every transfer and run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (pinfold's stack runs in it) to FILE")
@@ -178,7 +183,15 @@ func main() {
 		startup(bin, *startRounds)
 	}
 	if *only == "" || *only == "memory" {
-		memory(dir, srv, *memSandboxes)
+		var ks []int
+		for _, f := range strings.Split(*memSandboxes, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 {
+				fail(fmt.Errorf("-memory-sandboxes: %q is not a count", f))
+			}
+			ks = append(ks, k)
+		}
+		memory(dir, srv, ks, *memRounds)
 	}
 }
 
@@ -587,12 +600,18 @@ func startup(bin string, rounds int) {
 	}
 }
 
-// memory reports the shared helper's memory (PSS, from smaps_rollup)
-// idle and with k sandboxes attached, each holding one connection open
-// through it: after no traffic but the connect, and after a 16 MiB
+// memory reports the shared helper's memory (PSS and its anonymous part,
+// from smaps_rollup, and how much of the helper's binary the page cache
+// holds, which is memory whoever maps it) idle, just after its last
+// sandbox and once it released its memory (netstack.ReleaseAfter), and
+// with k sandboxes attached for each k in ks, each holding one connection
+// open through it: after no traffic but the connect, and after a 16 MiB
 // download each. The helper's share per sandbox is its PSS over k; what
-// each adds, its growth over k.
-func memory(dir string, srv *servers, k int) {
+// each adds, its growth over the idle figure. Then it times what the
+// release costs the next sandbox: rounds pairs of a sandbox that connects
+// once to the echo server 1 s after the last one ended and one that
+// does so after the release.
+func memory(dir string, srv *servers, ks []int, rounds int) {
 	helper := os.Getenv("PINFOLD_NET_HELPER")
 	spec := sandbox.Spec{Network: sandbox.NetworkOutbound, Mounts: []sandbox.Mount{{Source: dir, Target: "/pinfold-bench", ReadOnly: true}}}
 	spec.Net.HostLoopback = true
@@ -608,29 +627,86 @@ func memory(dir string, srv *servers, k int) {
 	if pid == 0 {
 		fail(fmt.Errorf("no shared helper %s serve is running", helper))
 	}
-	fmt.Printf("\nThe shared pinfold-net helper's memory (PSS from /proc/%d/smaps_rollup), %d sandboxes each holding a connection\n", pid, k)
-	fmt.Printf("  %-44s %10s %10s %12s %12s %8s\n", "state", "PSS", "anon", "PSS / box", "added / box", "threads")
-	// Idle: served sandboxes before, none now.
-	time.Sleep(3 * time.Second)
-	idle, idleAnon := pssOf(pid)
-	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle (after serving sandboxes)", idle, idleAnon, "", "", threads(pid))
-	for _, n := range []int64{0, 16 << 20} {
-		end := hold(spec, srv, k, n)
-		// The helper trims its heap once quiet for a second
-		// (internal/netstack/trim.go): the held, idle state.
-		time.Sleep(3 * time.Second)
+	// A binary just built is dirty in the page cache, which keeps it
+	// there until written back: write it back now, as an installed one.
+	f, err := os.Open(helper)
+	check(err)
+	check(f.Sync())
+	st, err := f.Stat()
+	check(err)
+	f.Close()
+	released := netstack.ReleaseAfter + time.Second
+	fmt.Printf("\nThe shared pinfold-net helper's memory (PSS from /proc/%d/smaps_rollup; its binary, %.0f KiB, in the page cache), sandboxes each holding a connection\n", pid, float64(st.Size())/1024)
+	fmt.Printf("  %-46s %10s %10s %10s %12s %12s %8s\n", "state", "PSS", "anon", "binary", "PSS / box", "added / box", "threads")
+	row := func(state string, k int, idle float64) float64 {
 		p, anon := pssOf(pid)
-		th := threads(pid)
-		end()
-		state := fmt.Sprintf("%d sandboxes, connected", k)
-		if n > 0 {
-			state = fmt.Sprintf("%d sandboxes, after %d MiB down each", k, n>>20)
+		per, added := "", ""
+		if k > 0 {
+			per, added = fmt.Sprintf("%.0fKiB", p/float64(k)), fmt.Sprintf("%.0fKiB", (p-idle)/float64(k))
 		}
-		fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %10.0fKiB %10.0fKiB %8d\n", state, p, anon, p/float64(k), (p-idle)/float64(k), th)
+		fmt.Printf("  %-46s %8.0fKiB %8.0fKiB %8.0fKiB %12s %12s %8d\n", state, p, anon, cachedKiB(helper), per, added, threads(pid))
+		return p
 	}
-	time.Sleep(3 * time.Second)
-	p, anon := pssOf(pid)
-	fmt.Printf("  %-44s %8.0fKiB %8.0fKiB %12s %12s %8d\n", "idle again, 3 s after they ended", p, anon, "", "", threads(pid))
+	// Idle: served sandboxes before, none now. The helper trims its heap
+	// once quiet for a second (internal/netstack/trim.go).
+	time.Sleep(time.Second + 500*time.Millisecond)
+	idle := row("idle, 1.5 s after serving a sandbox", 0, 0)
+	time.Sleep(released - 1500*time.Millisecond)
+	row(fmt.Sprintf("idle, released (%v after)", released), 0, 0)
+	for _, k := range ks {
+		for _, n := range []int64{0, 16 << 20} {
+			end := hold(spec, srv, k, n)
+			time.Sleep(3 * time.Second) // the held, idle state
+			state := fmt.Sprintf("%d sandboxes, connected", k)
+			if n > 0 {
+				state = fmt.Sprintf("%d sandboxes, after %d MiB down each", k, n>>20)
+			}
+			row(state, k, idle)
+			end()
+		}
+		time.Sleep(time.Second + 500*time.Millisecond)
+		row(fmt.Sprintf("idle, 1.5 s after those %d ended", k), 0, 0)
+		time.Sleep(released - 1500*time.Millisecond)
+		row("idle, released", 0, 0)
+	}
+	// What the release costs the next sandbox: its run (sandbox.Run:
+	// start, one connect and echo, end) and its connect, against a
+	// sandbox that comes while the helper still holds its memory.
+	if rounds < 1 {
+		return
+	}
+	echo := pinfoldTool(dir, sandbox.NetworkOutbound)
+	args := []string{"rtt", srv.echo(hostAddr), "1"}
+	echo.try(args)
+	var warmRun, warmRTT, relRun, relRTT []time.Duration
+	one := func(run, rtt *[]time.Duration) {
+		start := time.Now()
+		r := echo.try(args)
+		*run = append(*run, time.Since(start))
+		*rtt = append(*rtt, time.Duration(r.RTTs[0]))
+	}
+	for i := range rounds {
+		if i%2 == 0 {
+			time.Sleep(time.Second)
+			one(&warmRun, &warmRTT)
+			time.Sleep(released)
+			one(&relRun, &relRTT)
+		} else {
+			time.Sleep(released)
+			one(&relRun, &relRTT)
+			time.Sleep(time.Second)
+			one(&warmRun, &warmRTT)
+		}
+	}
+	fmt.Printf("\nThe next sandbox after the release: a run (start, 1 connect + 1-byte echo, end), %d of each, alternating\n", rounds)
+	fmt.Printf("  %-46s %10s %10s %10s %10s\n", "", "run p50", "run p90", "connect p50", "connect p90")
+	for _, r := range []struct {
+		name     string
+		run, rtt []time.Duration
+	}{{"1 s after the last sandbox (not released)", warmRun, warmRTT}, {fmt.Sprintf("%v after it (released)", released), relRun, relRTT}} {
+		fmt.Printf("  %-46s %8.2fms %8.2fms %9.3fms %9.3fms\n", r.name, ms(median(r.run)), ms(percentile(r.run, 0.9)), ms(median(r.rtt)), ms(percentile(r.rtt, 0.9)))
+	}
+	fmt.Printf("  added by the release: run %+.2fms, connect %+.3fms (medians)\n", ms(median(relRun)-median(warmRun)), ms(median(relRTT)-median(warmRTT)))
 }
 
 // hold starts k sandboxes that each download n bytes and hold the
@@ -840,6 +916,29 @@ func fail(err error) {
 	}
 	fmt.Fprintln(os.Stderr, "network:", err)
 	os.Exit(1)
+}
+
+// cachedKiB is how much of file the page cache holds, in KiB (mincore
+// over a mapping of it, which faults nothing in).
+func cachedKiB(file string) float64 {
+	f, err := os.Open(file)
+	check(err)
+	defer f.Close()
+	st, err := f.Stat()
+	check(err)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	check(err)
+	defer unix.Munmap(b)
+	page := os.Getpagesize()
+	vec := make([]byte, (len(b)+page-1)/page)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		fail(fmt.Errorf("mincore %s: %w", file, e))
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return float64(n*page) / 1024
 }
 
 // pssOf is pid's PSS and anonymous PSS in KiB.

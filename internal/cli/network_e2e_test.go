@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestNetworkViolationsReported checks the CLI's side of the network
@@ -406,4 +408,99 @@ func procZombie(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) == 0 || f[0] == "Z"
+}
+
+// TestSharedHelperReleasesWhenIdle: once no sandbox has been attached for
+// a while (netstack.ReleaseAfter, 5 s), the shared helper gives back its
+// binary's pages, and the next sandbox is served as before, by the same
+// helper, through a real connection.
+func TestSharedHelperReleasesWhenIdle(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash for /dev/tcp in the sandbox")
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(pinfold), &fs); err != nil || fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		t.Skip("the binaries under test are in tmpfs, whose pages the helper does not release")
+	}
+	ws := t.TempDir()
+	store := storeDir(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from the host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	args := []string{"run", "--access", "ro", "--network", "outbound", "--host-loopback", "--", "bash", "-c",
+		fmt.Sprintf("exec 3<>/dev/tcp/10.0.2.2/%d && read -r l <&3 && echo \"$l\"", port)}
+	// The first run starts the shared helper (and serves itself), the
+	// second is the shared helper's.
+	for i := range 2 {
+		if out, errs, code := pf(t, ws, args...); code != 0 || out != "hello from the host\n" {
+			t.Fatalf("run %d: %d %q %s", i, code, out, errs)
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(store, "net-*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("shared helper sockets: %v", socks)
+	}
+	pid := servingPid(socks[0])
+	if pid == 0 {
+		t.Fatal("no shared helper serves", socks[0])
+	}
+	pssFile := func() int {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		if err != nil {
+			t.Fatalf("the shared helper went: %v", err)
+		}
+		for l := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(l, "Pss_File:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				return n
+			}
+		}
+		t.Skip("no Pss_File in smaps_rollup (kernel before 5.13)")
+		return 0
+	}
+	busy := pssFile()
+	// Released within seconds of ReleaseAfter (a loaded machine's timer
+	// runs late), well before the helper exits (IdleExit, 30 s).
+	var idle int
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if idle = pssFile(); idle < busy/2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the idle helper's PSS of file pages is %d KiB, %d KiB while it served", idle, busy)
+		}
+	}
+	t.Logf("the shared helper's PSS of file pages: %d KiB after serving, %d KiB released", busy, idle)
+	if out, errs, code := pf(t, ws, args...); code != 0 || out != "hello from the host\n" {
+		t.Fatalf("the run after the release: %d %q %s", code, out, errs)
+	}
+	if servingPid(socks[0]) != pid {
+		t.Fatal("another helper serves the socket after the release")
+	}
+}
+
+// servingPid is the process of the shared helper serving sock, or 0.
+func servingPid(sock string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if args := strings.Split(string(b), "\x00"); len(args) >= 3 && args[1] == "serve" && args[2] == sock {
+			pid, _ := strconv.Atoi(e.Name())
+			return pid
+		}
+	}
+	return 0
 }

@@ -47,6 +47,28 @@ func recvmsg(c syscall.RawConn, buf, oob []byte) (n, oobn int, err error) {
 	return n, oobn, err
 }
 
+// maxConfig bounds the configuration message (a larger one is
+// malformed); maxMessage bounds the messages after it, whose largest is a
+// report naming its log file (a path up to PATH_MAX).
+const (
+	maxConfig  = 256 << 10
+	maxMessage = 8 << 10
+)
+
+// peekSize waits for the next message on c and returns its size, leaving
+// it queued (MSG_PEEK|MSG_TRUNC: a sequenced-packet socket says the whole
+// length).
+func peekSize(c syscall.RawConn) (n int, err error) {
+	rerr := c.Read(func(fd uintptr) bool {
+		n, _, _, _, err = unix.Recvmsg(int(fd), nil, nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		return err != unix.EAGAIN
+	})
+	if rerr != nil {
+		err = rerr
+	}
+	return n, err
+}
+
 // maxSent bounds the violations a connection keeps until its handoff.
 const maxSent = 10000
 
@@ -58,6 +80,13 @@ func logViolation(l *netpolicy.RunLog, v netpolicy.Violation) {
 
 // IdleExit is how long a shared helper stays without a sandbox.
 const IdleExit = 30 * time.Second
+
+// ReleaseAfter is how long a shared helper waits without a sandbox before
+// it gives its memory back (see daemon), its binary's pages too: the
+// next sandbox's helper reads them from disk again, a few milliseconds
+// that the sandboxes of a burst (a build's commands, a test suite) should
+// not pay one after the other.
+const ReleaseAfter = 5 * time.Second
 
 // serveConn serves one sandbox on its control socket, which it closes,
 // with everything it made for it, when the supervisor goes.
@@ -73,7 +102,17 @@ func serveConn(ctl *os.File) int {
 		ctl.Write(m.Marshal())
 		wmu.Unlock()
 	}
-	buf := make([]byte, 256<<10)
+	// The configuration (allow lists, published ports) may be large: its
+	// buffer is the message's size, peeked, and lives only while it is
+	// read; what follows (the device, a report's log path) is small. A
+	// buffer of the largest size for every connection's life cost each
+	// sandbox up to its 256 KiB, once the heap reused its pages.
+	size, err := peekSize(rc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pinfold-net: reading the configuration:", err)
+		return 2
+	}
+	buf := make([]byte, min(max(size, 1), maxConfig))
 	n, err := ctl.Read(buf)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pinfold-net: reading the configuration:", err)
@@ -115,6 +154,7 @@ func serveConn(ctl *os.File) int {
 		send(&netpolicy.Message{Violation: &v})
 	}
 	srv := New(pol)
+	buf = make([]byte, maxMessage)
 	tunFD := -1
 	defer func() {
 		// The stack first: until it has stopped, it reads the device,
@@ -279,7 +319,39 @@ func daemon(sock string) int {
 		}
 	}
 	idle = time.AfterFunc(IdleExit, exitIfIdle)
-	go trimWhenQuiet(nil)
+	// The trimming loop runs while sandboxes come; once none has been
+	// connected for ReleaseAfter, it stops, so that an idle helper runs
+	// no code at all, and the helper gives back its heap and its
+	// binary's pages (releaseBinary).
+	var stopTrim chan struct{}
+	startTrim := func() {
+		if stopTrim == nil {
+			stopTrim = make(chan struct{})
+			go trimWhenQuiet(stopTrim)
+		}
+	}
+	startTrim()
+	// Armed from the start: the run that started the helper serves
+	// itself, and perhaps none follows.
+	release := time.AfterFunc(ReleaseAfter, func() {
+		mu.Lock()
+		if active > 0 || stopTrim == nil {
+			mu.Unlock()
+			return
+		}
+		close(stopTrim)
+		stopTrim = nil
+		mu.Unlock()
+		trim()
+		// Not under a sandbox that came meanwhile: its first packets
+		// would wait for the pages.
+		mu.Lock()
+		if active == 0 {
+			releaseBinary()
+			rehearse()
+		}
+		mu.Unlock()
+	})
 	uid := os.Getuid()
 	for {
 		var nfd int
@@ -310,11 +382,18 @@ func daemon(sock string) int {
 		mu.Lock()
 		active++
 		idle.Stop()
+		release.Stop()
+		startTrim()
 		mu.Unlock()
 		go func() {
 			ctl := os.NewFile(uintptr(nfd), "ctl")
 			// The greeting tells the supervisor this helper took it.
-			if _, err := ctl.Write((&netpolicy.Message{Hello: true}).Marshal()); err == nil {
+			if _, err := ctl.Write(hello); err == nil {
+				// Greeted, the run goes on building its sandbox
+				// while the binary is read back.
+				mu.Lock()
+				restoreBinary()
+				mu.Unlock()
 				serveConn(ctl)
 			} else {
 				ctl.Close()
@@ -323,13 +402,38 @@ func daemon(sock string) int {
 			active--
 			if active == 0 {
 				idle.Reset(IdleExit)
+				release.Reset(ReleaseAfter)
 			}
 			mu.Unlock()
 		}()
 	}
 }
 
+// rehearse runs what greeting a sandbox takes (accept4, the peer's
+// credentials, the greeting's write through the poller) on a socket pair
+// of its own, right after releaseBinary: the pages that code needs come
+// back, a few dozen KiB read one by one, so that a run waiting for the
+// greeting does not wait for the disk too. (The accept fails: the socket
+// does not listen; the listener is left to the accept loop.)
+func rehearse() {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fds[1])
+	unix.Accept4(fds[0], unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	unix.GetsockoptUcred(fds[0], unix.SOL_SOCKET, unix.SO_PEERCRED)
+	f := os.NewFile(uintptr(fds[0]), "rehearsal")
+	f.Write(hello)
+	f.Close()
+}
+
 var errRunning = errors.New("another helper serves this socket")
+
+// hello is the greeting, made once: a run waits for it before its
+// command starts, so it must need no more of the helper's code than the
+// write, paged out or not (releaseBinary).
+var hello = (&netpolicy.Message{Hello: true}).Marshal()
 
 // listen binds sock, replacing a stale one that nobody answers on.
 func listen(sock string) (int, error) {

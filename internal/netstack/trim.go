@@ -58,6 +58,15 @@ func shedThreads() {
 	}
 }
 
+// trim collects, returns the free pages to the kernel and ends the idle
+// threads.
+func trim() {
+	stopped.Store(false)
+	runtime.GC()
+	debug.FreeOSMemory()
+	shedThreads()
+}
+
 // trimWhenQuiet runs the trimming loop until stop closes.
 func trimWhenQuiet(stop <-chan struct{}) {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
@@ -77,10 +86,7 @@ func trimWhenQuiet(stop <-chan struct{}) {
 		}
 		now := allocs()
 		if now-last < quietBytes && (now-trimmed >= trimAfter || stopped.Load()) {
-			stopped.Store(false)
-			runtime.GC()
-			debug.FreeOSMemory()
-			shedThreads()
+			trim()
 			now = allocs()
 			trimmed = now
 		}
