@@ -78,6 +78,8 @@ type instance struct {
 type spawned struct {
 	init   *initp.Init
 	err    error
+	cg     *cgroup.Group // its cgroups, made before it (limits)
+	procs  []string      // cgroup.procs files it still joins by pid (v2)
 	net    *netpolicy.Stack // its network helper, launched alongside
 	netErr error
 }
@@ -126,10 +128,23 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	// configure had finished.)
 	// The network helper, when one is needed, is reached first: its
 	// stack is built while the sandbox is.
+	// With limits, its cgroups come first: the init's first stage moves
+	// itself into the v1 ones (a pid written to a v1 cgroup.procs waits
+	// for an RCU grace period, milliseconds on a busy host).
+	pre := spawned{}
+	spawnCfg := s.tmpl.SpawnConfig
+	if s.cgsys != nil {
+		g, err := s.cgsys.New(s.name+"-"+strconv.FormatUint(s.seq.Add(1), 10), s.limits)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
+		}
+		pre.cg = g
+		spawnCfg.CgroupSelf, pre.procs = g.JoinFiles()
+	}
 	s.pre = make(chan spawned, 1)
-	st, netErr := s.launchNet()
-	in, err := initp.Spawn(&s.tmpl.SpawnConfig)
-	s.pre <- spawned{in, err, st, netErr}
+	pre.net, pre.netErr = s.launchNet()
+	pre.init, pre.err = initp.Spawn(&spawnCfg)
+	s.pre <- pre
 	if err := s.configure(ctx); err != nil {
 		sp := <-s.pre
 		if sp.init != nil {
@@ -137,6 +152,9 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 		}
 		if sp.net != nil {
 			sp.net.Close()
+		}
+		if sp.cg != nil {
+			sp.cg.Remove()
 		}
 		return nil, err
 	}
@@ -184,6 +202,18 @@ func (s *Sandbox) planSpawn() error {
 			Addr6: &a6, Prefix6: netpolicy.Prefix6,
 			DefaultRoutes: s.net.Mode != netpolicy.None,
 		}
+	}
+	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}
+	if !s.limits.Zero() {
+		sys, err := cgroup.Detect()
+		if err == nil {
+			err = sys.Supports(s.limits)
+		}
+		if err != nil {
+			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
+		}
+		s.cgsys = sys
+		s.name = instancePrefix()
 	}
 	return nil
 }
@@ -318,18 +348,6 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		Landlock:     landlockConfig(sp, s.net == nil, rules),
 	}
 
-	s.limits = cgroup.Limits{MemoryBytes: sp.Limits.Memory, Pids: sp.Limits.Pids, CPUs: sp.Limits.CPUs}
-	if !s.limits.Zero() {
-		sys, err := cgroup.Detect()
-		if err == nil {
-			err = sys.Supports(s.limits)
-		}
-		if err != nil {
-			return &sandbox.SpecError{Field: "limits", Err: fmt.Errorf("%w: %w", sandbox.ErrLimits, err)}
-		}
-		s.cgsys = sys
-		s.name = instancePrefix()
-	}
 	return nil
 }
 
@@ -506,28 +524,25 @@ func processStart(pid int) uint64 { return procstat.StartTime(pid) }
 func (s *Sandbox) newInstance() (*instance, error) {
 	cfg := s.tmpl
 	inst := &instance{}
-	if s.cgsys != nil {
-		name := s.name + "-" + strconv.FormatUint(s.seq.Add(1), 10)
-		g, err := s.cgsys.New(name, s.limits)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
-		}
-		inst.cg = g
-		cfg.Cgroups = g.ProcsFiles()
-	}
 	var in *initp.Init
 	var st *netpolicy.Stack
 	var err, netErr error
 	if s.preUsed.CompareAndSwap(false, true) {
 		sp := <-s.pre
 		in, err, st, netErr = sp.init, sp.err, sp.net, sp.netErr
+		inst.cg, cfg.Cgroups = sp.cg, sp.procs
 	} else {
-		if inst.cg != nil {
+		if s.cgsys != nil {
+			name := s.name + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+			g, err := s.cgsys.New(name, s.limits)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", sandbox.ErrLimits, err)
+			}
+			inst.cg = g
 			// The first stage moves itself into the v1 groups before
-			// it makes the sandbox's PID 1 (no grace period waited
-			// for, as a pid written to cgroup.procs does); v2's are
-			// still joined by pid.
-			cfg.CgroupSelf, cfg.Cgroups = inst.cg.JoinFiles()
+			// it makes the sandbox's PID 1 (see New); v2's are joined
+			// by pid.
+			cfg.CgroupSelf, cfg.Cgroups = g.JoinFiles()
 		}
 		st, netErr = s.launchNet()
 		in, err = initp.Spawn(&cfg.SpawnConfig)
@@ -589,7 +604,9 @@ func (s *Sandbox) discard(inst *instance) {
 		if inst.net != nil {
 			inst.net.Close()
 		}
-		inst.init.Close()
+		if inst.init != nil {
+			inst.init.Close()
+		}
 		if inst.cg != nil {
 			inst.cg.Remove()
 		}
@@ -734,8 +751,8 @@ func (s *Sandbox) Close() error {
 	s.mu.Unlock()
 	if s.preUsed.CompareAndSwap(false, true) {
 		sp := <-s.pre
-		if sp.init != nil {
-			s.discard(&instance{init: sp.init})
+		if sp.init != nil || sp.cg != nil {
+			s.discard(&instance{init: sp.init, cg: sp.cg})
 		}
 		if sp.net != nil {
 			sp.net.Close()

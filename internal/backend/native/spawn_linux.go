@@ -56,7 +56,11 @@ type Init struct {
 	startMu  sync.Mutex
 	pending  bool
 	spawnErr error
-	tun      *os.File // the sandbox's TUN device, until TUN takes it
+	// cgself: the first stage moved itself into the sandbox's cgroups
+	// (SpawnConfig.CgroupSelf), where it counts against --pids until
+	// reaped: Exec reaps it first.
+	cgself bool
+	tun    *os.File // the sandbox's TUN device, until TUN takes it
 
 	// sent are the spawn, config and exec messages, for launch records.
 	sent [3][]byte
@@ -159,7 +163,7 @@ func Spawn(s *SpawnConfig) (*Init, error) {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("starting the sandbox init: %w", err)
 	}
-	in := &Init{sock: fds[0], stage1: pid, pending: true}
+	in := &Init{sock: fds[0], stage1: pid, pending: true, cgself: len(s.CgroupSelf) > 0}
 	in.sent[0] = msg
 	return in, nil
 }
@@ -324,6 +328,16 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 	if err := in.started(); err != nil {
 		return nil, err
 	}
+	if in.cgself {
+		in.mu.Lock()
+		unreaped := in.stage1 > 0
+		in.mu.Unlock()
+		if unreaped {
+			if err := in.Ready(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	msg, err := EncodeExec(x)
 	if err != nil {
 		return nil, err
@@ -417,8 +431,13 @@ func (in *Init) Kill() error { return in.Signal(syscall.SIGKILL) }
 
 // died explains an init that closed its socket without a report.
 func (in *Init) died() error {
-	in.started() // stage 2's pid, if it was sent before
+	// Stage 2's pid, if it was sent before; or why the spawn failed,
+	// which a Configure that found the socket closed reports.
+	serr := in.started()
 	in.Reap()
+	if serr != nil && !errors.Is(serr, io.EOF) {
+		return serr
+	}
 	return errors.New("the sandbox init exited unexpectedly")
 }
 
