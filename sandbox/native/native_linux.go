@@ -78,8 +78,8 @@ type instance struct {
 type spawned struct {
 	init   *initp.Init
 	err    error
-	cg     *cgroup.Group // its cgroups, made before it (limits)
-	procs  []string      // cgroup.procs files it still joins by pid (v2)
+	cg     *cgroup.Group    // its cgroups, made before it (limits)
+	procs  []string         // cgroup.procs files it still joins by pid (v2)
 	net    *netpolicy.Stack // its network helper, launched alongside
 	netErr error
 }
