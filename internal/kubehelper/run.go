@@ -79,6 +79,15 @@ func (s *session) mark(step string) {
 	s.tmu.Lock()
 	s.trace = append(s.trace, kube.Step{Step: "kube: " + step, Mono: ts.Nano()})
 	s.tmu.Unlock()
+	// PINFOLD_KUBE_TRACE_FILE: each step, on the wall clock, appended to
+	// the file, for lining a start up with the kubelet's and containerd's
+	// logs (a session's steps reach pinfold only when it ends).
+	if f := os.Getenv("PINFOLD_KUBE_TRACE_FILE"); f != "" {
+		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			fmt.Fprintf(fh, "%d %s %s\n", time.Now().UnixNano(), s.req.ID, step)
+			fh.Close()
+		}
+	}
 }
 
 // run serves one command: fd 3 is the control socket.
@@ -216,11 +225,11 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 func (s *session) command(ctx context.Context, controls <-chan kube.Control, claimed string) int {
 	r, c := &s.req, s.c
 	core := c.cs.CoreV1()
-	// A claimed pod has its agent in: the session's socket and its spare
-	// execs are opened while the workspace is copied in (a connection
-	// waits in the bridge for the agent).
+	// The session's socket and its spare execs are opened while the
+	// workspace is copied in (a connection waits in the bridge for the
+	// agent); a cold pod's spare waits in the pod for the agent's binary.
 	var stopBridge func()
-	if r.Session != nil && claimed != "" {
+	if r.Session != nil {
 		var err error
 		if stopBridge, err = s.bridge(ctx, r.Session.Sock, mainName); err != nil {
 			return s.fail(kube.ErrCluster, err)
@@ -254,6 +263,8 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 			// parent): the agent, whose directory its commands inherit,
 			// starts in the session's.
 			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+		} else if claimed == "" {
+			args = awaitAgent(args)
 		}
 		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
 	}
@@ -266,16 +277,16 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		})
 		return code, err
 	}
-	// A claimed pod's agent starts while the workspace is copied in:
-	// pinfold reaches it only once told the command started, after the
-	// copy. (A tenant's agent starts in the workspace's directory, which
-	// the copy makes.)
+	// A session's agent starts while the workspace is copied in (a cold
+	// pod's once its binary is in, awaitAgent): pinfold reaches it only
+	// once told the command started, after the copy. (A tenant's agent
+	// starts in the workspace's directory, which the copy makes.)
 	type result struct {
 		code int
 		err  error
 	}
 	var agentRes chan result
-	if r.Session != nil && claimed != "" && !r.WorkspaceParent {
+	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
 		go func() {
 			code, err := runCmd()
@@ -349,13 +360,6 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	}()
 	if r.TTY && r.Rows > 0 && r.Cols > 0 {
 		s.sizes <- remotecommand.TerminalSize{Height: r.Rows, Width: r.Cols}
-	}
-	if r.Session != nil && stopBridge == nil {
-		var err error
-		if stopBridge, err = s.bridge(runCtx, r.Session.Sock, mainName); err != nil {
-			return s.fail(kube.ErrCluster, err)
-		}
-		defer stopBridge()
 	}
 	var code int
 	var err error
@@ -562,7 +566,7 @@ func (s *session) wsStage() string {
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
 	if s.req.Session != nil && !s.warm {
-		dirs = append(dirs, kube.Dir{Src: s.req.Session.Agent, Name: "agent", FileName: agentFile})
+		dirs = append(dirs, kube.Dir{Src: agentBinary(s.req.Session.Agent), Name: "agent", FileName: agentFile, Done: agentDone})
 	}
 	if s.pooling {
 		return dirs // a warm pod gets its session's files when claimed
