@@ -256,14 +256,14 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	if r.Session != nil {
 		// The agent: pinfold's binary copied in, its environment on its
 		// stdin, and this machine's socket joined to its own.
-		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
+		args = append([]string{s.agentExe()}, r.Args[1:]...)
 		args = append(args, agent.EnvFromStdin)
 		if r.WorkspaceParent && r.Dir != "" {
 			// An exec starts in the pod's directory (the workspace's
 			// parent): the agent, whose directory its commands inherit,
 			// starts in the session's.
 			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
-		} else if claimed == "" {
+		} else if !s.agentIn() {
 			args = awaitAgent(args)
 		}
 		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
@@ -565,7 +565,7 @@ func (s *session) wsStage() string {
 // session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
-	if s.req.Session != nil && !s.warm {
+	if s.req.Session != nil && !s.warm && s.req.Session.AgentImage == "" {
 		dirs = append(dirs, kube.Dir{Src: agentBinary(s.req.Session.Agent), Name: "agent", FileName: agentFile, Done: agentDone})
 	}
 	if s.pooling {

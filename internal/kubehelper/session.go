@@ -59,6 +59,20 @@ func agentBinary(pinfold string) string {
 	return pinfold
 }
 
+// agentExe is the agent's binary in the pod.
+func (s *session) agentExe() string {
+	if s.req.Session != nil && s.req.Session.AgentImage != "" {
+		return kube.AgentDir + "/" + agentName
+	}
+	return kube.AgentDir + "/" + agentFile
+}
+
+// agentIn reports whether the pod has the agent from its start: a warm
+// pod's was copied in before the claim, an agent image's is a volume.
+func (s *session) agentIn() bool {
+	return s.warm || s.req.Session.AgentImage != ""
+}
+
 // awaitAgent runs args (the agent's binary and its arguments) once the
 // copy has put the binary in: on a cold start the agent and the bridge's
 // first spare are started beside the copy, so that their execs' round
@@ -157,8 +171,8 @@ func (s *session) openSpare(ctx context.Context, container string) *spare {
 	outR, outW := io.Pipe()
 	sp := &spare{in: inW, out: outR, done: make(chan struct{})}
 	go func() {
-		args := []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand, agent.BridgeSpare}
-		if !s.warm {
+		args := []string{s.agentExe(), agent.BridgeCommand, agent.BridgeSpare}
+		if !s.agentIn() {
 			args = awaitAgent(args)
 		}
 		// A cold start's first spare is opened as the pod starts.
@@ -206,7 +220,7 @@ func (s *session) join(ctx context.Context, conn *net.UnixConn, container string
 			return
 		}
 		if sp == nil {
-			s.exec(ctx, container, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand}, conn, conn, io.Discard, false)
+			s.exec(ctx, container, []string{s.agentExe(), agent.BridgeCommand}, conn, conn, io.Discard, false)
 			return
 		}
 		select {
@@ -590,8 +604,10 @@ func (k *keeper) make(ctx context.Context, key string, t kube.Request) error {
 			return err
 		}
 	}
-	if err := s.copyIn(ctx, s.copyDirs()); err != nil {
-		return err
+	if dirs := s.copyDirs(); len(dirs) > 0 {
+		if err := s.copyIn(ctx, dirs); err != nil {
+			return err
+		}
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"1"}}}`, kube.LabelReady)
 	if _, err := core.Pods(k.c.ns).Patch(ctx, created.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
