@@ -56,3 +56,42 @@ func TestAwaitFile(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+// TestLinksScript runs linksScript for real in a network namespace of
+// the test's with a veth link up, which is taken down 0.3 s later: the
+// script waits for it (in one run, not a poll from outside) and lists
+// every link down.
+func TestLinksScript(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a network namespace with a veth pair)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no ip (iproute2)")
+		}
+		t.Skip("no ip")
+	}
+	start := time.Now()
+	out, err := exec.Command("unshare", "-n", "-m", "sh", "-c",
+		`mount -t sysfs none /sys && ip link add name va type veth peer name vb && ip link set va up || exit 9; (sleep 0.3; ip link set va down) & exec sh -c "$0"`, linksScript).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d := time.Since(start)
+	links := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, flags, _ := strings.Cut(l, " ")
+		links[name] = flags
+	}
+	if len(links) != 3 || links["lo"] == "" || links["va"] == "" || links["vb"] == "" {
+		t.Fatalf("listed %q", out)
+	}
+	for name, flags := range links {
+		if name != "lo" && (strings.HasSuffix(flags, "1") || strings.HasSuffix(flags, "3")) {
+			t.Errorf("link %s listed up: %s", name, flags)
+		}
+	}
+	if d < 300*time.Millisecond || d > 20*time.Second {
+		t.Errorf("the script ended after %s: it did not wait for the link (0.3 s)", d)
+	}
+}

@@ -446,21 +446,80 @@ func (s *session) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
+// linksScript waits in main, for at most a minute, until every link but
+// loopback is down (the netoff container's work), then lists each link's
+// flags: one exec, whose wait is a poll in the pod rather than round
+// trips through the API server. What it lists is checked here.
+const linksScript = `i=0
+while [ $i -lt 6000 ]; do
+	up=
+	for l in /sys/class/net/*; do
+		f=$(cat "$l/flags" 2>/dev/null) || f=1
+		[ "${l##*/}" = lo ] || [ $(( ${f:-1} & 1 )) -eq 0 ] || up=1
+	done
+	[ -z "$up" ] && break
+	i=$((i+1))
+	sleep 0.01 2>/dev/null || { sleep 1; i=$((i+99)); }
+done
+for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`
+
 // linksDown waits until main sees every link but loopback down (the
 // netoff container's work), so that the command never has a network.
 func (s *session) linksDown(ctx context.Context) error {
-	var last string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var out, errb strings.Builder
-		code, err := s.exec(ctx, mainName, []string{"sh", "-c", `for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`}, nil, &out, &errb, false)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	// A failed netoff container ends the wait: the start's watch says so,
+	// else (a pool's pod, which runs) a look at the pod every second.
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var done <-chan struct{}
+			if st := s.starting; st != nil {
+				done = st.done
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				if s.startErr() != nil {
+					cancel()
+				}
+				return
+			case <-tick.C:
+				if s.starting != nil {
+					continue
+				}
+				if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{}); err == nil {
+					if _, err := podReady(p); err != nil {
+						cancel()
+						return
+					}
+				}
+			}
 		}
+	}()
+	var last string
+	for ctx.Err() == nil {
+		var out, errb strings.Builder
+		var code int
+		err := s.whenStarted(ctx, func() error {
+			out.Reset()
+			errb.Reset()
+			var err error
+			code, err = s.exec(ctx, mainName, []string{"sh", "-c", linksScript}, nil, &out, &errb, false)
+			return err
+		})
 		if err := s.startErr(); err != nil {
 			return err
 		}
 		if err != nil || code != 0 {
+			// A stream that broke: again, not in a tight loop.
 			last = fmt.Sprintf("%v %d %s", err, code, errb.String())
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
 			continue
 		}
 		up := false
@@ -478,11 +537,14 @@ func (s *session) linksDown(ctx context.Context) error {
 		if !up {
 			return nil
 		}
-		// A failed netoff container ends the wait.
-		if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{}); err == nil {
-			if _, err := podReady(p); err != nil {
-				return err
-			}
+		break // the script waited its minute
+	}
+	if err := s.startErr(); err != nil {
+		return err
+	}
+	if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(context.Background(), s.pod, metav1.GetOptions{}); err == nil {
+		if _, err := podReady(p); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("pod %s: its links are not down after 60 s (%s): network none cannot be given", s.pod, last)
