@@ -500,6 +500,7 @@ func (s *session) linksDown(ctx context.Context) error {
 		}
 	}()
 	var last string
+	s.afterFirst(ctx)
 	for ctx.Err() == nil {
 		var out, errb strings.Builder
 		var code int
@@ -569,6 +570,10 @@ func (s *session) exec(ctx context.Context, container string, args []string, std
 	})
 	if err != nil {
 		return 0, err
+	}
+	if stdin != nil {
+		// Its first read: the kubelet found the container, which runs.
+		stdin = &firstRead{r: stdin, f: s.execRan}
 	}
 	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Tty: tty}
 	if !tty {
