@@ -90,9 +90,9 @@ type Options struct {
 	// AgentImage is an image holding the session agent at /pinfold-agent
 	// (cmd/pinfold-agent, of this pinfold's version), which a session's
 	// pod mounts as an image volume instead of getting the agent copied in
-	// at its start (PINFOLD_KUBE_AGENT_IMAGE; Kubernetes 1.35 or later,
-	// whose Pod Security "restricted" admits image volumes). Its pull
-	// policy is PullPolicy's.
+	// at its start (PINFOLD_KUBE_AGENT_IMAGE; a cluster with image
+	// volumes, which Pod Security "restricted" admits on the kit's
+	// v1.36). Its pull policy is PullPolicy's.
 	AgentImage string
 }
 
