@@ -16,11 +16,13 @@
 # pinfold-net (gVisor's netstack, for --network outbound|allow and -p),
 # pinfold-api (net/http and WebSocket, for pinfold serve), pinfold-pack
 # (go-containerregistry, for pinfold pack) and pinfold-kube (client-go,
-# for --backend kubernetes).
+# for --backend kubernetes). pinfold-agent is a session's agent alone,
+# which pinfold-kube copies into a cold session's pod (smaller than
+# pinfold, so quicker to copy; without it, pinfold is copied).
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/goenv.sh
-[ $# -gt 0 ] || set -- pinfold pinfold-net pinfold-api pinfold-pack pinfold-kube
+[ $# -gt 0 ] || set -- pinfold pinfold-net pinfold-api pinfold-pack pinfold-kube pinfold-agent
 # Built for another system (GOOS, GOARCH), they go to bin/GOOS_GOARCH/.
 out=bin
 if [ "$(go env GOOS)/$(go env GOARCH)" != "$(go env GOHOSTOS)/$(go env GOHOSTARCH)" ]; then
@@ -38,11 +40,11 @@ for b in "$@"; do
 		fi
 		CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/pinfold$exe" ./cmd/pinfold
 		;;
-	pinfold-net | pinfold-api | pinfold-pack | pinfold-kube)
+	pinfold-net | pinfold-api | pinfold-pack | pinfold-kube | pinfold-agent)
 		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/$b$exe" "./cmd/$b"
 		;;
 	*)
-		echo "build.sh: no binary $b (pinfold, pinfold-net, pinfold-api, pinfold-pack, pinfold-kube)" >&2
+		echo "build.sh: no binary $b (pinfold, pinfold-net, pinfold-api, pinfold-pack, pinfold-kube, pinfold-agent)" >&2
 		exit 2
 		;;
 	esac

@@ -5,7 +5,8 @@
 #
 #   scripts/setup.sh         pinfold and pinfold-net (what `pinfold run` needs)
 #   scripts/setup.sh --all   also pinfold-api (serve), pinfold-pack (pack)
-#                            and pinfold-kube (--backend kubernetes)
+#                            and pinfold-kube with pinfold-agent
+#                            (--backend kubernetes)
 #
 # What only the tests and benchmarks need (packages, the Kubernetes kit,
 # cosign, the other helpers) is prepared by scripts/test.sh, through
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 bins="pinfold pinfold-net"
 case ${1:-} in
---all) bins="$bins pinfold-api pinfold-pack pinfold-kube" ;;
+--all) bins="$bins pinfold-api pinfold-pack pinfold-kube pinfold-agent" ;;
 "") ;;
 *)
 	echo "usage: scripts/setup.sh [--all]" >&2

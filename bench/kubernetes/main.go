@@ -22,6 +22,10 @@
 // "restricted" (-network policy: the pods real clusters get; on the kit
 // their timing only, since its plugin does not enforce the policy).
 //
+// A session's agent is copied in (pinfold-agent beside pinfold-kube, as
+// build.sh puts it), or with -agent-image REF mounted from an image the
+// node holds (PINFOLD_KUBE_AGENT_IMAGE).
+//
 // Rounds are paired: each round runs every side once, in rotating order;
 // a ratio is the median of the per-round ratios.
 //
@@ -50,6 +54,7 @@ func main() {
 	image := flag.String("image", "docker.io/local/busybox:1", "the image, which the node holds")
 	rounds := flag.Int("n", 10, "rounds")
 	network := flag.String("network", "netoff", "how network none is had: netoff or policy")
+	agentImage := flag.String("agent-image", "", "an image holding pinfold-agent at /pinfold-agent, which the node has (PINFOLD_KUBE_AGENT_IMAGE); \"\": the agent is copied in")
 	flag.Parse()
 	if *network != "netoff" && *network != "policy" {
 		fail(fmt.Errorf("-network is netoff or policy"))
@@ -100,7 +105,10 @@ func main() {
 	} else {
 		env = append(env, "PINFOLD_KUBE_NETWORK_NONE=netoff")
 	}
-	fmt.Printf("network none: %s (namespace %s, Pod Security %s)\n", *network, ns, level)
+	if *agentImage != "" {
+		env = append(env, "PINFOLD_KUBE_AGENT_IMAGE="+*agentImage)
+	}
+	fmt.Printf("network none: %s (namespace %s, Pod Security %s), agent image %q\n", *network, ns, level, *agentImage)
 	pf := func(args ...string) func() error {
 		return func() error {
 			c := exec.Command(bin, append([]string{"run", "--backend", "kubernetes", "--base", "oci:" + *image}, args...)...)

@@ -169,6 +169,14 @@ func TestKubernetes(t *testing.T) {
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building pinfold-kube: %v\n%s", err, b)
 	}
+	// The agent alone, beside the helper, as build.sh puts it: what a
+	// cold session's pod gets (the in-cluster serve image has none, and
+	// its sessions get pinfold's binary instead).
+	ag := exec.Command("go", "build", "-o", filepath.Join(tools, "pinfold-agent"), "github.com/pinfold/pinfold/cmd/pinfold-agent")
+	ag.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := ag.CombinedOutput(); err != nil {
+		t.Fatalf("building pinfold-agent: %v\n%s", err, b)
+	}
 	api := exec.Command("go", "build", "-o", filepath.Join(tools, "pinfold-api"), "github.com/pinfold/pinfold/cmd/pinfold-api")
 	api.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := api.CombinedOutput(); err != nil {

@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,6 +98,53 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		// A running pod's changeset comes back when the session stops.
 		if out, err := pinfold(enforced, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {
 			t.Errorf("session stop: %v %s", err, out)
+		}
+	})
+
+	// The agent from an image volume (PINFOLD_KUBE_AGENT_IMAGE): an image
+	// of pinfold-agent alone, made with the kit's mkimg and imported into
+	// its containerd; the session's pod passes restricted and its agent
+	// answers without having been copied in.
+	t.Run("agent-image", func(t *testing.T) {
+		cache := envOr("K8S_KIT_CACHE", "/var/cache/k8s-kit")
+		mkimg, _ := filepath.Glob(filepath.Join(cache, "images-*", "bin", "mkimg"))
+		if len(mkimg) == 0 {
+			if os.Getenv("CI") != "" {
+				t.Fatal("no kit mkimg")
+			}
+			t.Skip("no kit mkimg")
+		}
+		root := t.TempDir()
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(tg.Pinfold), "pinfold-agent"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, "pinfold-agent"), data, 0o755)
+		ref := fmt.Sprintf("docker.io/local/pinfold-agent:test-%d", os.Getpid())
+		tar := filepath.Join(t.TempDir(), "agent.tar")
+		if b, err := exec.Command(mkimg[0], "-rootfs", root, "-ref", ref, "-out", tar, "-entrypoint", "/pinfold-agent").CombinedOutput(); err != nil {
+			t.Fatalf("mkimg: %v %s", err, b)
+		}
+		ctr, ctrSock := filepath.Join(cache, "bin", "ctr"), filepath.Join(envOr("K8S_KIT_STATE", "/tmp/k8s-kit"), "containerd.sock")
+		if b, err := exec.Command(ctr, "--address", ctrSock, "-n", "k8s.io", "images", "import", tar).CombinedOutput(); err != nil {
+			t.Fatalf("ctr import: %v %s", err, b)
+		}
+		t.Cleanup(func() { exec.Command(ctr, "--address", ctrSock, "-n", "k8s.io", "images", "rm", ref).Run() })
+		withImage := append(append([]string(nil), enforced...), "PINFOLD_KUBE_AGENT_IMAGE="+ref)
+		c := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base, "--access", "none")
+		c.Dir, c.Env = ws, withImage
+		out, err := c.Output()
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal(out, &rec) != nil || rec.ID == "" {
+			t.Fatalf("session start with an agent image: %v\n%s", err, out)
+		}
+		defer pinfold(withImage, "session", "stop", rec.ID)
+		if out, err := pinfold(withImage, "exec", rec.ID, "--", "sh", "-c", "ls /.pinfold/bin; echo ok"); err != nil || out != "pinfold-agent\nok\n" {
+			t.Errorf("exec: %v %q (want the image's pinfold-agent alone in the agent's directory)", err, out)
+		}
+		vols, _ := kc("", "get", "pods", "-l", "pinfold.run", "-o", `jsonpath={range .items[*]}{.spec.volumes[*].image.reference}{"\n"}{end}`)
+		if !strings.Contains(vols, ref) {
+			t.Errorf("no pod mounts the agent image: %q", vols)
 		}
 	})
 

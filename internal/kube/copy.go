@@ -24,6 +24,9 @@ type Dir struct {
 	Name string
 	// FileName, when Src is a regular file, is its name under Name.
 	FileName string
+	// Done, with FileName, names an empty file written after it: in the
+	// pod, that the file is whole.
+	Done string
 	// Root: Name is a directory of the tar too (the pod's mount point is
 	// above it), with Src's mode.
 	Root bool
@@ -50,6 +53,12 @@ func WriteTar(w io.Writer, dirs []Dir) error {
 		if d.FileName != "" {
 			if err := writeFile(tw, d.Src, d.Name+"/"+d.FileName); err != nil {
 				return err
+			}
+			if d.Done != "" {
+				h := &tar.Header{Name: d.Name + "/" + d.Done, Typeflag: tar.TypeReg, Mode: 0o444, ModTime: time.Now(), Format: tar.FormatPAX}
+				if err := tw.WriteHeader(h); err != nil {
+					return err
+				}
 			}
 			continue
 		}

@@ -173,3 +173,34 @@ func TestToUpperLarge(t *testing.T) {
 		t.Errorf("temporary files left beside the upper directory: %v", ents)
 	}
 }
+
+// TestWriteTarDone checks that a file's Done marker follows the whole
+// file in the stream: in the pod, it says the file is complete.
+func TestWriteTarDone(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "bin")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 70000), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteTar(&buf, []Dir{{Src: src, Name: "agent", FileName: "pinfold", Done: "ready"}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+		if h.Name == "agent/pinfold" && h.Size != 70000 {
+			t.Errorf("the file's size is %d", h.Size)
+		}
+		if h.Name == "agent/ready" && (h.Size != 0 || h.Typeflag != tar.TypeReg) {
+			t.Errorf("the marker: size %d type %c", h.Size, h.Typeflag)
+		}
+	}
+	if strings.Join(names, " ") != "agent/pinfold agent/ready" {
+		t.Errorf("entries %v, want the file then its marker", names)
+	}
+}

@@ -128,6 +128,10 @@ type Session struct {
 	// PoolSock is the pool keeper's socket, told of the template used so
 	// that it keeps warm pods of it.
 	PoolSock string `json:"pool_sock,omitempty"`
+	// AgentImage, when set, is an image holding the agent at
+	// /pinfold-agent, mounted at AgentDir as an image volume: the agent is
+	// then not copied in.
+	AgentImage string `json:"agent_image,omitempty"`
 }
 
 // Paths in a session's pod.

@@ -20,7 +20,7 @@ func TestWireRoundTrip(t *testing.T) {
 			NetworkNone: true, NetworkAllow: true, Egress: []Block{{CIDR: "10.0.0.0/8", Except: []string{"10.1.0.0/16"}}},
 			Hosts: []Host{{Name: "example.com", Addrs: []string{"192.0.2.1"}}}, Workspace: "/w", WorkspaceParent: true,
 			Access: "changeset", Upper: "/u", Mounts: []Mount{{Source: "/s", Target: "/t", ReadOnly: true, File: true}},
-			Session: &Session{Agent: "/a", Env: []string{"X=1"}, Sock: "/s.sock", Pool: "p", PoolSock: "/p.sock"}},
+			Session: &Session{Agent: "/a", Env: []string{"X=1"}, Sock: "/s.sock", Pool: "p", PoolSock: "/p.sock", AgentImage: "img:1"}},
 		&Control{Signal: 2, Rows: 50, Cols: 132},
 		&Event{Started: true, Pod: "p", Exit: &Exit{Code: 137, OOM: true, TimedOut: true, Changes: 3}, Error: "e", Kind: ErrCluster,
 			Trace: []Step{{Step: "s", Mono: 9}}},

@@ -271,7 +271,13 @@ func (s *session) volumes(name string, secret *corev1.Secret) (vols []corev1.Vol
 		}
 		mainMounts = append(mainMounts, corev1.VolumeMount{Name: "agent", MountPath: kube.AgentDir, ReadOnly: true},
 			corev1.VolumeMount{Name: "run", MountPath: kube.SessionRun}, corev1.VolumeMount{Name: "home", MountPath: kube.SessionHome})
-		copyMounts = append(copyMounts, corev1.VolumeMount{Name: "agent", MountPath: stage + "/agent"})
+		if img := r.Session.AgentImage; img != "" {
+			// The agent from the operator's image (read-only, the node's
+			// runtime's), nothing to copy.
+			vols[len(vols)-3].VolumeSource = corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: img, PullPolicy: corev1.PullPolicy(r.PullPolicy)}}
+		} else {
+			copyMounts = append(copyMounts, corev1.VolumeMount{Name: "agent", MountPath: stage + "/agent"})
+		}
 	}
 	if len(secretItems) > 0 {
 		mode := int32(0o444)

@@ -79,6 +79,15 @@ func (s *session) mark(step string) {
 	s.tmu.Lock()
 	s.trace = append(s.trace, kube.Step{Step: "kube: " + step, Mono: ts.Nano()})
 	s.tmu.Unlock()
+	// PINFOLD_KUBE_TRACE_FILE: each step, on the wall clock, appended to
+	// the file, for lining a start up with the kubelet's and containerd's
+	// logs (a session's steps reach pinfold only when it ends).
+	if f := os.Getenv("PINFOLD_KUBE_TRACE_FILE"); f != "" {
+		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600); err == nil {
+			fmt.Fprintf(fh, "%d %s %s\n", time.Now().UnixNano(), s.req.ID, step)
+			fh.Close()
+		}
+	}
 }
 
 // run serves one command: fd 3 is the control socket.
@@ -216,11 +225,11 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 func (s *session) command(ctx context.Context, controls <-chan kube.Control, claimed string) int {
 	r, c := &s.req, s.c
 	core := c.cs.CoreV1()
-	// A claimed pod has its agent in: the session's socket and its spare
-	// execs are opened while the workspace is copied in (a connection
-	// waits in the bridge for the agent).
+	// The session's socket and its spare execs are opened while the
+	// workspace is copied in (a connection waits in the bridge for the
+	// agent); a cold pod's spare waits in the pod for the agent's binary.
 	var stopBridge func()
-	if r.Session != nil && claimed != "" {
+	if r.Session != nil {
 		var err error
 		if stopBridge, err = s.bridge(ctx, r.Session.Sock, mainName); err != nil {
 			return s.fail(kube.ErrCluster, err)
@@ -247,13 +256,15 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	if r.Session != nil {
 		// The agent: pinfold's binary copied in, its environment on its
 		// stdin, and this machine's socket joined to its own.
-		args = append([]string{kube.AgentDir + "/" + agentFile}, r.Args[1:]...)
+		args = append([]string{s.agentExe()}, r.Args[1:]...)
 		args = append(args, agent.EnvFromStdin)
 		if r.WorkspaceParent && r.Dir != "" {
 			// An exec starts in the pod's directory (the workspace's
 			// parent): the agent, whose directory its commands inherit,
 			// starts in the session's.
 			args = append([]string{"/bin/sh", "-c", `cd "$0" && exec "$@"`, r.Dir}, args...)
+		} else if !s.agentIn() {
+			args = awaitAgent(args)
 		}
 		stdin = strings.NewReader(strings.Join(r.Session.Env, "\x00"))
 	}
@@ -266,16 +277,16 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		})
 		return code, err
 	}
-	// A claimed pod's agent starts while the workspace is copied in:
-	// pinfold reaches it only once told the command started, after the
-	// copy. (A tenant's agent starts in the workspace's directory, which
-	// the copy makes.)
+	// A session's agent starts while the workspace is copied in (a cold
+	// pod's once its binary is in, awaitAgent): pinfold reaches it only
+	// once told the command started, after the copy. (A tenant's agent
+	// starts in the workspace's directory, which the copy makes.)
 	type result struct {
 		code int
 		err  error
 	}
 	var agentRes chan result
-	if r.Session != nil && claimed != "" && !r.WorkspaceParent {
+	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
 		go func() {
 			code, err := runCmd()
@@ -349,13 +360,6 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	}()
 	if r.TTY && r.Rows > 0 && r.Cols > 0 {
 		s.sizes <- remotecommand.TerminalSize{Height: r.Rows, Width: r.Cols}
-	}
-	if r.Session != nil && stopBridge == nil {
-		var err error
-		if stopBridge, err = s.bridge(runCtx, r.Session.Sock, mainName); err != nil {
-			return s.fail(kube.ErrCluster, err)
-		}
-		defer stopBridge()
 	}
 	var code int
 	var err error
@@ -442,21 +446,81 @@ func (s *session) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
+// linksScript waits in main, for at most a minute, until every link but
+// loopback is down (the netoff container's work), then lists each link's
+// flags: one exec, whose wait is a poll in the pod rather than round
+// trips through the API server. What it lists is checked here.
+const linksScript = `i=0
+while [ $i -lt 6000 ]; do
+	up=
+	for l in /sys/class/net/*; do
+		f=$(cat "$l/flags" 2>/dev/null) || f=1
+		[ "${l##*/}" = lo ] || [ $(( ${f:-1} & 1 )) -eq 0 ] || up=1
+	done
+	[ -z "$up" ] && break
+	i=$((i+1))
+	sleep 0.01 2>/dev/null || { sleep 1; i=$((i+99)); }
+done
+for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`
+
 // linksDown waits until main sees every link but loopback down (the
 // netoff container's work), so that the command never has a network.
 func (s *session) linksDown(ctx context.Context) error {
-	var last string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var out, errb strings.Builder
-		code, err := s.exec(ctx, mainName, []string{"sh", "-c", `for l in /sys/class/net/*; do echo "${l##*/} $(cat "$l/flags")"; done`}, nil, &out, &errb, false)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	// A failed netoff container ends the wait: the start's watch says so,
+	// else (a pool's pod, which runs) a look at the pod every second.
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var done <-chan struct{}
+			if st := s.starting; st != nil {
+				done = st.done
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				if s.startErr() != nil {
+					cancel()
+				}
+				return
+			case <-tick.C:
+				if s.starting != nil {
+					continue
+				}
+				if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{}); err == nil {
+					if _, err := podReady(p); err != nil {
+						cancel()
+						return
+					}
+				}
+			}
 		}
+	}()
+	var last string
+	s.afterFirst(ctx)
+	for ctx.Err() == nil {
+		var out, errb strings.Builder
+		var code int
+		err := s.whenStarted(ctx, func() error {
+			out.Reset()
+			errb.Reset()
+			var err error
+			code, err = s.exec(ctx, mainName, []string{"sh", "-c", linksScript}, nil, &out, &errb, false)
+			return err
+		})
 		if err := s.startErr(); err != nil {
 			return err
 		}
 		if err != nil || code != 0 {
+			// A stream that broke: again, not in a tight loop.
 			last = fmt.Sprintf("%v %d %s", err, code, errb.String())
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
 			continue
 		}
 		up := false
@@ -474,11 +538,14 @@ func (s *session) linksDown(ctx context.Context) error {
 		if !up {
 			return nil
 		}
-		// A failed netoff container ends the wait.
-		if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{}); err == nil {
-			if _, err := podReady(p); err != nil {
-				return err
-			}
+		break // the script waited its minute
+	}
+	if err := s.startErr(); err != nil {
+		return err
+	}
+	if p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(context.Background(), s.pod, metav1.GetOptions{}); err == nil {
+		if _, err := podReady(p); err != nil {
+			return err
 		}
 	}
 	return fmt.Errorf("pod %s: its links are not down after 60 s (%s): network none cannot be given", s.pod, last)
@@ -503,6 +570,10 @@ func (s *session) exec(ctx context.Context, container string, args []string, std
 	})
 	if err != nil {
 		return 0, err
+	}
+	if stdin != nil {
+		// Its first read: the kubelet found the container, which runs.
+		stdin = &firstRead{r: stdin, f: s.execRan}
 	}
 	opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Tty: tty}
 	if !tty {
@@ -561,8 +632,8 @@ func (s *session) wsStage() string {
 // session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
-	if s.req.Session != nil && !s.warm {
-		dirs = append(dirs, kube.Dir{Src: s.req.Session.Agent, Name: "agent", FileName: agentFile})
+	if s.req.Session != nil && !s.warm && s.req.Session.AgentImage == "" {
+		dirs = append(dirs, kube.Dir{Src: agentBinary(s.req.Session.Agent), Name: "agent", FileName: agentFile, Done: agentDone})
 	}
 	if s.pooling {
 		return dirs // a warm pod gets its session's files when claimed

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,8 +27,68 @@ import (
 	"github.com/pinfold/pinfold/internal/procstat"
 )
 
-// agentFile is pinfold's binary in kube.AgentDir.
-const agentFile = "pinfold"
+// agentFile is the agent's binary in kube.AgentDir (pinfold-agent, or
+// pinfold's own: agentBinary); agentDone is the empty file the copy
+// writes after it, which a command started before the copy ended waits
+// for (awaitAgent).
+const (
+	agentFile = "pinfold"
+	agentDone = "ready"
+)
+
+// agentName is the agent alone (cmd/pinfold-agent), which build.sh puts
+// beside pinfold-kube.
+const agentName = "pinfold-agent"
+
+// agentBinary is what is copied into a session's pod as its agent:
+// pinfold-agent beside this helper, else beside pinfold (pinfold's own
+// versions, not one found on PATH); else pinfold's binary, which is the
+// agent too but three times the size, and so three times the copy on a
+// cold start.
+func agentBinary(pinfold string) string {
+	dirs := []string{filepath.Dir(pinfold)}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append([]string{filepath.Dir(exe)}, dirs...)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, agentName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p
+		}
+	}
+	return pinfold
+}
+
+// agentExe is the agent's binary in the pod.
+func (s *session) agentExe() string {
+	if s.req.Session != nil && s.req.Session.AgentImage != "" {
+		return kube.AgentDir + "/" + agentName
+	}
+	return kube.AgentDir + "/" + agentFile
+}
+
+// agentIn reports whether the pod has the agent from its start: a warm
+// pod's was copied in before the claim, an agent image's is a volume.
+func (s *session) agentIn() bool {
+	return s.warm || s.req.Session.AgentImage != ""
+}
+
+// awaitAgent runs args (the agent's binary and its arguments) once the
+// copy has put the binary in: on a cold start the agent and the bridge's
+// first spare are started beside the copy, so that their execs' round
+// trips through the API server overlap it. The wait is in the pod, a
+// shell's poll of the file the copy writes after the binary; sleep 0.01
+// is busybox's and coreutils', and a sleep that refuses a fraction makes
+// it a second's poll.
+func awaitAgent(args []string) []string {
+	return awaitFile(kube.AgentDir+"/"+agentDone, args)
+}
+
+// awaitFile runs args once the file done exists.
+func awaitFile(done string, args []string) []string {
+	script := `while [ ! -e "$0" ]; do sleep 0.01 2>/dev/null || sleep 1; done; exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, done}, args...)
+}
 
 // bridge listens on sock (this machine) and joins every connection to the
 // agent's socket in the pod: an exec of the agent's bridge, whose stdin
@@ -83,6 +144,7 @@ func (s *session) keepSpares(ctx context.Context, container string, took chan st
 		go func() {
 			for ctx.Err() == nil {
 				if sp := s.openSpare(ctx, container); sp != nil {
+					s.mark("spare ready")
 					s.spares <- sp
 					first.Do(func() {
 						for range spares - 1 {
@@ -109,7 +171,15 @@ func (s *session) openSpare(ctx context.Context, container string) *spare {
 	outR, outW := io.Pipe()
 	sp := &spare{in: inW, out: outR, done: make(chan struct{})}
 	go func() {
-		s.exec(ctx, container, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand, agent.BridgeSpare}, inR, outW, io.Discard, false)
+		args := []string{s.agentExe(), agent.BridgeCommand, agent.BridgeSpare}
+		if !s.agentIn() {
+			args = awaitAgent(args)
+		}
+		// A cold start's first spare is opened as the pod starts.
+		s.whenStarted(ctx, func() error {
+			_, err := s.exec(ctx, container, args, inR, outW, io.Discard, false)
+			return err
+		})
 		outW.Close()
 		inR.Close()
 		close(sp.done)
@@ -150,7 +220,7 @@ func (s *session) join(ctx context.Context, conn *net.UnixConn, container string
 			return
 		}
 		if sp == nil {
-			s.exec(ctx, container, []string{kube.AgentDir + "/" + agentFile, agent.BridgeCommand}, conn, conn, io.Discard, false)
+			s.exec(ctx, container, []string{s.agentExe(), agent.BridgeCommand}, conn, conn, io.Discard, false)
 			return
 		}
 		select {
@@ -534,8 +604,10 @@ func (k *keeper) make(ctx context.Context, key string, t kube.Request) error {
 			return err
 		}
 	}
-	if err := s.copyIn(ctx, s.copyDirs()); err != nil {
-		return err
+	if dirs := s.copyDirs(); len(dirs) > 0 {
+		if err := s.copyIn(ctx, dirs); err != nil {
+			return err
+		}
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"1"}}}`, kube.LabelReady)
 	if _, err := core.Pods(k.c.ns).Patch(ctx, created.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

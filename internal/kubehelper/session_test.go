@@ -52,9 +52,49 @@ func TestSessionPod(t *testing.T) {
 	if len(dirs) != 2 || dirs[0].FileName != agentFile || dirs[1].Src != "/ws" {
 		t.Errorf("copied in: %+v", dirs)
 	}
+	if dirs[0].Done != agentDone || s.agentIn() {
+		t.Errorf("a cold pod's agent: marker %q, in from the start %v", dirs[0].Done, s.agentIn())
+	}
 	s.warm = true
 	if dirs := s.copyDirs(); len(dirs) != 1 || dirs[0].Src != "/ws" {
 		t.Errorf("copied into a warm pod: %+v", dirs)
+	}
+}
+
+// TestSessionAgentImage checks a session's pod with an agent image: the
+// agent's volume is the image (no copy of it), and the agent is run from
+// it; and that the image is part of the pod's template.
+func TestSessionAgentImage(t *testing.T) {
+	plain := &session{req: sessionRequest()}
+	plainPod, _, _, err := plain.objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{req: sessionRequest()}
+	s.req.Session.AgentImage = "registry.example/pinfold-agent:1"
+	pod, _, _, err := s.objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var img string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "agent" && v.Image != nil {
+			img = v.Image.Reference
+		}
+	}
+	if img != s.req.Session.AgentImage {
+		t.Errorf("the agent's volume is not the image: %+v", pod.Spec.Volumes)
+	}
+	for _, d := range s.copyDirs() {
+		if d.Name == "agent" {
+			t.Errorf("the agent is copied in too: %+v", d)
+		}
+	}
+	if !s.agentIn() || s.agentExe() != kube.AgentDir+"/pinfold-agent" {
+		t.Errorf("agent in %v at %s", s.agentIn(), s.agentExe())
+	}
+	if template(pod) == template(plainPod) {
+		t.Error("a pod with the agent image has the template of one without")
 	}
 }
 

@@ -17,14 +17,66 @@ import (
 // they run and take execs; the helper does not wait for that report but
 // tries its execs at once (whenStarted), and the watch ends them should
 // the pod never run (an image that cannot be had, a failed container).
+//
+// While the pod starts, one try at a time probes it (probe is its token):
+// a refused exec costs the kubelet a look at the container runtime, and
+// execs tried side by side every 25 ms (the copy, the agent, a bridge
+// spare, the links' check) slowed the start of the very container they
+// waited for. The others wait until an exec has run in it (runs: its stdin
+// was read, which the API server's stream does only once the kubelet
+// found the container), then try at once.
 type podStart struct {
-	done chan struct{} // closed once the pod runs, or never will
-	err  error         // why it never will; read after done
+	done  chan struct{} // closed once the pod runs, or never will
+	err   error         // why it never will; read after done
+	probe chan struct{} // holds the probing try's token
+	runs  chan struct{} // closed once an exec ran in the pod
+	ran   sync.Once
+}
+
+func newPodStart() *podStart {
+	return &podStart{done: make(chan struct{}), probe: make(chan struct{}, 1), runs: make(chan struct{})}
+}
+
+// execRan records that an exec's stream read its stdin: the container
+// runs.
+func (s *session) execRan() {
+	if st := s.starting; st != nil {
+		st.ran.Do(func() {
+			s.mark("first exec ran")
+			close(st.runs)
+		})
+	}
+}
+
+// firstRead calls f on its first Read.
+type firstRead struct {
+	r    io.Reader
+	once sync.Once
+	f    func()
+}
+
+func (r *firstRead) Read(p []byte) (int, error) {
+	r.once.Do(r.f)
+	return r.r.Read(p)
+}
+
+// afterFirst waits, while the pod starts, for an exec to have run in it
+// or the pod to be reported running: for a try without stdin, which
+// cannot tell the others that the container runs (a long one, netoff's
+// links check, would hold the probe).
+func (s *session) afterFirst(ctx context.Context) {
+	if st := s.starting; st != nil {
+		select {
+		case <-st.runs:
+		case <-st.done:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // watchStart watches pod until its containers run or it fails.
 func (s *session) watchStart(ctx context.Context, pod *corev1.Pod) *podStart {
-	st := &podStart{done: make(chan struct{})}
+	st := newPodStart()
 	go func() {
 		st.err = s.waitRunning(ctx, pod)
 		if st.err == nil {
@@ -75,11 +127,28 @@ func (s *session) whenStarted(ctx context.Context, try func() error) error {
 		if !running {
 			select {
 			case <-st.done:
+				if st.err != nil {
+					return st.err // it never will
+				}
 				running = true
 			default:
 			}
 		}
+		probing := false
+		if !running {
+			select {
+			case st.probe <- struct{}{}:
+				probing = true
+			case <-st.runs:
+			case <-st.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		err := try()
+		if probing {
+			<-st.probe
+		}
 		if err == nil || running || !notStarted(err) {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -12,7 +14,7 @@ import (
 // run yet is tried again until it runs; another error, or the pod's
 // failing to start, ends the tries.
 func TestWhenStarted(t *testing.T) {
-	s := &session{starting: &podStart{done: make(chan struct{})}}
+	s := &session{starting: newPodStart()}
 	n := 0
 	err := s.whenStarted(context.Background(), func() error {
 		if n++; n < 3 {
@@ -36,7 +38,7 @@ func TestWhenStarted(t *testing.T) {
 	}
 	// Once the pod was reported running, a try's "not found" is final:
 	// its command may have run before its container died.
-	s.starting = &podStart{done: make(chan struct{})}
+	s.starting = newPodStart()
 	close(s.starting.done)
 	n = 0
 	s.whenStarted(context.Background(), func() error { n++; return errors.New(`container not found ("main")`) })
@@ -49,6 +51,57 @@ func TestWhenStarted(t *testing.T) {
 	s.whenStarted(context.Background(), func() error { n++; return errors.New("container not found") })
 	if n != 1 {
 		t.Errorf("a running pod's exec was tried %d times", n)
+	}
+}
+
+// TestOneProbe: while the pod starts, the tries of several execs do not
+// run side by side (each refused one is a look at the container runtime,
+// which slows the container's start); once an exec has run (its stdin
+// read), the others try at once.
+func TestOneProbe(t *testing.T) {
+	s := &session{starting: newPodStart()}
+	var mu sync.Mutex
+	inside, most, tries := 0, 0, 0
+	ready := make(chan struct{})
+	try := func() error {
+		mu.Lock()
+		inside++
+		tries++
+		most = max(most, inside)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inside--
+		mu.Unlock()
+		select {
+		case <-ready:
+			return nil
+		default:
+			return errors.New(`unable to upgrade connection: container not found ("main")`)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := s.whenStarted(context.Background(), try); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	if most != 1 {
+		t.Errorf("%d tries at once while the pod started", most)
+	}
+	before := tries
+	mu.Unlock()
+	close(ready)
+	// An exec's stdin read: the container runs.
+	r := &firstRead{r: strings.NewReader("x"), f: s.execRan}
+	io.ReadAll(r)
+	wg.Wait()
+	if tries-before > 8 {
+		t.Errorf("%d tries after the container ran", tries-before)
 	}
 }
 

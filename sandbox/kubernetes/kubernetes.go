@@ -87,6 +87,13 @@ type Options struct {
 	// (PINFOLD_KUBE_DEADLINE, a Go duration; default DefaultDeadline;
 	// negative: none).
 	Deadline time.Duration
+	// AgentImage is an image holding the session agent at /pinfold-agent
+	// (cmd/pinfold-agent, of this pinfold's version), which a session's
+	// pod mounts as an image volume instead of getting the agent copied in
+	// at its start (PINFOLD_KUBE_AGENT_IMAGE; a cluster with image
+	// volumes, which Pod Security "restricted" admits on the kit's
+	// v1.36). Its pull policy is PullPolicy's.
+	AgentImage string
 }
 
 // DefaultDeadline is how long a pod without a timeout may run, sessions'
@@ -113,6 +120,9 @@ func New(opt Options) *Runtime {
 	}
 	if opt.PullPolicy == "" {
 		opt.PullPolicy = os.Getenv("PINFOLD_KUBE_PULL_POLICY")
+	}
+	if opt.AgentImage == "" {
+		opt.AgentImage = os.Getenv("PINFOLD_KUBE_AGENT_IMAGE")
 	}
 	if os.Getenv("PINFOLD_KUBE_NETWORK_POLICY") == "enforced" {
 		opt.PolicyEnforced = true
@@ -354,7 +364,8 @@ func (s *Sandbox) request(ctx context.Context, cmd *sandbox.Cmd) (*kube.Request,
 	if isAgent(cmd) {
 		// A session's agent: its environment goes to the agent, not into
 		// the pod (see kube.Session).
-		r.Session = &kube.Session{Env: env, Pool: os.Getenv("PINFOLD_KUBE_POOL"), PoolSock: os.Getenv("PINFOLD_KUBE_POOL_SOCKET")}
+		r.Session = &kube.Session{Env: env, Pool: os.Getenv("PINFOLD_KUBE_POOL"), PoolSock: os.Getenv("PINFOLD_KUBE_POOL_SOCKET"),
+			AgentImage: s.rt.opt.AgentImage}
 		r.Env = nil
 	}
 	for _, m := range sp.Mounts {
