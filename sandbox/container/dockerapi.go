@@ -144,6 +144,11 @@ func runFlags(args []string) (name string, b createBody, ok bool) {
 	return name, b, true
 }
 
+// requestTimeout bounds a request to the daemon up to its answer's
+// headers (and a plain answer's body): a daemon that accepts and never
+// answers fails the run rather than hanging it.
+const requestTimeout = 60 * time.Second
+
 // daemonSocket is the docker daemon's unix socket (see dialDaemon).
 func daemonSocket() (string, error) {
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
@@ -153,7 +158,44 @@ func daemonSocket() (string, error) {
 		}
 		return p, nil
 	}
+	// The client's context picks another daemon: its runs, the skeleton
+	// image's import and `pinfold clean` go there, so must this path's.
+	if c := os.Getenv("DOCKER_CONTEXT"); c != "" && c != "default" {
+		return "", fmt.Errorf("docker context %s: the client runs it", c)
+	}
+	if c := currentContext(); c != "" && c != "default" {
+		return "", fmt.Errorf("docker context %s: the client runs it", c)
+	}
 	return "/var/run/docker.sock", nil
+}
+
+// currentContext is the client's configured context (currentContext in
+// its config.json), "" when none is set; a config that cannot be read or
+// parsed names an unknown one, so that the client decides.
+func currentContext() string {
+	dir := os.Getenv("DOCKER_CONFIG")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = home + "/.docker"
+	}
+	f, err := os.Open(dir + "/config.json")
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	var c struct {
+		CurrentContext string `json:"currentContext"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, 1<<20)).Decode(&c); err != nil {
+		return "?"
+	}
+	return c.CurrentContext
 }
 
 // apiError is the daemon's answer to a request that failed.
@@ -167,11 +209,18 @@ func (e *apiError) Error() string { return "Error response from daemon: " + e.ms
 // request sends one request on a new connection to the daemon and
 // returns the connection, past the response's headers, with the status
 // and the body's reader (the raw stream after a 101).
-func request(sock, method, path string, body []byte, upgrade bool) (net.Conn, int, io.Reader, error) {
+//
+// Until its headers are read, a request is bounded by requestTimeout and
+// ended by ctx; a plain answer's body by requestTimeout too. A stream
+// (an attach, a wait) has no deadline once its headers are in.
+func request(ctx context.Context, sock, method, path string, body []byte, upgrade bool) (net.Conn, int, io.Reader, error) {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		return nil, 0, nil, &dialError{err}
 	}
+	c.SetDeadline(time.Now().Add(requestTimeout))
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	var h bytes.Buffer
 	fmt.Fprintf(&h, "%s %s HTTP/1.1\r\nHost: docker\r\nUser-Agent: pinfold\r\n", method, path)
 	if upgrade {
@@ -225,6 +274,10 @@ func request(sock, method, path string, body []byte, upgrade bool) (net.Conn, in
 			chunked = strings.EqualFold(v, "chunked")
 		}
 	}
+	if !stop() {
+		c.Close()
+		return nil, 0, nil, ctx.Err()
+	}
 	var br io.Reader = r
 	switch {
 	case status == 101:
@@ -238,7 +291,7 @@ func request(sock, method, path string, body []byte, upgrade bool) (net.Conn, in
 
 // call sends a request and decodes its JSON answer into out (when not
 // nil); a status of 400 or more is an *apiError.
-func call(sock, method, path string, in, out any) error {
+func call(ctx context.Context, sock, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -246,7 +299,7 @@ func call(sock, method, path string, in, out any) error {
 			return err
 		}
 	}
-	c, status, r, err := request(sock, method, path, body, false)
+	c, status, r, err := request(ctx, sock, method, path, body, false)
 	if err != nil {
 		return err
 	}
@@ -292,7 +345,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 		}
 		size, _, _ := strings.Cut(strings.TrimSpace(l), ";")
 		n, err := strconv.ParseInt(size, 16, 64)
-		if err != nil {
+		if err != nil || n < 0 {
 			return 0, fmt.Errorf("bad chunk size %q", l)
 		}
 		if n == 0 {
@@ -330,7 +383,7 @@ type apiRun struct {
 // image, cmd and env, as `docker run` would, copying its output to
 // stdout and stderr. The container's name is in flags. A failure the
 // daemon reports is an *apiError; one to reach it is another error.
-func startAPI(sock string, flags []string, image string, cmd, env []string, tty *[2]uint16, stdin io.Reader, stdout, stderr io.Writer) (*apiRun, error) {
+func startAPI(ctx context.Context, sock string, flags []string, image string, cmd, env []string, tty *[2]uint16, stdin io.Reader, stdout, stderr io.Writer) (*apiRun, error) {
 	name, body, ok := runFlags(flags)
 	if !ok {
 		return nil, errors.New("flags the API path does not take")
@@ -344,15 +397,16 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, tty 
 		attach += "&stdin=1"
 	}
 	var created struct{ Id string }
-	if err := call(sock, "POST", "/containers/create?name="+name, body, &created); err != nil {
+	if err := call(ctx, sock, "POST", "/containers/create?name="+name, body, &created); err != nil {
 		return nil, err
 	}
 	id := created.Id
 	a := &apiRun{sock: sock, copied: make(chan error, 1)}
 	fail := func(err error) (*apiRun, error) {
 		a.close()
-		// The container never started: nothing removes it but this.
-		call(sock, "DELETE", "/containers/"+id+"?force=1", nil, nil)
+		// The container never started: nothing removes it but this
+		// (with its anonymous volumes, as --rm would).
+		call(context.Background(), sock, "DELETE", "/containers/"+id+"?force=1&v=1", nil, nil)
 		return nil, err
 	}
 	// The attach and the wait are in place before the start, so that no
@@ -363,7 +417,7 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, tty 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c, status, r, err := request(sock, "POST", "/containers/"+id+"/wait?condition=removed", nil, false)
+		c, status, r, err := request(ctx, sock, "POST", "/containers/"+id+"/wait?condition=removed", nil, false)
 		if err == nil && status >= 400 {
 			err = answer(status, r, nil)
 			c.Close()
@@ -372,10 +426,12 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, tty 
 			werr = err
 			return
 		}
+		c.SetDeadline(time.Time{}) // the answer comes with the removal
 		a.wait, a.waitR = c, r
 	}()
-	c, status, r, err := request(sock, "POST", "/containers/"+id+attach, nil, true)
+	c, status, r, err := request(ctx, sock, "POST", "/containers/"+id+attach, nil, true)
 	if err == nil {
+		c.SetDeadline(time.Time{}) // the command's output, for its life
 		a.attach = c
 		if status != 101 && status != 200 {
 			err = answer(status, r, nil)
@@ -413,7 +469,7 @@ func startAPI(sock string, flags []string, image string, cmd, env []string, tty 
 			}
 		}()
 	}
-	if err := call(sock, "POST", "/containers/"+id+"/start", nil, nil); err != nil {
+	if err := call(ctx, sock, "POST", "/containers/"+id+"/start", nil, nil); err != nil {
 		return fail(err)
 	}
 	a.id = id
@@ -478,7 +534,7 @@ func (a *apiRun) finish() (int, error) {
 
 // resize sets the size of the container's terminal.
 func (a *apiRun) resize(rows, cols uint16) error {
-	return call(a.sock, "POST", fmt.Sprintf("/containers/%s/resize?h=%d&w=%d", a.id, rows, cols), nil, nil)
+	return call(context.Background(), a.sock, "POST", fmt.Sprintf("/containers/%s/resize?h=%d&w=%d", a.id, rows, cols), nil, nil)
 }
 
 func (a *apiRun) close() {
@@ -530,11 +586,17 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 		tty = &[2]uint16{rows, cols}
 		p.stderr = nil // a terminal has one stream
 	}
-	a, err := startAPI(sock, flags, s.image, cl, env, tty, cmd.Stdin, cmd.Stdout, p.stderr)
+	a, err := startAPI(ctx, sock, flags, s.image, cl, env, tty, cmd.Stdin, cmd.Stdout, p.stderr)
 	if err != nil {
 		var de *dialError
-		if errors.As(err, &de) {
+		var ae *apiError
+		switch {
+		case errors.As(err, &de):
 			return nil, false, nil // the client says why
+		case errors.As(err, &ae) && ae.status == 404 && strings.HasPrefix(ae.msg, "No such image") && !strings.Contains(ae.msg, "pinfold-skeleton"):
+			// An oci: base the daemon lacks: the client pulls it, as
+			// `docker run` does (nothing was created).
+			return nil, false, nil
 		}
 		err = p.apiFailed(err)
 		p.release()
@@ -594,7 +656,7 @@ func (s *Sandbox) holderViaAPI(n *network, flags []string, image string, cmd []s
 	body.Image, body.Cmd = image, cmd
 	body.AttachStdout, body.AttachStderr = false, false
 	var created struct{ Id string }
-	if err := call(sock, "POST", "/containers/create?name="+n.holder, body, &created); err != nil {
+	if err := call(context.Background(), sock, "POST", "/containers/create?name="+n.holder, body, &created); err != nil {
 		var de *dialError
 		if errors.As(err, &de) {
 			return 0, false, nil
@@ -603,9 +665,9 @@ func (s *Sandbox) holderViaAPI(n *network, flags []string, image string, cmd []s
 	}
 	n.sock = sock // close removes it from here on
 	var st struct{ State struct{ Pid int } }
-	err = call(sock, "POST", "/containers/"+created.Id+"/start", nil, nil)
+	err = call(context.Background(), sock, "POST", "/containers/"+created.Id+"/start", nil, nil)
 	if err == nil {
-		err = call(sock, "GET", "/containers/"+created.Id+"/json", nil, &st)
+		err = call(context.Background(), sock, "GET", "/containers/"+created.Id+"/json", nil, &st)
 	}
 	if err != nil || st.State.Pid <= 0 {
 		return 0, true, &engineError{engine: s.rt.engine, detail: fmt.Sprintf("starting the network holder: %v (pid %d)", err, st.State.Pid)}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,5 +68,40 @@ func TestDemux(t *testing.T) {
 	frame(1, "cut")
 	if err := demux(bytes.NewReader(in.Bytes()[:in.Len()-1]), io.Discard, io.Discard); err == nil {
 		t.Error("demux of a cut frame: no error")
+	}
+}
+
+func TestChunkReaderRefusesNegativeSizes(t *testing.T) {
+	_, err := io.ReadAll(&chunkReader{r: bufio.NewReader(strings.NewReader("-5\r\nhello\r\n0\r\n\r\n"))})
+	if err == nil {
+		t.Error("a negative chunk size was read")
+	}
+}
+
+// TestContextPicksTheClient: a docker context other than the default
+// names a daemon this path does not know, so the client runs it.
+func TestContextPicksTheClient(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DOCKER_HOST", "")
+	t.Setenv("DOCKER_CONTEXT", "")
+	t.Setenv("DOCKER_CONFIG", dir)
+	if _, err := daemonSocket(); err != nil {
+		t.Fatalf("no config: %v", err)
+	}
+	for cfg, want := range map[string]bool{
+		`{"currentContext":"rootless"}`: false,
+		`{"currentContext":"default"}`:  true,
+		`{"auths":{}}`:                  true,
+		`{not json`:                     false,
+	} {
+		os.WriteFile(dir+"/config.json", []byte(cfg), 0o600)
+		if _, err := daemonSocket(); (err == nil) != want {
+			t.Errorf("%s: %v", cfg, err)
+		}
+	}
+	os.Remove(dir + "/config.json")
+	t.Setenv("DOCKER_CONTEXT", "remote")
+	if _, err := daemonSocket(); err == nil {
+		t.Error("DOCKER_CONTEXT=remote went to the default socket")
 	}
 }

@@ -115,7 +115,7 @@ func (n *network) close() {
 		n.stack.Close()
 	}
 	if n.sock != "" {
-		call(n.sock, "DELETE", "/containers/"+n.holder+"?force=1&v=1", nil, nil)
+		call(context.Background(), n.sock, "DELETE", "/containers/"+n.holder+"?force=1&v=1", nil, nil)
 	} else {
 		exec.Command(n.rt.bin, "rm", "-f", "-v", n.holder).Run()
 	}

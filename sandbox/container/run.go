@@ -225,7 +225,7 @@ func (p *Process) Signal(sig os.Signal) error {
 		return errors.New("unsupported signal type")
 	}
 	if p.api != nil {
-		if err := call(p.api.sock, "POST", "/containers/"+p.name+"/kill?signal="+strconv.Itoa(int(s)), nil, nil); err != nil {
+		if err := call(context.Background(), p.api.sock, "POST", "/containers/"+p.name+"/kill?signal="+strconv.Itoa(int(s)), nil, nil); err != nil {
 			return fmt.Errorf("%s kill: %w", p.rt.engine, err)
 		}
 		return nil
@@ -240,7 +240,7 @@ func (p *Process) Signal(sig os.Signal) error {
 // kill ends the container at once.
 func (p *Process) kill() {
 	if p.api != nil {
-		call(p.api.sock, "POST", "/containers/"+p.name+"/kill", nil, nil)
+		call(context.Background(), p.api.sock, "POST", "/containers/"+p.name+"/kill", nil, nil)
 		return
 	}
 	exec.Command(p.rt.bin, "kill", p.name).Run()

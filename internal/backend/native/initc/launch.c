@@ -971,7 +971,7 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	sys1(__NR_close, sv[1]);
 	sv[1] = -1;
 	if (stage1 < 0)
-		goto close_socks;
+		goto kill; /* no process, but the cgroups made above */
 	if (recv_type(sv[0], buf, sizeof buf, &type) < 12 || type != M_PID)
 		goto kill;
 	memcpy(&stage2, buf + 8, 4);
