@@ -152,7 +152,7 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 	if p.Backend != "native" {
 		// An init the launcher may have started for this first run
 		// (initp.SpawnFirst) would wait unclaimed.
-		go initp.DiscardLauncherInit()
+		initp.DiscardLauncherInit()
 	}
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
 		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
