@@ -131,7 +131,7 @@ func TestLaunchPrespawnAdopted(t *testing.T) {
 	if tracedFirst(t, ws, runRO("true")...) {
 		t.Fatal("a run without a spawn hint adopted an init")
 	}
-	hint := filepath.Join(st, "launch", "spawn-trace")
+	hint := filepath.Join(st, "spawn-hint.trace")
 	fi, err := os.Stat(hint)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the traced run left no spawn hint of mode 0600: %v", err)
@@ -144,7 +144,7 @@ func TestLaunchPrespawnAdopted(t *testing.T) {
 	if _, errs, code := pf(t, ws, runRO("true")...); code != 0 {
 		t.Fatalf("status %d: %s", code, errs)
 	}
-	if _, err := os.Stat(filepath.Join(st, "launch", "spawn")); err != nil {
+	if _, err := os.Stat(filepath.Join(st, "spawn-hint")); err != nil {
 		t.Fatalf("a plain run left no spawn hint: %v", err)
 	}
 	noLeftovers(t, "a plain run")
@@ -211,7 +211,7 @@ func TestLaunchPrespawnHintsIgnoredOrRefused(t *testing.T) {
 	subreaper(t)
 	ws := t.TempDir()
 	tracedFirst(t, ws, runRO("true")...)
-	hint := filepath.Join(st, "launch", "spawn-trace")
+	hint := filepath.Join(st, "spawn-hint.trace")
 	good, err := os.ReadFile(hint)
 	if err != nil {
 		t.Fatal(err)

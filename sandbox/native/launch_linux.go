@@ -297,5 +297,5 @@ func (p *Process) writeSpawnHint() {
 	if err != nil {
 		return
 	}
-	initp.WriteSpawnHint(filepath.Join(storeDir, "launch"), p.sb.spec.Trace, spawn)
+	initp.WriteSpawnHint(storeDir, p.sb.spec.Trace, spawn)
 }

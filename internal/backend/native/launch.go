@@ -482,8 +482,8 @@ func trimLaunches(dir string, keep int) {
 	}
 	var recs []rec
 	for _, n := range names {
-		if strings.Contains(n, ".tmp") || strings.HasPrefix(n, "spawn") {
-			continue // being written, or a spawn hint
+		if strings.Contains(n, ".tmp") {
+			continue // being written
 		}
 		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil {
 			recs = append(recs, rec{n, fi.ModTime()})
@@ -500,7 +500,7 @@ func RemoveLaunches(dir string) int {
 	ents, _ := os.ReadDir(dir)
 	n := 0
 	for _, e := range ents {
-		if os.Remove(filepath.Join(dir, e.Name())) == nil && !strings.HasPrefix(e.Name(), "spawn") {
+		if os.Remove(filepath.Join(dir, e.Name())) == nil {
 			n++
 		}
 	}
@@ -510,29 +510,27 @@ func RemoveLaunches(dir string) int {
 // maxSpawnHint is launch.h's LAUNCH_MAX_SPAWN.
 const maxSpawnHint = 4096
 
-// SpawnHintFile is the spawn hint under a store's launch directory: the
-// last first run's M_SPAWN, from which the launcher pre-spawns the next
-// first run's init (initc/launch.c: pre_spawn). A traced run (the
-// variable PINFOLD_TRACE set) sends C_TRACE, and has a hint of its own.
-func SpawnHintFile(dir string, trace bool) string {
+// SpawnHintFile is a store's spawn hint: the last first run's M_SPAWN,
+// from which the launcher pre-spawns the next first run's init
+// (initc/launch.c: pre_spawn). A traced run (the variable PINFOLD_TRACE
+// set) sends C_TRACE, and has a hint of its own.
+func SpawnHintFile(store string, trace bool) string {
 	if trace {
-		return filepath.Join(dir, "spawn-trace")
+		return filepath.Join(store, "spawn-hint.trace")
 	}
-	return filepath.Join(dir, "spawn")
+	return filepath.Join(store, "spawn-hint")
 }
 
-// WriteSpawnHint stores msg (SpawnHint) as dir's hint unless it holds it
-// already: every first run would otherwise rewrite the same bytes.
-func WriteSpawnHint(dir string, trace bool, msg []byte) error {
+// WriteSpawnHint stores msg (an M_SPAWN message) as the store's hint
+// unless it holds it already: every first run would otherwise rewrite the
+// same bytes.
+func WriteSpawnHint(store string, trace bool, msg []byte) error {
 	if len(msg) == 0 || len(msg) > maxSpawnHint {
 		return nil
 	}
-	path := SpawnHintFile(dir, trace)
+	path := SpawnHintFile(store, trace)
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
 		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
 	}
 	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
@@ -544,4 +542,10 @@ func WriteSpawnHint(dir string, trace bool, msg []byte) error {
 		return err
 	}
 	return nil
+}
+
+// RemoveSpawnHints deletes the store's spawn hints (pinfold clean).
+func RemoveSpawnHints(store string) {
+	os.Remove(SpawnHintFile(store, false))
+	os.Remove(SpawnHintFile(store, true))
 }

@@ -1119,8 +1119,8 @@ struct prespawn {
 
 /*
  * pre_spawn starts a first run's init before the Go runtime does: the
- * store's spawn hint (<store>/launch/spawn, the last first run's M_SPAWN,
- * or spawn-trace for a traced run; trusted like a record) is sent to a new init, which makes the namespaces
+ * store's spawn hint (<store>/spawn-hint, the last first run's M_SPAWN,
+ * or spawn-hint.trace for a traced run; trusted like a record) is sent to a new init, which makes the namespaces
  * and id maps meanwhile and then waits for a config. It runs nothing. The
  * Go side adopts it only if the message is the one it would have sent,
  * and kills it otherwise; it dies with this process (its parent-death
@@ -1136,7 +1136,7 @@ static void pre_spawn(char *dir, size_t cap, const struct goslice *init, struct 
 	long fd, memfd, pid;
 	u32 hdr[2];
 
-	if (!out || scat(dir, cap, trace ? "/launch/spawn-trace" : "/launch/spawn") < 0)
+	if (!out || scat(dir, cap, trace ? "/spawn-hint.trace" : "/spawn-hint") < 0)
 		return;
 	fd = sys3(__NR_open, dir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
