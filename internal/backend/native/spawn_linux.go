@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -193,6 +194,10 @@ func init() {
 	}
 	launcherInit.in = &Init{sock: sock, stage1: stage1, pending: true}
 	launcherInit.msg = msg
+	// The main goroutine stays on the main thread, the init's parent
+	// (see SpawnFirst): package inits run there, and a lock taken in
+	// one holds for main.
+	runtime.LockOSThread()
 	if memfd > 0 {
 		// The launcher's memfd holds the same init: the waiter and any
 		// later instance are executed from it.
@@ -221,15 +226,21 @@ func DiscardLauncherInit() {
 // SpawnFirst is Spawn for a run's first instance: it adopts the init the
 // launcher started before the Go runtime did (initc/launch.c: pre_spawn),
 // which has made the namespaces meanwhile, when the message it was sent
-// is byte for byte the one Spawn would send; otherwise it kills that
-// init and spawns as Spawn does.
+// is byte for byte the one Spawn would send and the caller runs on the
+// main thread; otherwise it kills that init and spawns as Spawn does.
 func SpawnFirst(s *SpawnConfig) (*Init, error) {
 	pre, sent := takeLauncherInit()
 	if pre == nil {
 		return Spawn(s)
 	}
 	msg, err := EncodeSpawn(s)
-	if err == nil && bytes.Equal(msg, sent) {
+	// The init's stages are children of the thread that started them, the
+	// launcher's, the process's main thread, and die with that thread
+	// (their parent-death signal): a hand-off's exec from another thread
+	// ends it. So the init is adopted on the main thread only, to which
+	// the main goroutine is locked (see init; the runtime never ends the
+	// main thread otherwise).
+	if err == nil && bytes.Equal(msg, sent) && unix.Gettid() == unix.Getpid() {
 		pre.sent[0] = msg
 		pre.cgself = len(s.CgroupSelf) > 0
 		pre.adopted = monotonic()
