@@ -246,9 +246,11 @@ func SpawnFirst(s *SpawnConfig) (*Init, error) {
 		pre.adopted = monotonic()
 		return pre, nil
 	}
-	in, err := Spawn(s)
-	pre.Close() // while the new init starts
-	return in, err
+	// Killed and reaped meanwhile: a hand-off's exec that comes first
+	// closes its socket, so that it ends by itself, and the waiter reaps
+	// what is left (initc/init.c: reap_others).
+	go pre.Close()
+	return Spawn(s)
 }
 
 // Adopted returns when the init was adopted from the launcher

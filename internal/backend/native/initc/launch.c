@@ -1181,6 +1181,24 @@ unmap:
 	sys2(__NR_munmap, msg, st.size);
 }
 
+/*
+ * limit_flag: a run given limits on its command line, whose spawn names
+ * cgroups of its own and never matches a hint: not worth an init. (Limits
+ * from a config file are found by the Go side, which discards it.)
+ */
+static int limit_flag(const char *a)
+{
+	/* One string, no table of pointers: the blob has no relocations. */
+	for (const char *f = "--memory\0--pids\0--cpus\0--disk\0"; *f; f += slen(f) + 1) {
+		size_t i = 0;
+		while (f[i] && a[i] == f[i])
+			i++;
+		if (!f[i] && (a[i] == 0 || a[i] == '='))
+			return 1;
+	}
+	return 0;
+}
+
 /* pinfold exec's fast path (fast_exec). */
 #include "fastexec.c"
 
@@ -1196,6 +1214,7 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
 	char dir[4096], hex[17], *k, *exec, *rec;
 	size_t klen = 0, kmap = 0, exec_len = 0, dlen;
+	int limits = 0;
 	long fd;
 	struct kstat st;
 	struct launch l;
@@ -1216,7 +1235,8 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 			return;
 	/* The command follows the first "--"; the Go side records no run without one. */
 	for (cmd = 2; cmd < argc && !streq(argv[cmd], "--"); cmd++)
-		;
+		if (limit_flag(argv[cmd]))
+			limits = 1;
 	if (++cmd >= argc)
 		return;
 	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap)))
@@ -1272,7 +1292,8 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 first:
 	/* Not replayed: the Go side runs it, the init started meanwhile. */
 	dir[dlen] = 0;
-	pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0);
+	if (!limits)
+		pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0);
 unmap_key:
 	sys2(__NR_munmap, k, kmap);
 }
