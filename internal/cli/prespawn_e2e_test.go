@@ -174,7 +174,8 @@ func TestLaunchPrespawnMismatchDiscarded(t *testing.T) {
 	noLeftovers(t, "a run whose spawn differs")
 	// While the command runs, pinfold's one child is the sandbox's init
 	// (its first stage is reaped once the root is built): the launcher's
-	// is gone.
+	// is gone (long before the 1 s after which an unclaimed one is
+	// discarded anyway).
 	tracedFirst(t, ws, runRO("true")...)
 	cmd := exec.Command(pinfold, append(args[:len(args)-1], "sleep", "1")...)
 	cmd.Dir, cmd.Env = ws, append(os.Environ(), "PINFOLD_TRACE=1")
@@ -183,7 +184,11 @@ func TestLaunchPrespawnMismatchDiscarded(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// It is killed in the background: gone soon after the command started.
 	kids := childrenWhileRunning(t, cmd.Process.Pid, "sleep")
+	for end := time.Now().Add(700 * time.Millisecond); len(kids) != 1 && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		kids = childrenOf(cmd.Process.Pid)
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
