@@ -59,6 +59,7 @@ still running are not touched.`,
 				if n := initp.RemoveLaunches(filepath.Join(dir, "launch")); n > 0 {
 					fmt.Fprintf(io.Stdout, "removed %d launch records\n", n)
 				}
+				initp.RemoveSpawnHints(dir)
 				// What each runtime's killed sandboxes left (a sandbox.Cleaner).
 				err = eng.Clean(ctx, func(what string) { fmt.Fprintf(io.Stdout, "removed %s\n", what) })
 				var ce *engine.CleanError

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	initp "github.com/pinfold/pinfold/internal/backend/native"
 	"github.com/pinfold/pinfold/internal/changeset"
 	"github.com/pinfold/pinfold/internal/engine"
 	"github.com/pinfold/pinfold/internal/fault"
@@ -148,6 +149,11 @@ func runMain(ctx context.Context, io *IO, o *runOptions, rest []string) int {
 		return failRun(io, o, err, p, nil)
 	}
 	tr.mark("pinfold: planned")
+	if p.Backend != "native" {
+		// An init the launcher may have started for this first run
+		// (initp.SpawnFirst) would wait unclaimed.
+		initp.DiscardLauncherInit()
+	}
 	if strings.HasPrefix(p.BackendReason, "auto:") && !o.quiet {
 		fmt.Fprintf(io.Stderr, "pinfold: backend %s (%s)\n", p.Backend, p.BackendReason)
 	}

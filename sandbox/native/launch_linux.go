@@ -139,6 +139,7 @@ func evalSymlinks(p string) string {
 // otherwise.
 func (p *Process) record(o *sandbox.HandoffOptions) {
 	rec, sp := o.Record, &p.sb.spec
+	p.writeSpawnHint()
 	if runtime.GOARCH != "amd64" || sp.Base.Kind != sandbox.BaseHost {
 		return // the launcher is built for amd64, and on the host base only
 	}
@@ -278,4 +279,23 @@ func launchChangeset(cfg []byte, exe, storeDir, id, metaTail string) *initp.Laun
 	}
 	c.UID, c.GID, c.UpperMode = st.Uid, st.Gid, st.Mode&0o1777
 	return c
+}
+
+// writeSpawnHint stores the spawn message of p's init as the store's
+// spawn hint, from which the launcher starts the next first run's init
+// before the Go runtime starts (initp.SpawnFirst). Only the CLI's runs
+// write one: a recorded run, or a traced one (a hint of its own).
+func (p *Process) writeSpawnHint() {
+	if runtime.GOARCH != "amd64" {
+		return // the launcher is built for amd64
+	}
+	spawn, _, _ := p.inst.init.Sent()
+	if p.inst.cg != nil || len(spawn) == 0 {
+		return // a run with limits names its own cgroups
+	}
+	storeDir, err := p.sb.storeDir()
+	if err != nil {
+		return
+	}
+	initp.WriteSpawnHint(storeDir, p.sb.spec.Trace, spawn)
 }

@@ -143,7 +143,9 @@ func New(ctx context.Context, spec sandbox.Spec, opts ...Option) (*Sandbox, erro
 	}
 	s.pre = make(chan spawned, 1)
 	pre.net, pre.netErr = s.launchNet()
-	pre.init, pre.err = initp.Spawn(&spawnCfg)
+	// A first run's init may have been started by the launcher before
+	// the Go runtime was (SpawnFirst adopts it if it fits).
+	pre.init, pre.err = initp.SpawnFirst(&spawnCfg)
 	s.pre <- pre
 	if err := s.configure(ctx); err != nil {
 		sp := <-s.pre
@@ -940,6 +942,12 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		return nil, err
 	}
 	r := &sandbox.Result{Duration: dur, Limits: p.sb.spec.Limits, Timeout: p.timeout, Violations: violations}
+	if p.sb.spec.Trace {
+		if t := p.inst.init.Adopted(); t != 0 {
+			r.Trace = append(r.Trace, sandbox.TracePoint{Step: "pinfold: init adopted from the launcher", Mono: t})
+		}
+		p.writeSpawnHint()
+	}
 	for _, m := range st.Marks {
 		r.Trace = append(r.Trace, sandbox.TracePoint{Step: m.Step, Mono: m.Mono})
 	}

@@ -3,10 +3,12 @@
 // pinfold_entry is the process's entry point when the binary is linked
 // with -E pinfold_entry (scripts/setup.sh does). Before the Go runtime
 // exists, pinfold_launch (initc/launch.c, in launch_amd64.s) replays a
-// recorded `pinfold run` or returns; the runtime then starts as it would
-// have from its own entry point, with the stack untouched.
+// recorded `pinfold run` or returns, having started a first run's init in
+// launcherSpawn if it could; the runtime then starts as it would have from
+// its own entry point, with the stack untouched.
 TEXT pinfold_entry(SB), NOSPLIT|NOFRAME, $0
 	MOVQ SP, DI
 	LEAQ ·initBinary(SB), SI
+	LEAQ ·launcherSpawn(SB), DX
 	CALL pinfold_launch(SB)
 	JMP  _rt0_amd64_linux(SB)

@@ -1,8 +1,35 @@
 package native
 
-import _ "embed"
+import (
+	_ "embed"
+	"slices"
+	"unsafe"
+)
 
 // initBinary is initc/init.c built by initc/build.sh.
 //
 //go:embed init_amd64.bin
 var initBinary []byte
+
+// launcherSpawn is the init initc/launch.c (pre_spawn) started for a first
+// run before the runtime did, written there before the runtime starts
+// (entry_amd64.s passes its address); all zero when there is none. Its
+// layout is launch.c's struct prespawn.
+var launcherSpawn struct {
+	sock, stage1, memfd int64
+	msg                 *byte // the M_SPAWN message sent, in a mapping of its own
+	len                 int64
+}
+
+// launcherSpawned returns launcherSpawn's init once, and the message it
+// was sent; ok is false when there is none.
+func launcherSpawned() (sock, stage1, memfd int, msg []byte, ok bool) {
+	l := &launcherSpawn
+	if l.sock <= 0 || l.stage1 <= 0 || l.msg == nil || l.len <= 0 {
+		return 0, 0, 0, nil, false
+	}
+	msg = slices.Clone(unsafe.Slice(l.msg, l.len))
+	sock, stage1, memfd = int(l.sock), int(l.stage1), int(l.memfd)
+	l.sock, l.stage1, l.memfd, l.msg, l.len = 0, 0, 0, nil, 0
+	return sock, stage1, memfd, msg, true
+}

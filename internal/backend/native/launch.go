@@ -506,3 +506,46 @@ func RemoveLaunches(dir string) int {
 	}
 	return n
 }
+
+// maxSpawnHint is launch.h's LAUNCH_MAX_SPAWN.
+const maxSpawnHint = 4096
+
+// SpawnHintFile is a store's spawn hint: the last first run's M_SPAWN,
+// from which the launcher pre-spawns the next first run's init
+// (initc/launch.c: pre_spawn). A traced run (the variable PINFOLD_TRACE
+// set) sends C_TRACE, and has a hint of its own.
+func SpawnHintFile(store string, trace bool) string {
+	if trace {
+		return filepath.Join(store, "spawn-hint.trace")
+	}
+	return filepath.Join(store, "spawn-hint")
+}
+
+// WriteSpawnHint stores msg (an M_SPAWN message) as the store's hint
+// unless it holds it already: every first run would otherwise rewrite the
+// same bytes.
+func WriteSpawnHint(store string, trace bool, msg []byte) error {
+	if len(msg) == 0 || len(msg) > maxSpawnHint {
+		return nil
+	}
+	path := SpawnHintFile(store, trace)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
+		return nil
+	}
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// RemoveSpawnHints deletes the store's spawn hints (pinfold clean).
+func RemoveSpawnHints(store string) {
+	os.Remove(SpawnHintFile(store, false))
+	os.Remove(SpawnHintFile(store, true))
+}

@@ -1,14 +1,17 @@
 package native
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +67,9 @@ type Init struct {
 
 	// sent are the spawn, config and exec messages, for launch records.
 	sent [3][]byte
+	// adopted is when SpawnFirst adopted the launcher's init
+	// (CLOCK_MONOTONIC ns), 0 for an init spawned here.
+	adopted int64
 
 	mu     sync.Mutex
 	reaped bool
@@ -166,6 +172,95 @@ func Spawn(s *SpawnConfig) (*Init, error) {
 	in := &Init{sock: fds[0], stage1: pid, pending: true, cgself: len(s.CgroupSelf) > 0}
 	in.sent[0] = msg
 	return in, nil
+}
+
+// launcherInit is the init the launcher pre-spawned for this first run
+// (launcherSpawned), until SpawnFirst adopts it or DiscardLauncherInit
+// kills it.
+var launcherInit struct {
+	sync.Mutex
+	in  *Init
+	msg []byte // the M_SPAWN message it was sent
+}
+
+// launcherGrace bounds how long an init the launcher pre-spawned may wait
+// unclaimed (a prompt, another backend, a path that never asks for it).
+const launcherGrace = time.Second
+
+func init() {
+	sock, stage1, memfd, msg, ok := launcherSpawned()
+	if !ok {
+		return
+	}
+	launcherInit.in = &Init{sock: sock, stage1: stage1, pending: true}
+	launcherInit.msg = msg
+	// The main goroutine stays on the main thread, the init's parent
+	// (see SpawnFirst): package inits run there, and a lock taken in
+	// one holds for main.
+	runtime.LockOSThread()
+	if memfd > 0 {
+		// The launcher's memfd holds the same init: the waiter and any
+		// later instance are executed from it.
+		initExe.Do(func() { initExe.path = "/proc/self/fd/" + strconv.Itoa(memfd) })
+	}
+	time.AfterFunc(launcherGrace, DiscardLauncherInit)
+}
+
+func takeLauncherInit() (*Init, []byte) {
+	launcherInit.Lock()
+	defer launcherInit.Unlock()
+	in, msg := launcherInit.in, launcherInit.msg
+	launcherInit.in, launcherInit.msg = nil, nil
+	return in, msg
+}
+
+// DiscardLauncherInit kills and reaps the init the launcher pre-spawned,
+// if nobody adopted it; it waits for that (about a millisecond: the init
+// reports its second stage's pid first, see started).
+func DiscardLauncherInit() {
+	if in, _ := takeLauncherInit(); in != nil {
+		in.Close()
+	}
+}
+
+// SpawnFirst is Spawn for a run's first instance: it adopts the init the
+// launcher started before the Go runtime did (initc/launch.c: pre_spawn),
+// which has made the namespaces meanwhile, when the message it was sent
+// is byte for byte the one Spawn would send and the caller runs on the
+// main thread; otherwise it kills that init and spawns as Spawn does.
+func SpawnFirst(s *SpawnConfig) (*Init, error) {
+	pre, sent := takeLauncherInit()
+	if pre == nil {
+		return Spawn(s)
+	}
+	msg, err := EncodeSpawn(s)
+	// The init's stages are children of the thread that started them, the
+	// launcher's, the process's main thread, and die with that thread
+	// (their parent-death signal): a hand-off's exec from another thread
+	// ends it. So the init is adopted on the main thread only, to which
+	// the main goroutine is locked (see init; the runtime never ends the
+	// main thread otherwise).
+	if err == nil && bytes.Equal(msg, sent) && unix.Gettid() == unix.Getpid() {
+		pre.sent[0] = msg
+		pre.cgself = len(s.CgroupSelf) > 0
+		pre.adopted = monotonic()
+		return pre, nil
+	}
+	// Killed and reaped meanwhile: a hand-off's exec that comes first
+	// closes its socket, so that it ends by itself, and the waiter reaps
+	// what is left (initc/init.c: reap_others).
+	go pre.Close()
+	return Spawn(s)
+}
+
+// Adopted returns when the init was adopted from the launcher
+// (CLOCK_MONOTONIC ns), or 0.
+func (in *Init) Adopted() int64 { return in.adopted }
+
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // started waits for the init's first report, the pid of the sandbox's

@@ -918,6 +918,27 @@ static void fdpath(char *d, long fd)
 	scat(d, 40, num);
 }
 
+/* init_memfd returns a sealed memfd holding the init, or -1. */
+static long init_memfd(const struct goslice *init)
+{
+	const char *mname = "pinfold-init";
+	long memfd, n;
+	memfd = sys2(__NR_memfd_create, mname, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+	if (memfd == -EINVAL)
+		memfd = sys2(__NR_memfd_create, mname, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0)
+		return -1;
+	for (long off = 0; off < init->n; off += n)
+		if ((n = sys3(__NR_write, memfd, init->p + off, init->n - off)) <= 0)
+			goto fail;
+	if (sys3(__NR_fcntl, memfd, F_ADD_SEALS, SEALS) < 0)
+		goto fail;
+	return memfd;
+fail:
+	sys1(__NR_close, memfd);
+	return -1;
+}
+
 /*
  * launch starts the sandbox from the record and becomes the waiter. It
  * returns only when something failed before the command ran, having
@@ -934,18 +955,9 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 	u64 deadline = 0;
 	u32 type = 0;
 	struct child c;
-	const char *mname = "pinfold-init";
 
-	memfd = sys2(__NR_memfd_create, mname, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
-	if (memfd == -EINVAL)
-		memfd = sys2(__NR_memfd_create, mname, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (memfd < 0)
+	if ((memfd = init_memfd(init)) < 0)
 		return;
-	for (long off = 0; off < init->n; off += n)
-		if ((n = sys3(__NR_write, memfd, init->p + off, init->n - off)) <= 0)
-			goto close_memfd;
-	if (sys3(__NR_fcntl, memfd, F_ADD_SEALS, SEALS) < 0)
-		goto close_memfd;
 	fdpath(exe, memfd);
 	if (sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		goto close_memfd;
@@ -1092,19 +1104,117 @@ close_memfd:
 	sys1(__NR_close, memfd);
 }
 
+/*
+ * The pre-spawned init of a first run, handed to the Go side (launch.go:
+ * prespawned). The launcher writes it before the Go runtime starts; every
+ * field is zero when there is none.
+ */
+struct prespawn {
+	long sock;   /* the init's socket, CLOEXEC */
+	long stage1; /* the init's first stage, this process's child */
+	long memfd;  /* the sealed memfd it was executed from, CLOEXEC */
+	const char *msg; /* the M_SPAWN message sent, in its own mapping */
+	long len;
+};
+
+/*
+ * pre_spawn starts a first run's init before the Go runtime does: the
+ * store's spawn hint (<store>/spawn-hint, the last first run's M_SPAWN,
+ * or spawn-hint.trace for a traced run; trusted like a record) is sent to a new init, which makes the namespaces
+ * and id maps meanwhile and then waits for a config. It runs nothing. The
+ * Go side adopts it only if the message is the one it would have sent,
+ * and kills it otherwise; it dies with this process (its parent-death
+ * signal, its socket's end of file). It returns without waiting; a
+ * failure leaves out zero, and the Go side spawns as before.
+ */
+static void pre_spawn(char *dir, size_t cap, const struct goslice *init, struct prespawn *out, int trace)
+{
+	char exe[40], child_stack[8192], *msg;
+	struct kstat st;
+	struct child c;
+	int sv[2];
+	long fd, memfd, pid;
+	u32 hdr[2];
+
+	if (!out || scat(dir, cap, trace ? "/spawn-hint.trace" : "/spawn-hint") < 0)
+		return;
+	fd = sys3(__NR_open, dir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sys2(__NR_fstat, fd, &st) < 0 || (st.mode & S_IFMT) != S_IFREG || st.uid != (u32)sys0(__NR_geteuid) ||
+	    (st.mode & 022) || st.size < 8 || st.size > LAUNCH_MAX_SPAWN) {
+		sys1(__NR_close, fd);
+		return;
+	}
+	if (!(msg = map_anon((size_t)st.size)) || sys3(__NR_read, fd, msg, st.size) != st.size) {
+		sys1(__NR_close, fd);
+		if (msg)
+			sys2(__NR_munmap, msg, st.size);
+		return;
+	}
+	sys1(__NR_close, fd);
+	memcpy(hdr, msg, 8);
+	if (hdr[0] != M_SPAWN || (long)hdr[1] != st.size - 8)
+		goto unmap;
+	if ((memfd = init_memfd(init)) < 0)
+		goto unmap;
+	fdpath(exe, memfd);
+	if (sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		goto close_memfd;
+	if (send_fds(sv[0], msg, (size_t)st.size, 0, 0) < 0) /* queued before the init exists */
+		goto close_socks;
+	c.exe = exe, c.sock = sv[1];
+	pid = pf_clone(CLONE_VM | CLONE_VFORK | SIGCHLD, child_stack + sizeof child_stack, child_main, &c);
+	sys1(__NR_close, sv[1]);
+	if (pid < 0) {
+		sys1(__NR_close, sv[0]);
+		goto close_memfd;
+	}
+	out->sock = sv[0], out->stage1 = pid, out->memfd = memfd, out->msg = msg, out->len = st.size;
+	return;
+close_socks:
+	sys1(__NR_close, sv[0]);
+	sys1(__NR_close, sv[1]);
+close_memfd:
+	sys1(__NR_close, memfd);
+unmap:
+	sys2(__NR_munmap, msg, st.size);
+}
+
+/*
+ * limit_flag: a run given limits on its command line, whose spawn names
+ * cgroups of its own and never matches a hint: not worth an init. (Limits
+ * from a config file are found by the Go side, which discards it.)
+ */
+static int limit_flag(const char *a)
+{
+	/* One string, no table of pointers: the blob has no relocations. */
+	for (const char *f = "--memory\0--pids\0--cpus\0--disk\0"; *f; f += slen(f) + 1) {
+		size_t i = 0;
+		while (f[i] && a[i] == f[i])
+			i++;
+		if (!f[i] && (a[i] == 0 || a[i] == '='))
+			return 1;
+	}
+	return 0;
+}
+
 /* pinfold exec's fast path (fast_exec). */
 #include "fastexec.c"
 
 /*
- * pf_launch is called with the process's initial stack (argc, argv, envp)
- * and the embedded init. It returns when the Go side must run.
+ * pf_launch is called with the process's initial stack (argc, argv, envp),
+ * the embedded init and where a first run's pre-spawned init is handed
+ * over. It returns when the Go side must run.
  */
-__attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const struct goslice *init)
+__attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const struct goslice *init,
+								struct prespawn *pre)
 {
 	int argc = (int)sp[0], cmd;
 	char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
 	char dir[4096], hex[17], *k, *exec, *rec;
-	size_t klen = 0, kmap = 0, exec_len = 0;
+	size_t klen = 0, kmap = 0, exec_len = 0, dlen;
+	int limits = 0;
 	long fd;
 	struct kstat st;
 	struct launch l;
@@ -1125,7 +1235,8 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 			return;
 	/* The command follows the first "--"; the Go side records no run without one. */
 	for (cmd = 2; cmd < argc && !streq(argv[cmd], "--"); cmd++)
-		;
+		if (limit_flag(argv[cmd]))
+			limits = 1;
 	if (++cmd >= argc)
 		return;
 	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap)))
@@ -1135,27 +1246,28 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	if (sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR || st.uid != (u32)sys0(__NR_geteuid) ||
 	    (st.mode & 022))
 		goto unmap_key;
+	dlen = slen(dir);
 	h = fnv1a(FNV_BASIS, k, klen);
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		hex[i] = "0123456789abcdef"[h & 15];
 	hex[16] = 0;
 	if (scat(dir, sizeof dir, "/launch/") < 0 || scat(dir, sizeof dir, hex) < 0)
-		goto unmap_key;
+		goto first;
 	fd = sys3(__NR_open, dir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
-		goto unmap_key;
+		goto first;
 	/* Trusted like the store itself: ours, and writable by nobody else. */
 	if (sys2(__NR_fstat, fd, &st) < 0 || (st.mode & S_IFMT) != S_IFREG || st.uid != (u32)sys0(__NR_geteuid) ||
 	    (st.mode & 022) || st.size < 16 || st.size > LAUNCH_MAX_RECORD) {
 		sys1(__NR_close, fd);
-		goto unmap_key;
+		goto first;
 	}
 	/* Read, not mapped: a file truncated under a mapping raises SIGBUS. */
 	if (!(rec = map_anon((size_t)st.size)) || sys3(__NR_read, fd, rec, st.size) != st.size) {
 		sys1(__NR_close, fd);
 		if (rec)
 			sys2(__NR_munmap, rec, st.size);
-		goto unmap_key;
+		goto first;
 	}
 	sys1(__NR_close, fd);
 	memset(&l, 0, sizeof l);
@@ -1177,6 +1289,11 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 			sys2(__NR_munmap, exec, exec_len);
 	}
 	sys2(__NR_munmap, rec, st.size);
+first:
+	/* Not replayed: the Go side runs it, the init started meanwhile. */
+	dir[dlen] = 0;
+	if (!limits)
+		pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0);
 unmap_key:
 	sys2(__NR_munmap, k, kmap);
 }

@@ -15,6 +15,8 @@
 #define LAUNCH_KEY_MAGIC "pinfold-launch-1"
 #define LAUNCH_MAX_RECORD (4 << 20)
 #define LAUNCH_MAX_MESSAGE (200 * 1024)
+/* The spawn hint, <store>/spawn-hint: an M_SPAWN message, no more. */
+#define LAUNCH_MAX_SPAWN 4096
 
 #define R_KEY 1    /* u64 length, u64 FNV-1a, u64 FNV-1a with another basis of the key */
 #define R_DEP 2    /* struct launch_dep, the path, for DEP_LINK the target */
