@@ -127,7 +127,7 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 			continue
 		}
 		ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: "in", MountPath: inDir, ReadOnly: true})
-		ct.Command = append([]string{"/bin/sh", "-c", unpackScript, agentSum, wsSum}, files...)
+		ct.Command = append([]string{"/bin/sh", "-c", unpackScript(stage), agentSum, wsSum}, files...)
 		// The script's complaint is the pod's status, which the start
 		// reports.
 		ct.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
@@ -137,26 +137,28 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 }
 
 // unpackScript is main's command when the pod gets its agent and
-// workspace through volumes: $0 the agent's sha256, $1 the workspace
+// workspace through volumes (root: the stage, where main sees them): $0 the agent's sha256, $1 the workspace
 // tar's (or ""), then the agent's parts in order. The agent's hash is
 // checked in the pod, against the bytes the kubelet mounted: whoever
 // replaced a ConfigMap of the agent's gets a pod that refuses to start,
 // not a session running what they wrote. It exits 97 with its reason;
 // once all is in, it writes the marker the agent's exec and the bridge
 // wait for (awaitAgent), and sleeps as main does otherwise.
-const unpackScript = `die() { echo "pinfold: $*" >&2; exit 97; }
+func unpackScript(root string) string {
+	return `die() { echo "pinfold: $*" >&2; exit 97; }
 want=$0 wssum=$1; shift
-a=` + stage + `/agent/` + agentFile + `
+a=` + root + `/agent/` + agentFile + `
 cat "$@" > "$a" || die "cannot assemble the agent from its configmaps in $a"
 got=$(sha256sum "$a") || die "the image has no sha256sum to check the agent with (PINFOLD_KUBE_DELIVERY=exec copies it by exec)"
 [ "${got%% *}" = "$want" ] || die "the agent in configmaps ` + "pinfold-agent-" + `${want%${want#????????????????}}-* is not pinfold's (sha256 ${got%% *}, not $want)"
 chmod 755 "$a" || die "cannot make the agent executable"
 if [ -n "$wssum" ]; then
-	got=$(sha256sum ` + inDir + `/ws) && [ "${got%% *}" = "$wssum" ] || die "the workspace's configmap is not the one pinfold made"
-	(umask 0 && exec tar -x -f ` + inDir + `/ws -C ` + stage + `) || die "cannot unpack the workspace (tar)"
+	got=$(sha256sum ` + root + `/in/ws) && [ "${got%% *}" = "$wssum" ] || die "the workspace's configmap is not the one pinfold made"
+	(umask 0 && exec tar -x -f ` + root + `/in/ws -C ` + root + `) || die "cannot unpack the workspace (tar)"
 fi
-: > ` + stage + `/agent/` + agentDone + ` || die "cannot write the agent's marker"
+: > ` + root + `/agent/` + agentDone + ` || die "cannot write the agent's marker"
 exec sleep 2147483647`
+}
 
 // agentMaps makes sure the namespace holds the agent's ConfigMaps
 // (pinfold-agent-HASH-N, immutable) and returns their names. Which exist
