@@ -175,7 +175,9 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 			}
 		}
 		c := exec.Command(tg.Pinfold, "session", "start", "--backend", "kubernetes", "--base", tg.Base)
-		c.Dir, c.Env = ws, env("PINFOLD_KUBE_NETWORK_POLICY=enforced", "PINFOLD_KUBE_NAMESPACE="+ns2)
+		// A store of its own: the failed session's record is not the
+		// other subtests'.
+		c.Dir, c.Env = ws, env("PINFOLD_KUBE_NETWORK_POLICY=enforced", "PINFOLD_KUBE_NAMESPACE="+ns2, "PINFOLD_STORE="+t.TempDir())
 		b, err := c.CombinedOutput()
 		if err == nil || !strings.Contains(string(b), "is not pinfold's") {
 			t.Errorf("a session with a tampered agent: %v %s", err, b)

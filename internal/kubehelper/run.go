@@ -440,39 +440,48 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 
 // agentUp waits, for a pod that got its files through its volumes, until
 // the bridge's first spare is ready (the agent and the workspace are in),
-// or reports why it never will: the pod failed (main's unpack refused,
-// say), which its watch tells soon after the agent's exec ended with it.
+// or reports why it never will: the pod failed, or the agent's exec ended
+// first (main's unpack refused and ended the container, say: its reason
+// is main's termination message).
 func (s *session) agentUp(ctx context.Context, agentRes chan result) error {
 	st := s.starting
-	select {
-	case <-s.spareUp:
-		s.mark("agent in")
-		return nil
-	case res := <-agentRes:
-		agentRes <- res // reported by the caller, unless the pod says why
-	case <-st.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-st.done:
-		if st.err != nil {
-			return st.err
+	for {
+		select {
+		case <-s.spareUp:
+			s.mark("agent in")
+			return nil
+		case res := <-agentRes:
+			return s.mainEnded(ctx, res)
+		case <-st.done:
+			if st.err != nil {
+				return st.err
+			}
+			st = &podStart{done: make(chan struct{})} // reported running: the others tell
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-	case <-time.After(5 * time.Second):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
-	select {
-	case <-s.spareUp:
-		s.mark("agent in")
-	case res := <-agentRes:
-		agentRes <- res
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+// mainEnded says why the agent's exec ended before the agent was in:
+// main's end, as the pod's status tells it within a few seconds, else
+// the exec's own.
+func (s *session) mainEnded(ctx context.Context, res result) error {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == mainName && t != nil {
+				return fmt.Errorf("pod %s: main ended (%d %s) before the session's agent was in: %s", s.pod, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+		}
 	}
-	return nil
+	if res.err != nil {
+		return fmt.Errorf("the session's agent in pod %s: %w", s.pod, res.err)
+	}
+	return fmt.Errorf("the session's agent in pod %s ended with status %d before it was in", s.pod, res.code)
 }
 
 // waitRunning waits for the pod's containers to run, and fails fast on
