@@ -221,7 +221,7 @@ func TestKubernetes(t *testing.T) {
 	for _, ns := range []string{ns, restricted} {
 		var left string
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-			b, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "pods,secrets,networkpolicies",
+			b, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", ns, "get", "pods,secrets,configmaps,networkpolicies",
 				"-l", "pinfold.run", "-o", "name").CombinedOutput()
 			if left = strings.TrimSpace(string(b)); err == nil && left == "" {
 				break

@@ -260,7 +260,7 @@ ip -o link show up | grep -v ': lo:' && echo LINK-UP; echo end`).CombinedOutput(
 		c.Wait()
 		var left string
 		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-			left, _ = kc("get", "pod/"+name, "secret/"+name, "networkpolicy/"+name, "-o", "name", "--ignore-not-found")
+			left, _ = kc("get", "pod/"+name, "secret/"+name, "configmap/"+name, "networkpolicy/"+name, "-o", "name", "--ignore-not-found")
 			if strings.TrimSpace(left) == "" {
 				return
 			}

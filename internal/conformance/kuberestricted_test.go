@@ -1,11 +1,14 @@
 package conformance_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +89,26 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		if ready != "|true|86400\n" {
 			t.Errorf("the session's pod: ready and deadline %q (of %q)", ready, list)
 		}
+		// Its agent and workspace came through the pod's own volumes (no
+		// exec before it was ready): the projected volume "in" of the
+		// agent's ConfigMaps, shared, and the workspace's, owned by the
+		// pod.
+		vols, _ := kc("", "get", "pods", "-l", "pinfold.run", "-o",
+			`jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.metadata.name} {.spec.volumes[*].name}{"\n"}{end}`)
+		var pod string
+		for _, l := range strings.Split(vols, "\n") {
+			if f := strings.Fields(strings.TrimPrefix(l, "|")); strings.HasPrefix(l, "|") && len(f) > 0 && slices.Contains(f[1:], "in") {
+				pod = f[0]
+			}
+		}
+		if pod == "" {
+			t.Errorf("no session pod with the volume of its files: %q", vols)
+		} else if own, _ := kc("", "get", "configmap", pod, "-o", "jsonpath={.metadata.ownerReferences[0].kind} {.immutable}"); own != "Pod true" {
+			t.Errorf("the workspace's configmap %s: owner and immutable %q", pod, own)
+		}
+		if agents, _ := kc("", "get", "configmaps", "-l", "pinfold.agent", "-o", "name"); agents == "" {
+			t.Errorf("no configmap of the agent's")
+		}
 		// A running session's changeset is read by its id (a pod's
 		// writes come back when the session stops); pinfold diff without
 		// one names it.
@@ -98,6 +121,75 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		// A running pod's changeset comes back when the session stops.
 		if out, err := pinfold(enforced, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {
 			t.Errorf("session stop: %v %s", err, out)
+		}
+	})
+
+	// A workspace over 512 KiB as a tar is copied by exec, as before;
+	// the session is the same.
+	t.Run("session-large-workspace", func(t *testing.T) {
+		big := t.TempDir()
+		os.Chmod(big, 0o755)
+		data := make([]byte, 700<<10)
+		for i := range data {
+			data[i] = byte(i*7919 + i/251)
+		}
+		os.WriteFile(filepath.Join(big, "big"), data, 0o644)
+		c := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		c.Dir, c.Env = big, enforced
+		out, err := c.Output()
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal(out, &rec) != nil {
+			t.Fatalf("session start: %v\n%s", err, out)
+		}
+		defer pinfold(enforced, "session", "stop", rec.ID)
+		sum := sha256.Sum256(data)
+		if out, err := pinfold(enforced, "exec", rec.ID, "--", "sha256sum", "big"); err != nil || !strings.HasPrefix(out, hex.EncodeToString(sum[:])) {
+			t.Errorf("the large workspace in the pod: %v %q", err, out)
+		}
+	})
+
+	// The agent's ConfigMaps are the namespace's: whoever may write
+	// ConfigMaps there could put another binary under the agent's name.
+	// The pod checks the agent's sha256 and refuses to start.
+	t.Run("session-tampered-agent", func(t *testing.T) {
+		agent, err := os.ReadFile(filepath.Join(filepath.Dir(tg.Pinfold), "pinfold-agent"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns2 := kubeNamespace(t, kubectl, kubeconfig, "restricted")
+		h := sha256.Sum256(agent)
+		hash := hex.EncodeToString(h[:])[:16]
+		bad := append([]byte(nil), agent...)
+		bad[len(bad)/2] ^= 0xff
+		dir := t.TempDir()
+		const part = 1000 << 10
+		for i := 0; i*part < len(bad); i++ {
+			f := filepath.Join(dir, "part")
+			os.WriteFile(f, bad[i*part:min(len(bad), (i+1)*part)], 0o644)
+			name := fmt.Sprintf("pinfold-agent-%s-%d", hash, i)
+			if out, err := kc("", "-n", ns2, "create", "configmap", name, "--from-file=part="+f); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			if out, err := kc("", "-n", ns2, "label", "configmap", name, "pinfold.agent="+hash); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+		}
+		c := exec.Command(tg.Pinfold, "session", "start", "--backend", "kubernetes", "--base", tg.Base)
+		// A store of its own: the failed session's record is not the
+		// other subtests'.
+		c.Dir, c.Env = ws, env("PINFOLD_KUBE_NETWORK_POLICY=enforced", "PINFOLD_KUBE_NAMESPACE="+ns2, "PINFOLD_STORE="+t.TempDir())
+		b, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(b), "is not pinfold's") {
+			t.Errorf("a session with a tampered agent: %v %s", err, b)
+		}
+		var left string
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+			if left, _ = kc("", "-n", ns2, "get", "pods,configmaps,secrets", "-l", "pinfold.run", "-o", "name"); left == "" {
+				break
+			}
+		}
+		if left != "" {
+			t.Errorf("left after the refused start: %s", left)
 		}
 	})
 

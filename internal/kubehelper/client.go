@@ -87,8 +87,9 @@ func check() int {
 	return 0
 }
 
-// leftovers lists (and with remove, deletes) the pods, secrets and
-// network policies of pinfold processes of this host that are gone, one
+// leftovers lists (and with remove, deletes) the pods, secrets,
+// configmaps (a session's workspace; the agent's are the namespace's,
+// shared, and stay) and network policies of pinfold processes of this host that are gone, one
 // "kind/name" per line.
 func leftovers(remove bool) int {
 	c, err := envConnect()
@@ -124,6 +125,17 @@ func leftovers(remove bool) int {
 				found = append(found, "secret/"+s.Name)
 				if remove {
 					c.cs.CoreV1().Secrets(c.ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+				}
+			}
+		}
+	}
+	maps, err := c.cs.CoreV1().ConfigMaps(c.ns).List(ctx, opts)
+	if err == nil {
+		for _, m := range maps.Items {
+			if gone(m.ObjectMeta) {
+				found = append(found, "configmap/"+m.Name)
+				if remove {
+					c.cs.CoreV1().ConfigMaps(c.ns).Delete(ctx, m.Name, metav1.DeleteOptions{})
 				}
 			}
 		}

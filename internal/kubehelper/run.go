@@ -44,6 +44,12 @@ const (
 // is started in it by exec.
 var holder = []string{"sleep", "2147483647"}
 
+// result is how a command's exec ended.
+type result struct {
+	code int
+	err  error
+}
+
 // session is one run: the request, the cluster, the control socket.
 type session struct {
 	req  kube.Request
@@ -65,6 +71,11 @@ type session struct {
 	// warm: the pod was claimed from a pool (its agent is in, its links
 	// are down); pooling: the pod is being made for a pool.
 	warm, pooling bool
+	// delivered: the pod gets its agent and workspace through its volumes
+	// (deliver), nothing is copied by exec before the command.
+	delivered bool
+	// spareUp is closed once the bridge's first spare is ready.
+	spareUp chan struct{}
 }
 
 func (s *session) send(ev kube.Event) {
@@ -172,6 +183,16 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 			return s.command(ctx, controls, claimed)
 		}
 	}
+	var wsMap *corev1.ConfigMap
+	if s.deliverable() {
+		m, err := s.deliver(ctx, pod)
+		if err != nil {
+			s.mark(deliveryNote(err))
+		} else if m != nil {
+			wsMap = m
+			s.made = append(s.made, func(ctx context.Context) { core.ConfigMaps(c.ns).Delete(ctx, m.Name, metav1.DeleteOptions{}) })
+		}
+	}
 	if secret != nil {
 		if _, err := core.Secrets(c.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			return s.fail(kube.ErrCluster, fmt.Errorf("creating the run's secret: %w", err))
@@ -203,6 +224,11 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	if secret != nil {
 		wg.Go(func() {
 			core.Secrets(c.ns).Patch(ctx, secret.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{})
+		})
+	}
+	if wsMap != nil {
+		wg.Go(func() {
+			core.ConfigMaps(c.ns).Patch(ctx, wsMap.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{})
 		})
 	}
 	if pol != nil {
@@ -281,10 +307,6 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// pod's once its binary is in, awaitAgent): pinfold reaches it only
 	// once told the command started, after the copy. (A tenant's agent
 	// starts in the workspace's directory, which the copy makes.)
-	type result struct {
-		code int
-		err  error
-	}
 	var agentRes chan result
 	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
@@ -311,6 +333,16 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 			return s.fail(kube.ErrCluster, err)
 		}
 		s.mark("copied in")
+	}
+	if s.delivered {
+		// Nothing was copied: the session is ready once the agent and the
+		// workspace are in, which the bridge's first spare waits for.
+		if err := s.agentUp(ctx, agentRes); err != nil {
+			lcancel()
+			links.Wait()
+			stop()
+			return s.fail(kube.ErrCluster, err)
+		}
 	}
 	links.Wait()
 	if linksErr != nil {
@@ -404,6 +436,52 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	}
 	s.send(kube.Event{Exit: exit, Trace: s.trace})
 	return 0
+}
+
+// agentUp waits, for a pod that got its files through its volumes, until
+// the bridge's first spare is ready (the agent and the workspace are in),
+// or reports why it never will: the pod failed, or the agent's exec ended
+// first (main's unpack refused and ended the container, say: its reason
+// is main's termination message).
+func (s *session) agentUp(ctx context.Context, agentRes chan result) error {
+	st := s.starting
+	for {
+		select {
+		case <-s.spareUp:
+			s.mark("agent in")
+			return nil
+		case res := <-agentRes:
+			return s.mainEnded(ctx, res)
+		case <-st.done:
+			if st.err != nil {
+				return st.err
+			}
+			st = &podStart{done: make(chan struct{})} // reported running: the others tell
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// mainEnded says why the agent's exec ended before the agent was in:
+// main's end, as the pod's status tells it within a few seconds, else
+// the exec's own.
+func (s *session) mainEnded(ctx context.Context, res result) error {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		p, err := s.c.cs.CoreV1().Pods(s.c.ns).Get(ctx, s.pod, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == mainName && t != nil {
+				return fmt.Errorf("pod %s: main ended (%d %s) before the session's agent was in: %s", s.pod, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	if res.err != nil {
+		return fmt.Errorf("the session's agent in pod %s: %w", s.pod, res.err)
+	}
+	return fmt.Errorf("the session's agent in pod %s ended with status %d before it was in", s.pod, res.code)
 }
 
 // waitRunning waits for the pod's containers to run, and fails fast on
@@ -632,6 +710,9 @@ func (s *session) wsStage() string {
 // session's agent, unless a warm pod has it already).
 func (s *session) copyDirs() []kube.Dir {
 	var dirs []kube.Dir
+	if s.delivered {
+		return nil // through the pod's volumes
+	}
 	if s.req.Session != nil && !s.warm && s.req.Session.AgentImage == "" {
 		dirs = append(dirs, kube.Dir{Src: agentBinary(s.req.Session.Agent), Name: "agent", FileName: agentFile, Done: agentDone})
 	}

@@ -102,6 +102,7 @@ func (s *session) bridge(ctx context.Context, sock, container string) (stop func
 		return nil, fmt.Errorf("serving the session's socket: %w", err)
 	}
 	s.spares = make(chan *spare, spares)
+	s.spareUp = make(chan struct{})
 	took := make(chan struct{}, spares)
 	// One spare first, for the session's first connection (pinfold's
 	// ping); the others once it is ready, not competing with it.
@@ -147,6 +148,7 @@ func (s *session) keepSpares(ctx context.Context, container string, took chan st
 					s.mark("spare ready")
 					s.spares <- sp
 					first.Do(func() {
+						close(s.spareUp)
 						for range spares - 1 {
 							took <- struct{}{}
 						}

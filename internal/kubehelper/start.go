@@ -33,8 +33,12 @@ type podStart struct {
 	ran   sync.Once
 }
 
-func newPodStart() *podStart {
-	return &podStart{done: make(chan struct{}), probe: make(chan struct{}, 1), runs: make(chan struct{})}
+// newPodStart follows a start with probes tries at a time: one, or two
+// for a pod that got its files through its volumes, whose agent's exec
+// and the bridge's first spare are both what its start waits for (one
+// after the other, the second's round trip came after the first ran).
+func newPodStart(probes int) *podStart {
+	return &podStart{done: make(chan struct{}), probe: make(chan struct{}, probes), runs: make(chan struct{})}
 }
 
 // execRan records that an exec's stream read its stdin: the container
@@ -76,7 +80,11 @@ func (s *session) afterFirst(ctx context.Context) {
 
 // watchStart watches pod until its containers run or it fails.
 func (s *session) watchStart(ctx context.Context, pod *corev1.Pod) *podStart {
-	st := newPodStart()
+	probes := 1
+	if s.delivered {
+		probes = 2
+	}
+	st := newPodStart(probes)
 	go func() {
 		st.err = s.waitRunning(ctx, pod)
 		if st.err == nil {

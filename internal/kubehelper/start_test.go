@@ -14,7 +14,7 @@ import (
 // run yet is tried again until it runs; another error, or the pod's
 // failing to start, ends the tries.
 func TestWhenStarted(t *testing.T) {
-	s := &session{starting: newPodStart()}
+	s := &session{starting: newPodStart(1)}
 	n := 0
 	err := s.whenStarted(context.Background(), func() error {
 		if n++; n < 3 {
@@ -38,7 +38,7 @@ func TestWhenStarted(t *testing.T) {
 	}
 	// Once the pod was reported running, a try's "not found" is final:
 	// its command may have run before its container died.
-	s.starting = newPodStart()
+	s.starting = newPodStart(1)
 	close(s.starting.done)
 	n = 0
 	s.whenStarted(context.Background(), func() error { n++; return errors.New(`container not found ("main")`) })
@@ -59,7 +59,7 @@ func TestWhenStarted(t *testing.T) {
 // which slows the container's start); once an exec has run (its stdin
 // read), the others try at once.
 func TestOneProbe(t *testing.T) {
-	s := &session{starting: newPodStart()}
+	s := &session{starting: newPodStart(1)}
 	var mu sync.Mutex
 	inside, most, tries := 0, 0, 0
 	ready := make(chan struct{})
