@@ -548,4 +548,10 @@ func WriteSpawnHint(store string, trace bool, msg []byte) error {
 func RemoveSpawnHints(store string) {
 	os.Remove(SpawnHintFile(store, false))
 	os.Remove(SpawnHintFile(store, true))
+	// And a writer's temporary file, left by one that died before its
+	// rename.
+	tmps, _ := filepath.Glob(filepath.Join(store, "spawn-hint*.tmp*"))
+	for _, t := range tmps {
+		os.Remove(t)
+	}
 }

@@ -214,13 +214,50 @@ func takeLauncherInit() (*Init, []byte) {
 	return in, msg
 }
 
-// DiscardLauncherInit kills and reaps the init the launcher pre-spawned,
-// if nobody adopted it; it waits for that (about a millisecond: the init
-// reports its second stage's pid first, see started).
+// DiscardLauncherInit kills the init the launcher pre-spawned, if nobody
+// adopted it, and reaps it in the background: a run on another backend
+// must not wait for namespaces it does not use (an init stopped or slow
+// to clone would hold it up).
 func DiscardLauncherInit() {
 	if in, _ := takeLauncherInit(); in != nil {
-		in.Close()
+		in.discard()
 	}
+}
+
+// discard kills an init that was never configured without waiting for
+// its report: its first stage's process group, which the second stage
+// inherits (init.c puts stage 1 in a group of its own before it clones),
+// and the first stage itself (in case it had not made the group yet:
+// then there is no second stage). Both are reaped in the background.
+func (in *Init) discard() {
+	in.mu.Lock()
+	pg := in.stage1
+	if !in.closed {
+		in.closed = true
+		unix.Close(in.sock)
+	}
+	in.reaped = true
+	in.mu.Unlock()
+	if pg <= 0 {
+		return
+	}
+	unix.Kill(-pg, unix.SIGKILL)
+	unix.Kill(pg, unix.SIGKILL)
+	go func() {
+		// Stage 1 by its pid (killed before it made its group, it is in
+		// ours), then whatever is left of its group: stage 2.
+		for {
+			if _, err := unix.Wait4(pg, nil, unix.WALL, nil); err != unix.EINTR {
+				break
+			}
+		}
+		for {
+			_, err := unix.Wait4(-pg, nil, unix.WALL, nil)
+			if err != nil && err != unix.EINTR {
+				return // ECHILD: both gone
+			}
+		}
+	}()
 }
 
 // SpawnFirst is Spawn for a run's first instance: it adopts the init the
@@ -246,10 +283,9 @@ func SpawnFirst(s *SpawnConfig) (*Init, error) {
 		pre.adopted = monotonic()
 		return pre, nil
 	}
-	// Killed and reaped meanwhile: a hand-off's exec that comes first
-	// closes its socket, so that it ends by itself, and the waiter reaps
-	// what is left (initc/init.c: reap_others).
-	go pre.Close()
+	// Killed, and reaped meanwhile: a hand-off's exec that comes first
+	// leaves what is left to the waiter (initc/init.c: reap_others).
+	pre.discard()
 	return Spawn(s)
 }
 
@@ -326,9 +362,17 @@ func (in *Init) read() (typ uint32, payload []byte, fd int, err error) {
 	buf := make([]byte, 8192)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	fd = -1
+	reset := false
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(in.sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ECONNRESET && !reset {
+			// An init that exited with our config unread resets the
+			// socket, and the kernel reports that once before the
+			// messages it sent first (its error report among them).
+			reset = true
 			continue
 		}
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // children lists this process's child pids (its threads' children files).
@@ -65,5 +66,46 @@ func TestSpawnDoesNotWait(t *testing.T) {
 	in.Close()
 	if c := children(t); len(c) > 0 {
 		t.Errorf("a failed spawn left processes: %v", c)
+	}
+}
+
+// TestDiscardDoesNotWait: an init nobody configures is discarded without
+// waiting for its report (a stopped one would never send it), and leaves
+// no process once reaped in the background.
+func TestDiscardDoesNotWait(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the id maps")
+	}
+	sc := SpawnConfig{
+		Namespaces: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET,
+		UIDMap:     "0 1879048192 65536\n", GIDMap: "0 1879048192 65536\n", InitID: &ID{0, 0},
+	}
+	for i := 0; i < 10; i++ {
+		in, err := Spawn(&sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			syscall.Kill(in.stage1, syscall.SIGSTOP)
+		}
+		done := make(chan struct{})
+		go func() { in.discard(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("discard waited for the init")
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(children(t)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c := children(t); len(c) > 0 {
+		var st []string
+		for _, p := range c {
+			b, _ := os.ReadFile("/proc/" + p + "/stat")
+			st = append(st, string(b))
+		}
+		t.Errorf("discarded inits left processes: %v", st)
 	}
 }

@@ -1591,6 +1591,11 @@ static int stage2(void *arg)
 	int status = 0, master;
 	(void)arg;
 	sys5(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Our parent (CLONE_PARENT: the supervisor, or a launcher that may
+	 * exit at once) may have died before the signal was armed: then
+	 * nobody would ever release us. Its end of the socket tells. */
+	if (supervisor_gone())
+		die(1);
 	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &all, 0, 8);
 	/* Dispositions start clean: ignored signals must not leak into the command. */
 	for (int s = 1; s <= 64; s++) {

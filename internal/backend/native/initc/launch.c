@@ -1188,6 +1188,12 @@ unmap:
  */
 static int limit_flag(const char *a)
 {
+	/* -m is --memory's short form, alone or in a group (-im): a short
+	 * group with an m anywhere counts (a miss costs only the init). */
+	if (a[0] == '-' && a[1] && a[1] != '-')
+		for (const char *c = a + 1; *c; c++)
+			if (*c == 'm')
+				return 1;
 	/* One string, no table of pointers: the blob has no relocations. */
 	for (const char *f = "--memory\0--pids\0--cpus\0--disk\0"; *f; f += slen(f) + 1) {
 		size_t i = 0;
