@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // StartTime returns field 22 of /proc/<pid>/stat (clock ticks since
@@ -29,6 +30,36 @@ func StartTime(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
+}
+
+// Alive reports whether the process pid that started at start (StartTime)
+// still runs. A zombie is looked at again for up to 200 ms before it is
+// called dead: while a thread other than the main one execs (a
+// supervisor handing off to its waiter), the main thread is a zombie
+// until the exec completes, and the process then runs on with the same
+// pid and start time.
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	for i := 0; ; i++ {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+				return false // gone
+			}
+		} else if j := strings.LastIndexByte(string(b), ')'); j >= 0 {
+			f := strings.Fields(string(b[j+1:]))
+			if len(f) >= 20 && f[0] != "Z" && f[0] != "X" {
+				n, _ := strconv.ParseUint(f[19], 10, 64)
+				return n == start
+			}
+		}
+		if i == 10 {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Zombies returns the children of pid that ended and were not waited

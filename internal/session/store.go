@@ -248,19 +248,7 @@ func (s *Store) load(id string) (*Record, error) {
 // kernel makes that thread the process's leader, the old leader shows as
 // a zombie for a moment: it is asked again before being taken for dead.
 func supervisorAlive(r *Record) bool {
-	if r.Pid <= 0 {
-		return false
-	}
-	for i := 0; i < 10; i++ {
-		if procstat.StartTime(r.Pid) == r.PidStart {
-			return true
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(r.Pid)); err != nil {
-			return false // gone, not changing
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+	return procstat.Alive(r.Pid, r.PidStart)
 }
 
 // check marks a live record whose supervisor is gone as lost.

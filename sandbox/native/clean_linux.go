@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pinfold/pinfold/internal/cgroup"
+	"github.com/pinfold/pinfold/internal/procstat"
 	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/sandbox"
 )
@@ -71,5 +72,8 @@ func instanceAlive(name string) bool {
 	if err1 != nil || err2 != nil {
 		return true
 	}
-	return processStart(pid) == start
+	// Not a single look: a run or session handing off to its waiter
+	// from a thread other than its main one looks dead for a moment,
+	// and its groups must not be taken for a dead one's.
+	return procstat.Alive(pid, start)
 }
