@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/internal/store"
 	"github.com/pinfold/pinfold/internal/untrusted"
 	"github.com/pinfold/pinfold/sandbox"
 	"github.com/pinfold/pinfold/sandbox/native"
@@ -282,8 +283,14 @@ func (s *Store) check(r *Record) *Record {
 		s.removeFreezer(r.ID)
 		s.Save(r)
 		// Its sandbox died with it (the parent-death signal); what the
-		// kernel cannot remove (cgroups, temporary directories) goes now.
-		native.Clean(context.Background(), filepath.Dir(s.Dir))
+		// kernel cannot remove goes now: its cgroups, named after its
+		// supervisor, and only those (a clean of every group that looks
+		// stale, run on each look at a session, once killed a session
+		// that was handing off: its supervisor looked dead for a moment).
+		native.CleanOf(context.Background(), r.Pid, r.PidStart)
+		if st, err := store.Open(filepath.Dir(s.Dir)); err == nil {
+			st.CleanTmp()
+		}
 	}
 	return r
 }

@@ -60,6 +60,27 @@ func Clean(ctx context.Context, storeDir string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
+// CleanOf removes the cgroups of the sandboxes of one process, pid that
+// started at start (procstat.StartTime), once it no longer runs: what a
+// caller that found that process dead (a session's supervisor) may clean
+// without judging every other process's sandboxes on the host. It
+// returns what it removed.
+func CleanOf(ctx context.Context, pid int, start uint64) ([]string, error) {
+	sys, err := cgroup.Detect()
+	if err != nil {
+		return nil, nil
+	}
+	prefix := strconv.Itoa(pid) + "-" + strconv.FormatUint(start, 10) + "-"
+	names, err := sys.Clean(func(name string) bool {
+		return !strings.HasPrefix(name, prefix) || procstat.Alive(pid, start)
+	})
+	removed := make([]string, 0, len(names))
+	for _, n := range names {
+		removed = append(removed, "cgroup "+n)
+	}
+	return removed, err
+}
+
 // instanceAlive reports whether the process that named an instance
 // "<pid>-<start time>-<n>" still runs. Names of another form are kept.
 func instanceAlive(name string) bool {
