@@ -67,44 +67,18 @@ func prime(t *testing.T, st, ws string, args ...string) {
 // M_EXEC message.
 func markRecord(t *testing.T, path string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 16 || string(b[:8]) != "PFLAUNCH" {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	out := append([]byte(nil), b[:16]...)
-	found := false
-	for p := b[16:]; len(p) >= 8; {
-		tag := binary.NativeEndian.Uint16(p)
-		n := int(binary.NativeEndian.Uint32(p[4:]))
-		data := p[8 : 8+n]
-		p = p[min(len(p), 8+(n+7)&^7):]
-		if tag == 6 { // R_EXEC
-			env := append([]byte(replayMark), 0)
-			data = append([]byte(nil), data...)
-			data = binary.NativeEndian.AppendUint16(data, 2) // E_ENV
-			data = append(data, 0, 0)
-			data = binary.NativeEndian.AppendUint32(data, uint32(len(env)))
-			data = append(data, env...)
-			for len(data)%4 != 0 {
-				data = append(data, 0)
-			}
-			binary.NativeEndian.PutUint32(data[4:], uint32(len(data)-8))
-			found = true
+	editRecord(t, path, 6, func(data []byte) []byte { // R_EXEC
+		env := append([]byte(replayMark), 0)
+		data = binary.NativeEndian.AppendUint16(data, 2) // E_ENV
+		data = append(data, 0, 0)
+		data = binary.NativeEndian.AppendUint32(data, uint32(len(env)))
+		data = append(data, env...)
+		for len(data)%4 != 0 {
+			data = append(data, 0)
 		}
-		out = binary.NativeEndian.AppendUint16(out, tag)
-		out = append(out, 0, 0)
-		out = binary.NativeEndian.AppendUint32(out, uint32(len(data)))
-		out = append(out, data...)
-		for len(out)%8 != 0 {
-			out = append(out, 0)
-		}
-	}
-	if !found {
-		t.Fatalf("%s has no exec message", path)
-	}
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
+		binary.NativeEndian.PutUint32(data[4:], uint32(len(data)-8))
+		return data
+	})
 }
 
 // replayed runs args (which must run echoMark) and reports whether the

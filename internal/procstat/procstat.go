@@ -12,24 +12,51 @@ import (
 	"time"
 )
 
+// stat is what pinfold reads of /proc/<pid>/stat.
+type stat struct {
+	comm  string // "pid (comm)", as the file begins
+	state string
+	ppid  int
+	start uint64
+}
+
+// readStat parses /proc/<pid>/stat; ok is false when it cannot be read.
+// The command may hold spaces and parentheses: the fields are counted
+// from its last ')'.
+func readStat(pid string) (st stat, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return st, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return st, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return st, false
+	}
+	st.comm, st.state = s[:i+1], f[0]
+	st.ppid, _ = strconv.Atoi(f[1])
+	if len(f) >= 20 {
+		st.start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, true
+}
+
+// running says the process runs (not a zombie, nor being reaped).
+func (st stat) running() bool { return st.state != "Z" && st.state != "X" }
+
 // StartTime returns field 22 of /proc/<pid>/stat (clock ticks since
 // boot), or 0 when the process is gone. A zombie is gone: it runs nothing
 // and holds nothing, and where no init reaps orphans it may stay a while.
 func StartTime(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := readStat(strconv.Itoa(pid))
+	if !ok || !st.running() {
 		return 0
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
+	return st.start
 }
 
 // Alive reports whether the process pid that started at start (StartTime)
@@ -42,17 +69,15 @@ func Alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
+	p := strconv.Itoa(pid)
 	for i := 0; ; i++ {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+		st, ok := readStat(p)
+		if ok && st.running() {
+			return st.start == start
+		}
+		if !ok {
+			if _, err := os.Stat("/proc/" + p); err != nil {
 				return false // gone
-			}
-		} else if j := strings.LastIndexByte(string(b), ')'); j >= 0 {
-			f := strings.Fields(string(b[j+1:]))
-			if len(f) >= 20 && f[0] != "Z" && f[0] != "X" {
-				n, _ := strconv.ParseUint(f[19], 10, 64)
-				return n == start
 			}
 		}
 		if i == 10 {
@@ -66,21 +91,10 @@ func Alive(pid int, start uint64) bool {
 // for, as "PID (comm)": a parent that lets them pile up leaks a pid each.
 func Zombies(pid int) []string {
 	var out []string
-	want := strconv.Itoa(pid)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) >= 2 && f[0] == "Z" && f[1] == want {
-			out = append(out, s[:i+1])
+		if st, ok := readStat(e.Name()); ok && st.state == "Z" && st.ppid == pid {
+			out = append(out, st.comm)
 		}
 	}
 	return out
@@ -96,21 +110,9 @@ func Descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		if st, ok := readStat(e.Name()); ok {
+			children[st.ppid] = append(children[st.ppid], p)
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
 	}
 	out := []int{pid}
 	for i := 0; i < len(out); i++ {

@@ -603,20 +603,7 @@ func (s *Sandbox) viaAPI(ctx context.Context, cmd *sandbox.Cmd, args, env []stri
 		return nil, true, err
 	}
 	p.api, p.tty = a, cmd.TTY
-	p.start = time.Now()
-	if cmd.Timeout > 0 {
-		p.timer = time.AfterFunc(cmd.Timeout, func() {
-			p.timedOut.Store(true)
-			p.kill()
-		})
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			p.kill()
-		case <-p.done:
-		}
-	}()
+	p.watch(ctx, cmd.Timeout)
 	return p, true, nil
 }
 

@@ -116,20 +116,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd *sandbox.Cmd) (sandbox.Process, e
 		return nil, err
 	}
 	p.cmd = c
-	p.start = time.Now()
-	if cmd.Timeout > 0 {
-		p.timer = time.AfterFunc(cmd.Timeout, func() {
-			p.timedOut.Store(true)
-			p.kill()
-		})
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			p.kill()
-		case <-p.done:
-		}
-	}()
+	p.watch(ctx, cmd.Timeout)
 	return p, nil
 }
 
@@ -558,3 +545,22 @@ func Owner() string {
 
 // startTime reads a process's start time, 0 when it is gone.
 func startTime(pid int) uint64 { return procstat.StartTime(pid) }
+
+// watch starts the clock of a started container's process: it is killed
+// when timeout (if any) passes or ctx ends first.
+func (p *Process) watch(ctx context.Context, timeout time.Duration) {
+	p.start = time.Now()
+	if timeout > 0 {
+		p.timer = time.AfterFunc(timeout, func() {
+			p.timedOut.Store(true)
+			p.kill()
+		})
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.kill()
+		case <-p.done:
+		}
+	}()
+}
