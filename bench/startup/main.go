@@ -296,15 +296,19 @@ func report(title string, rs []*runner, a, b int) {
 	ratio(rs, a, b)
 }
 
-// ratio prints the median of the per-round ratios of runner a to b.
+// ratio prints the median of the per-round ratios of runner a to b, their
+// p25, p75 and p90, and the ratio of the two runners' own p90s (the tail
+// latency of each, which the per-round p90 is not: that one is the worst
+// tenth of the rounds' ratios, each round's two runs drawn apart).
 func ratio(rs []*runner, a, b int) {
 	ratios := make([]float64, len(rs[a].d))
 	for i := range ratios {
 		ratios[i] = float64(rs[a].d[i]) / float64(rs[b].d[i])
 	}
 	sort.Float64s(ratios)
-	fmt.Printf("  ratio %s / %s: median %.3f (p25 %.3f, p75 %.3f, p90 %.3f)\n", rs[a].name, short(rs[b].name),
-		ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4], ratios[int(float64(len(ratios)-1)*0.9)])
+	fmt.Printf("  ratio %s / %s: median %.3f (p25 %.3f, p75 %.3f, p90 %.3f; p90 / p90 %.3f)\n", rs[a].name, short(rs[b].name),
+		ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4], ratios[int(float64(len(ratios)-1)*0.9)],
+		float64(percentile(rs[a].d, 0.9))/float64(percentile(rs[b].d, 0.9)))
 }
 
 func short(s string) string { return strings.Fields(s)[0] }

@@ -412,24 +412,35 @@ func sortBinds(b []bind) {
 	})
 }
 
-// stage is where the init attaches the layers of overlays before mounting
-// them (and detaches them after): the sandbox's own ids may not reach the
-// host paths, so the init's first stage clones them as the host sees them.
-const stage = "/.pinfold-stage"
+// stageTmpfs is where the init attaches the layers of overlays before
+// mounting them: the sandbox's own ids may not reach the host paths, so
+// the init's first stage clones them as the host sees them. It is a small
+// tmpfs over the scratch directory of the old root (a directory there for
+// certain: the new root was mounted on it), so that the old root's one
+// detach takes the layers with it. Each unmount waits for an RCU grace
+// period, the slowest step of a changeset run on a busy machine; a stage
+// in the new root cost two more.
+func stageTmpfs() string { return "/.old" + scratchDir() }
 
 // overlays mounts the overlays of p at their own paths.
 func (l *layout) overlays(p *rootPlan) {
 	if len(p.overlays) == 0 {
 		return
 	}
-	var staged []string
+	stage := stageTmpfs()
+	if l.clone {
+		// Mounted before anything is made under it: the directories
+		// below are the tmpfs's, never the host's.
+		l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: stage, C: "tmpfs", D: "mode=0700,size=16k,nr_inodes=64",
+			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "staging the overlays"})
+	}
 	for i, o := range p.overlays {
 		lower, upper, work := "/.old"+o.lower, "/.old"+o.upper, "/.old"+o.work
 		if l.clone {
 			n := strconv.Itoa(i)
 			lowerAt, upperAt := stage+"/l"+n, stage+"/u"+n
-			l.mkdirAll(lowerAt, 0o700)
-			l.mkdirAll(upperAt, 0o700)
+			l.add(initp.Op{Kind: initp.OpMkdir, B: lowerAt, Mode: 0o700})
+			l.add(initp.Op{Kind: initp.OpMkdir, B: upperAt, Mode: 0o700})
 			// The workspace keeps its owner's ids (idmapped), a base its
 			// own; the upper directory's parent is cloned as it is.
 			var flags uint32
@@ -440,7 +451,6 @@ func (l *layout) overlays(p *rootPlan) {
 			l.add(initp.Op{Kind: initp.OpIDMap, Flags: initp.OpNoIDMap, A: filepath.Dir(o.upper), B: upperAt,
 				What: "attaching the changeset of " + o.lower})
 			lower, upper, work = lowerAt, upperAt+"/"+filepath.Base(o.upper), upperAt+"/"+filepath.Base(o.work)
-			staged = append(staged, lowerAt, upperAt)
 		}
 		l.mkdirAll(o.at(), 0o755)
 		opts := "lowerdir=" + overlayPath(lower) + ",upperdir=" + overlayPath(upper) + ",workdir=" +
@@ -456,13 +466,6 @@ func (l *layout) overlays(p *rootPlan) {
 		l.add(initp.Op{Kind: initp.OpMount, A: "overlay", B: o.at(), C: "overlay", D: opts,
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV, What: "capturing the writes to " + o.lower})
 		l.grant(o.at(), landlock.Read|landlock.Write)
-	}
-	for _, d := range staged {
-		l.add(initp.Op{Kind: initp.OpUmount, B: d, What: "detaching " + d})
-		l.add(initp.Op{Kind: initp.OpRmdir, B: d})
-	}
-	if len(staged) > 0 {
-		l.add(initp.Op{Kind: initp.OpRmdir, B: stage})
 	}
 }
 
