@@ -136,6 +136,10 @@ func TestE2BLoad(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(ts.store, "sessions"))
 	if len(ents) != 0 {
 		t.Errorf("%d session records left", len(ents))
+		for _, e := range ents {
+			b, _ := os.ReadFile(filepath.Join(ts.store, "sessions", e.Name(), "session.json"))
+			t.Logf("left: %s", b)
+		}
 	}
 	if ws, _ := filepath.Glob(filepath.Join(server.TenantsDir(ts.store), "agents", "ws-*")); len(ws) != 0 {
 		t.Errorf("%d tenant workspaces left", len(ws))

@@ -248,20 +248,38 @@ func TestDiskHandOff(t *testing.T) {
 	}
 }
 
-// TestSessionLimits: a session with limits runs in its cgroups, which
-// are removed when it ends, and a session ended while a limit was hit
-// records it ("limit hit: pids"). (Its supervisor stays: see Supervise.)
-func TestSessionLimits(t *testing.T) {
+// TestSessionLimitsHandOff: a session with limits hands off like one
+// without: no Go process stays under its supervisor's pid, the agent
+// runs in the session's cgroups, which the waiter removes when it ends,
+// and a session ended while a limit was hit records it as the Go side
+// would ("limit hit: pids"; the log says it in pinfold's words).
+func TestSessionLimitsHandOff(t *testing.T) {
 	needCgroups(t)
-	storeDir(t)
+	st := storeDir(t)
 	// rw: the waiter ends the session, its record is finished by the
 	// next look at it; a changeset with a write: by pinfold __finish.
 	for _, access := range []string{"rw", "changeset"} {
 		ws := t.TempDir()
 		r := startSession(t, ws, "--access", access, "--memory", "256m", "--pids", "16")
+		waitHandoff(t, r.Pid)
+		if g := goProcesses(r.Pid); len(g) != 0 {
+			t.Errorf("%s: Go processes under a session with limits: %v", access, g)
+		}
 		groups := cgroupsOf(r.Pid)
 		if len(groups) == 0 {
 			t.Fatalf("%s: no cgroups for the session's limits", access)
+		}
+		// The limits are set on them: the memory group's limit is --memory's.
+		var mem []string
+		for _, g := range groups {
+			for _, f := range []string{"memory.max", "memory.limit_in_bytes"} {
+				if b, err := os.ReadFile(filepath.Join(g, f)); err == nil {
+					mem = append(mem, strings.TrimSpace(string(b)))
+				}
+			}
+		}
+		if len(mem) != 1 || mem[0] != "268435456" {
+			t.Errorf("%s: the memory limit in %v: %v, want 268435456", access, groups, mem)
 		}
 		waitNoZombies(t, "session with limits", r.Pid)
 		// Forks beyond the limit are refused; then the agent is killed
@@ -281,6 +299,10 @@ func TestSessionLimits(t *testing.T) {
 		}
 		if left := cgroupsOf(r.Pid); len(left) != 0 {
 			t.Errorf("%s: cgroups left after the session: %v (had %v)", access, left, groups)
+		}
+		log, _ := os.ReadFile(filepath.Join(st, "sessions", r.ID, "log"))
+		if !strings.Contains(string(log), "pinfold: session "+r.ID+": limit hit: process limit, fork refused (limit 16)") {
+			t.Errorf("%s: the session's log does not say the limit hit:\n%s", access, log)
 		}
 	}
 }

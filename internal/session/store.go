@@ -213,17 +213,30 @@ func (s *Store) Create(name, tenant string) (*Record, error) {
 	return r, s.Save(r)
 }
 
-// Save writes r atomically.
+// Save writes r atomically, through a temporary file of its own: two
+// writers at once never interleave their bytes (one temporary name for
+// all once left a record torn, which no one could read again), and the
+// last rename wins whole.
 func (s *Store) Save(r *Record) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.Path(r.ID), ".session.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	f, err := os.CreateTemp(s.Path(r.ID), ".session.json.*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(s.Path(r.ID), "session.json"))
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(s.Path(r.ID), "session.json"))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 func (s *Store) load(id string) (*Record, error) {
@@ -252,45 +265,62 @@ func supervisorAlive(r *Record) bool {
 	return procstat.Alive(r.Pid, r.PidStart)
 }
 
-// check marks a live record whose supervisor is gone as lost.
+// check marks a live record whose supervisor is gone as lost (or
+// stopped, when its waiter left word of how it ended). Many may look at
+// once: under the session's lock, the record is read again, and one
+// that ended meanwhile is returned as it is, so that the end is recorded
+// once, from what the waiter left (the agent's exit marker, which the
+// first check removes with the run directory).
 func (s *Store) check(r *Record) *Record {
-	if r.Live() && r.Pid > 0 && !supervisorAlive(r) {
-		if cur, err := s.load(r.ID); err == nil && !cur.Live() {
-			return cur // it ended while we looked
+	if !r.Live() || r.Pid <= 0 || supervisorAlive(r) {
+		return r
+	}
+	unlock, err := s.lock(r.ID)
+	if err != nil {
+		return r // removed meanwhile
+	}
+	cur, err := s.load(r.ID)
+	if err != nil || !cur.Live() {
+		unlock()
+		if err != nil {
+			return r
 		}
-		if r.Freezer != "" {
-			// Frozen processes take no signal, not even the kill that
-			// came with their supervisor's death: thawed, they die
-			// (paused or not: a pause may have failed half way).
-			freeze(r.Freezer, r.FreezerV2, false)
+		return cur // it ended while we looked
+	}
+	r = cur
+	if r.Freezer != "" {
+		// Frozen processes take no signal, not even the kill that
+		// came with their supervisor's death: thawed, they die
+		// (paused or not: a pause may have failed half way).
+		freeze(r.Freezer, r.FreezerV2, false)
+	}
+	r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
+	if hit := s.limitsHit(r.ID); hit != "" {
+		// The waiter it handed off to ended it on a limit, and
+		// with no changeset to record left no record but this.
+		r.State, r.Reason = StateStopped, "limit hit: "+hit
+	}
+	if reason, ok := s.exitReason(r.ID); ok {
+		// The agent ended as asked and the supervisor (the waiter it
+		// handed off to) left no record: the session stopped.
+		r.State, r.Reason = StateStopped, reason
+		if _, err := os.Stat(filepath.Join(filepath.Dir(s.Dir), "changesets", r.Changeset)); r.Changeset != "" && err != nil {
+			r.Changeset = "" // the waiter removed it: nothing was written
 		}
-		r.State, r.Reason, r.Ended = StateLost, "its supervisor died", time.Now().UTC()
-		if hit := s.limitsHit(r.ID); hit != "" {
-			// The waiter it handed off to ended it on a limit, and
-			// with no changeset to record left no record but this.
-			r.State, r.Reason = StateStopped, "limit hit: "+hit
-		}
-		if reason, ok := s.exitReason(r.ID); ok {
-			// The agent ended as asked and the supervisor (the waiter it
-			// handed off to) left no record: the session stopped.
-			r.State, r.Reason = StateStopped, reason
-			if _, err := os.Stat(filepath.Join(filepath.Dir(s.Dir), "changesets", r.Changeset)); r.Changeset != "" && err != nil {
-				r.Changeset = "" // the waiter removed it: nothing was written
-			}
-		}
-		os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
-		os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
-		s.removeFreezer(r.ID)
-		s.Save(r)
-		// Its sandbox died with it (the parent-death signal); what the
-		// kernel cannot remove goes now: its cgroups, named after its
-		// supervisor, and only those (a clean of every group that looks
-		// stale, run on each look at a session, once killed a session
-		// that was handing off: its supervisor looked dead for a moment).
-		native.CleanOf(context.Background(), r.Pid, r.PidStart)
-		if st, err := store.Open(filepath.Dir(s.Dir)); err == nil {
-			st.CleanTmp()
-		}
+	}
+	os.RemoveAll(filepath.Join(s.Path(r.ID), "run"))
+	os.RemoveAll(filepath.Join(s.Path(r.ID), "home"))
+	s.removeFreezer(r.ID)
+	s.Save(r)
+	unlock()
+	// Its sandbox died with it (the parent-death signal); what the
+	// kernel cannot remove goes now: its cgroups, named after its
+	// supervisor, and only those (a clean of every group that looks
+	// stale, run on each look at a session, once killed a session
+	// that was handing off: its supervisor looked dead for a moment).
+	native.CleanOf(context.Background(), r.Pid, r.PidStart)
+	if st, err := store.Open(filepath.Dir(s.Dir)); err == nil {
+		st.CleanTmp()
 	}
 	return r
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/procstat"
 	"testing"
 	"time"
@@ -123,5 +124,46 @@ func TestRecordInItsOwnDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(victim, "session.json")); err == nil {
 		t.Error("marking it lost wrote a record outside its directory")
+	}
+}
+
+// TestCheckRecordsOnce: many look at once at a session whose supervisor
+// (a waiter it handed off to) ended, leaving the agent's exit marker:
+// each sees it stopped as the marker says, and its record stays whole.
+// (Recorded by each at once, the first removed the marker and the
+// others recorded it lost; two writing one temporary file left the
+// record torn, unreadable, and the session's stop failed on it.)
+func TestCheckRecordsOnce(t *testing.T) {
+	st := Open(t.TempDir())
+	for round := 0; round < 20; round++ {
+		r, err := st.Create("", "tenant")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its supervisor is gone (pid 1's start time is not 1), and the
+		// waiter removed the empty changeset.
+		r.State, r.Pid, r.PidStart, r.Changeset = StateRunning, 1, 1, "000000000000"
+		st.Save(r)
+		if err := os.WriteFile(filepath.Join(st.Path(r.ID), "run", agent.ExitMarker), []byte("stopped"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Record, 16)
+		for i := 0; i < cap(got); i++ {
+			go func() {
+				r, err := st.Get(r.ID, "tenant")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- r
+			}()
+		}
+		for i := 0; i < cap(got); i++ {
+			if g := <-got; g != nil && (g.State != StateStopped || g.Reason != "stopped" || g.Changeset != "") {
+				t.Errorf("round %d: a look found it %s (%s), changeset %q", round, g.State, g.Reason, g.Changeset)
+			}
+		}
+		if g, err := st.load(r.ID); err != nil || g.State != StateStopped || g.Reason != "stopped" {
+			t.Fatalf("round %d: its record: %+v %v", round, g, err)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pinfold/pinfold/internal/fault"
 	"github.com/pinfold/pinfold/internal/plan"
 	"github.com/pinfold/pinfold/internal/procstat"
+	"github.com/pinfold/pinfold/internal/units"
 	"github.com/pinfold/pinfold/sandbox"
 )
 
@@ -231,12 +232,13 @@ func Supervise(ctx context.Context, eng *engine.Engine, id string) int {
 		TmpFullMsg: "pinfold: session " + id + ": /tmp is full",
 		// The network helper reports what it blocked in the session's log.
 		Report: os.Stderr,
-		// A session with limits keeps this supervisor (the messages of
-		// its limits are not given): handed off to the waiter, sessions
-		// with limits were found lost under load (TestE2BLoad: 2 to 6 of
-		// 100 sandboxes, 20 at once), their waiter gone within a second
-		// of the start. The waiter's limits-hit file (limitsHit) is still
-		// read, should a waiter have written one.
+		// A session with limits hands off too: the waiter says which
+		// limit the session hit in its log, and writes it for the record
+		// (Store.Finished, check).
+		MemoryMsg:     "pinfold: session " + id + ": limit hit: out of memory (limit " + units.FormatSize(sv.p.Sandbox.Limits.Memory) + ")",
+		OOMMsg:        "pinfold: session " + id + ": killed: out of memory (limit " + units.FormatSize(sv.p.Sandbox.Limits.Memory) + ")",
+		PidsMsg:       fmt.Sprintf("pinfold: session %s: limit hit: process limit, fork refused (limit %d)", id, sv.p.Sandbox.Limits.Pids),
+		LimitsHitFile: filepath.Join(sv.st.Path(id), limitsHitFile),
 		Ready: func(proc sandbox.Process, changeset string) bool {
 			if !sv.waitUp(ctx) {
 				return false // Start returns and the session goes on as below
@@ -405,11 +407,12 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 		// says (a pause that failed half way recorded nothing).
 		freeze(r.Freezer, r.FreezerV2, false)
 	}
+	var lerr error // the record's last read, when it failed
 	ended := func(d time.Duration) *Record {
 		deadline := time.Now().Add(d)
 		for {
 			cur, err := st.load(r.ID)
-			if err == nil {
+			if lerr = err; err == nil {
 				cur = st.check(cur)
 				if !cur.Live() {
 					return cur
@@ -440,6 +443,10 @@ func Stop(ctx context.Context, st *Store, r *Record, grace time.Duration) (*Reco
 	}
 	if cur := ended(5 * time.Second); cur != nil {
 		return cur, nil
+	}
+	if lerr != nil {
+		return nil, fault.New(fault.SessionRefused, "session "+r.ID+" did not stop", "its record cannot be read: "+lerr.Error(),
+			"see pinfold session ls; pinfold clean removes what is left", lerr)
 	}
 	return nil, fault.New(fault.SessionRefused, "session "+r.ID+" did not stop", "its supervisor (pid "+strconv.Itoa(r.Pid)+") still runs",
 		"kill it, then run pinfold clean", nil)
@@ -495,6 +502,13 @@ func setPaused(st *Store, r *Record, on bool) (*Record, error) {
 		return nil, fault.New(fault.SessionRefused, "cannot "+verb+" session "+r.ID, err.Error(),
 			"pause needs the native runtime and a cgroup freezer pinfold may write (run as root)", err)
 	}
+	// Under the session's lock: a check that records its end meanwhile
+	// is not overwritten with a live state.
+	unlock, err := st.lock(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	cur, err := st.load(r.ID)
 	if err != nil {
 		return nil, err
