@@ -576,3 +576,46 @@ func TestChangesetRootMode(t *testing.T) {
 		t.Errorf("replayed: %d %q %s", code, out, errs)
 	}
 }
+
+// A replayed changeset run whose command ended alone leaves no changeset
+// (the waiter takes an empty one out without waiting for the sandbox's
+// teardown); one that left a writer running records what it wrote, once
+// the sandbox is gone, and the record matches the files.
+func TestReplayedChangesetOfLateWriters(t *testing.T) {
+	st := needLaunchCache(t)
+	ws := freshWorkspace(t)
+	prime(t, st, ws, "run", "--", "true")
+	for i := 0; i < 5; i++ {
+		if _, errs, code := pf(t, ws, "run", "--", "sh", "-c", `test "$PINFOLD_REPLAYED" = 1 || exit 9`); code != 0 ||
+			strings.Contains(errs, "changeset") {
+			t.Fatalf("alone: status %d (9: not replayed): %s", code, errs)
+		}
+	}
+	if out, _, _ := pf(t, ws, "changes"); out != "no changesets\n" {
+		t.Fatalf("runs that wrote nothing left changesets: %s", out)
+	}
+	ents, _ := os.ReadDir(filepath.Join(st, "changesets"))
+	if len(ents) != 0 {
+		t.Fatalf("the store keeps %d changeset directories", len(ents))
+	}
+	idRe := regexp.MustCompile(`changeset ([0-9a-f]{12}): 1 added`)
+	for i := 0; i < 5; i++ {
+		_, errs, code := pf(t, ws, "run", "--", "sh", "-c",
+			`test "$PINFOLD_REPLAYED" = 1 || exit 9; (while :; do echo x >> late.txt; done) & sleep 0.05`)
+		m := idRe.FindStringSubmatch(errs)
+		if code != 0 || m == nil {
+			t.Fatalf("a writer left running: status %d (9: not replayed): %s", code, errs)
+		}
+		upper := filepath.Join(st, "changesets", m[1], "r0", "upper", "late.txt")
+		before := fileSize(t, upper)
+		time.Sleep(100 * time.Millisecond)
+		if after := fileSize(t, upper); before == 0 || after != before {
+			t.Errorf("round %d: late.txt was %d bytes when recorded, %d after", i, before, after)
+		}
+		out, _, code := pf(t, ws, "diff", m[1])
+		if code != 0 || !strings.Contains(out, "+++ b/late.txt") {
+			t.Errorf("round %d: diff: %d %q", i, code, out)
+		}
+		pf(t, ws, "discard", m[1])
+	}
+}

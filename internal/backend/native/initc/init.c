@@ -1732,10 +1732,10 @@ static int stage2(void *arg)
 		if (si.code <= SI_USER && si.pid == 0 && sys2(__NR_kill, -cmd, sig) < 0)
 			sys2(__NR_kill, cmd, sig);
 	}
-	/* Nothing the command started may outlive it. */
-	sys2(__NR_kill, -1, SIGKILL);
+	/* Nothing the command started may outlive it. ESRCH: there was
+	 * nothing else (a zombie counts), so nothing writes any more. */
 	{
-		u32 body[2] = {(u32)status, 0};
+		u32 body[2] = {(u32)status, sys2(__NR_kill, -1, SIGKILL) == -ESRCH ? EXIT_ALONE : 0};
 		if (G.tmpcheck) {
 			u64 st[16];
 			if (sys2(__NR_statfs, G.tmpcheck, st) == 0 && st[4] == 0)
@@ -1890,7 +1890,8 @@ static long trash(const char *store, const char *id, const char *dir, long fd)
  * report (netfd, -1 for none), then the changeset (argv: PINFOLD STORE
  * ID, when argc is 3; see above).
  */
-static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp, long init, int code, int netfd)
+static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp, long init, int code, int netfd,
+					     int alone)
 {
 	char dir[4096], num[24];
 	long fd, r;
@@ -1899,8 +1900,13 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 		netdone(netfd);
 	if (argc < 3)
 		die(code);
-	/* The sandbox's mounts (the overlay on the upper directory) go with it. */
-	sys4(__NR_wait4, init, 0, WALL, 0);
+	/* Once every process of the sandbox is gone, its changeset is final.
+	 * When the command ended alone it already is: an empty one is taken
+	 * out of the store without waiting for the sandbox's teardown (its
+	 * mounts' detach waits for an RCU grace period), as a run without a
+	 * changeset does; otherwise the sandbox and its mounts go first. */
+	if (!alone)
+		sys4(__NR_wait4, init, 0, WALL, 0);
 	dir[0] = 0;
 	if (scat(dir, sizeof dir, argv[1]) < 0 || scat(dir, sizeof dir, "/changesets/") < 0 ||
 	    scat(dir, sizeof dir, argv[2]) < 0)
@@ -1928,6 +1934,8 @@ static __attribute__((noreturn)) void finish(int argc, char **argv, char **envp,
 	if (r == 0 && sys3(__NR_unlinkat, AT_FDCWD, dir, AT_REMOVEDIR) == 0)
 		die(code);
 go:
+	if (alone)
+		sys4(__NR_wait4, init, 0, WALL, 0);
 	utoa(num, (unsigned long)code);
 	fargv[2] = argv[1], fargv[3] = argv[2];
 	sys3(__NR_execve, argv[0], fargv, envp);
@@ -2049,7 +2057,7 @@ static void reap_others(long init)
 
 /* end reports how the command ended and finishes the run with code. */
 static __attribute__((noreturn)) void end(char **argv, int nfin, char **fin, char **envp, long init, int netfd,
-					  int code, int timedout, int killed, int tmpfull)
+					  int code, int timedout, int killed, int tmpfull, int alone)
 {
 	int hit;
 	if (timedout)
@@ -2058,7 +2066,7 @@ static __attribute__((noreturn)) void end(char **argv, int nfin, char **fin, cha
 	if (tmpfull)
 		say(argv[5]);
 	hits(timedout, hit, tmpfull);
-	finish(nfin, fin, envp, init, code, netfd);
+	finish(nfin, fin, envp, init, code, netfd, alone);
 }
 
 static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **envp)
@@ -2138,16 +2146,18 @@ static __attribute__((noreturn)) void waiter_main(int argc, char **argv, char **
 			if (n < 0 && n != -EINTR)
 				n = 0;
 			if (n == 0) /* the init died without a report */
-				end(argv, nfin, fin, envp, init, netfd, timedout ? 124 : 128 + SIGKILL, timedout, 1, 0);
+				end(argv, nfin, fin, envp, init, netfd, timedout ? 124 : 128 + SIGKILL, timedout, 1, 0, 0);
 			if (n >= 16) {
 				memcpy(h, b, 16);
 				if (h[0] == M_EXIT) {
 					int st = (int)h[2], tmpfull = (h[3] & EXIT_TMP_FULL) != 0;
+					int alone = (h[3] & EXIT_ALONE) != 0;
 					if (timedout)
-						end(argv, nfin, fin, envp, init, netfd, 124, 1, 0, tmpfull);
+						end(argv, nfin, fin, envp, init, netfd, 124, 1, 0, tmpfull, alone);
 					if ((st & 0x7f) == 0)
-						end(argv, nfin, fin, envp, init, netfd, (st >> 8) & 0xff, 0, 0, tmpfull);
-					end(argv, nfin, fin, envp, init, netfd, 128 + (st & 0x7f), 0, 1, tmpfull);
+						end(argv, nfin, fin, envp, init, netfd, (st >> 8) & 0xff, 0, 0, tmpfull,
+						    alone);
+					end(argv, nfin, fin, envp, init, netfd, 128 + (st & 0x7f), 0, 1, tmpfull, alone);
 				}
 			}
 		}

@@ -124,6 +124,7 @@ typedef unsigned long size_t;
 #define EINTR 4
 #define EACCES 13
 #define EEXIST 17
+#define ESRCH 3
 #define ENOTDIR 20
 #define EINVAL 22
 #define E2BIG 7

@@ -29,6 +29,10 @@
 
 /* M_EXIT flags */
 #define EXIT_TMP_FULL 1
+/* Nothing but the init was left in the sandbox when the command ended: no
+ * process can write to its files any more (the waiter need not wait for
+ * the sandbox's teardown before it looks at the changeset). */
+#define EXIT_ALONE 2
 
 /* M_SPAWN record tags */
 #define C_NSFLAGS 1   /* u64 clone flags for the namespaces */
