@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -513,11 +514,43 @@ func TestLaunchCacheNetwork(t *testing.T) {
 	if replayed(t, ws, append(allow, echoMark...)...) {
 		t.Error("replayed without a shared helper")
 	}
+	// Nor does it start the command when what answers at the socket does
+	// not take the run (the launcher reads the greeting while the init
+	// builds the sandbox: the command never starts before it).
+	killHelper(t, sock)
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(`{"error":"busy"}`))
+			c.Close()
+		}
+	}()
+	if replayed(t, ws, append(allow, echoMark...)...) {
+		t.Error("replayed by a helper that did not take the run")
+	}
 }
 
-// killHelper ends the shared network helper serving sock.
+// killHelper ends the shared network helper serving sock, waiting (up to
+// 20 s) for one started in the background to be there.
 func killHelper(t *testing.T, sock string) {
 	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if killHelperOnce(sock) {
+			return
+		}
+	}
+	t.Fatalf("no helper serves %s", sock)
+}
+
+func killHelperOnce(sock string) bool {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
@@ -530,10 +563,10 @@ func killHelper(t *testing.T, sock string) {
 				}
 			}
 			os.Remove(sock)
-			return
+			return true
 		}
 	}
-	t.Fatalf("no helper serves %s", sock)
+	return false
 }
 
 // TestWorkspaceUnderVarTmp: on the host base /var/tmp is the sandbox's

@@ -600,10 +600,10 @@ struct pollfd_ {
 };
 
 /*
- * net_connect connects to the shared helper, waits (at most 1 s) for its
- * greeting and sends the recorded configuration. -1 when there is none
- * to take the run (it exited when idle, or its queue is full): the Go
- * side then starts over.
+ * net_connect connects to the shared helper and sends the recorded
+ * configuration, without waiting for the helper's greeting (net_hello
+ * reads it while the init builds the sandbox). -1 when there is none to
+ * take the run (it exited when idle): the Go side then starts over.
  */
 static long net_connect(struct launch *l)
 {
@@ -611,11 +611,8 @@ static long net_connect(struct launch *l)
 		u16 family;
 		char path[108];
 	} sa;
-	char b[256];
 	size_t n = slen(l->netsock);
-	long fd, r, fl;
-	struct pollfd_ p;
-	long ts[2] = {3, 0}; /* as the Go side waits: netpolicy launchShared */
+	long fd, fl;
 	if (n >= sizeof sa.path)
 		return -1;
 	fd = sys3(__NR_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -625,24 +622,32 @@ static long net_connect(struct launch *l)
 	sa.family = AF_UNIX;
 	memcpy(sa.path, l->netsock, n + 1);
 	if (sys3(__NR_connect, fd, &sa, 2 + n + 1) < 0 || (fl = sys2(__NR_fcntl, fd, F_GETFL)) < 0 ||
-	    sys3(__NR_fcntl, fd, F_SETFL, fl & ~SOCK_NONBLOCK) < 0)
-		goto fail;
-	p.fd = (int)fd, p.events = POLLIN, p.revents = 0;
-	if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) != 1 || (r = sys3(__NR_read, fd, b, sizeof b - 1)) <= 0)
-		goto fail;
-	b[r] = 0;
-	{
-		int hello = 0;
-		for (long i = 0; i + 8 <= r && !hello; i++)
-			hello = !memcmp(b + i, "\"hello\"", 7) && b[i + 7] == ':';
-		if (!hello)
-			goto fail;
+	    sys3(__NR_fcntl, fd, F_SETFL, fl & ~SOCK_NONBLOCK) < 0 ||
+	    sys3(__NR_write, fd, l->netcfg, l->netcfg_len) != (long)l->netcfg_len) {
+		sys1(__NR_close, fd);
+		return -1;
 	}
-	if (sys3(__NR_write, fd, l->netcfg, l->netcfg_len) != (long)l->netcfg_len)
-		goto fail;
 	return fd;
-fail:
-	sys1(__NR_close, fd);
+}
+
+/*
+ * net_hello waits (at most 3 s, as the Go side waits: netpolicy
+ * launchShared) for the shared helper's greeting, which says that it took
+ * the run (one whose queue is full answers with an error instead). -1
+ * otherwise: the command must not start, and the Go side starts over.
+ */
+static long net_hello(struct launch *l)
+{
+	char b[256];
+	long r, ts[2] = {3, 0};
+	struct pollfd_ p;
+	p.fd = (int)l->netfd, p.events = POLLIN, p.revents = 0;
+	if (sys5(__NR_ppoll, &p, 1, ts, 0, 8) != 1 || (r = sys3(__NR_read, l->netfd, b, sizeof b - 1)) <= 0)
+		return -1;
+	b[r] = 0;
+	for (long i = 0; i + 8 <= r; i++)
+		if (!memcmp(b + i, "\"hello\"", 7) && b[i + 7] == ':')
+			return 0;
 	return -1;
 }
 
@@ -1004,6 +1009,10 @@ static void launch(struct launch *l, const struct goslice *init, const char *exe
 		if (cg_join(l, stage2) < 0)
 			goto kill;
 	}
+	/* The helper's greeting, read only now: its wake-up overlaps the
+	 * init's. The command starts only once the helper took the run. */
+	if (l->netfd >= 0 && net_hello(l) < 0)
+		goto kill;
 	if (!(l->flags & LAUNCH_STDIN)) {
 		stdio[0] = (int)sys3(__NR_open, "/dev/null", O_RDWR | O_CLOEXEC, 0);
 		if (stdio[0] < 0)
