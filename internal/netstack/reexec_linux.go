@@ -42,9 +42,8 @@ func resumed() (fd int, exitAt time.Time, ok bool) {
 	if !found || err1 != nil || err2 != nil || fd < 3 {
 		return -1, time.Time{}, false
 	}
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return -1, time.Time{}, false
+	if on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || on != 1 {
+		return -1, time.Time{}, false // not a listening socket
 	}
 	unix.CloseOnExec(fd)
 	return fd, time.Unix(0, at), true
