@@ -351,8 +351,8 @@ func daemon(sock string) int {
 	})
 	if fresh {
 		// The new image served nothing: no heap to give back, and the
-		// binary's pages its start touched go (unless a run already
-		// waits in the queue: they are its pages too).
+		// binary's pages its start touched go (a run already waiting in
+		// the queue is greeted next, and the binary read back for it).
 		release.Stop()
 		mu.Lock()
 		releaseBinary()
