@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pinfold/pinfold/internal/netpolicy"
 )
 
@@ -257,4 +259,48 @@ func sharedOrNil(t *testing.T, cfg netpolicy.Config, store string) *netpolicy.St
 		return nil
 	}
 	return s
+}
+
+// A new image takes over only a listening socket, and takes the variable
+// from its environment, so that nothing it starts inherits it.
+func TestResumedTakesOnlyAListeningSocket(t *testing.T) {
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	at := time.Now().Add(IdleExit).Truncate(time.Microsecond)
+	for _, v := range []string{fmt.Sprintf("%d:%d", f.Fd(), at.UnixNano()), "x:1", "7", ""} {
+		t.Setenv(resumeEnv, v)
+		if _, _, ok := resumed(); ok {
+			t.Errorf("%s=%q taken", resumeEnv, v)
+		}
+	}
+	lfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	if err := unix.Bind(lfd, &unix.SockaddrUnix{Name: filepath.Join(t.TempDir(), "s")}); err != nil {
+		t.Fatal(err)
+	}
+	// Bound, not listening: not a helper's socket either.
+	t.Setenv(resumeEnv, fmt.Sprintf("%d:%d", lfd, at.UnixNano()))
+	if _, _, ok := resumed(); ok {
+		t.Error("a socket that does not listen taken")
+	}
+	if err := unix.Listen(lfd, 8); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(resumeEnv, fmt.Sprintf("%d:%d", lfd, at.UnixNano()))
+	fd, exitAt, ok := resumed()
+	if !ok || fd != lfd || !exitAt.Equal(at) {
+		t.Fatalf("resumed() = %d, %v, %v; want %d, %v, true", fd, exitAt, ok, lfd, at)
+	}
+	if _, set := os.LookupEnv(resumeEnv); set {
+		t.Error("the variable stays in the environment")
+	}
+	if fl, err := unix.FcntlInt(uintptr(lfd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC == 0 {
+		t.Errorf("the socket's descriptor flags %#x (%v): not close-on-exec", fl, err)
+	}
 }
