@@ -289,13 +289,19 @@ func closeDevice(fd int) {
 // which only its user may enter), serves each connection of its own user,
 // and exits after IdleExit without one.
 func daemon(sock string) int {
-	lfd, err := listen(sock)
-	if err != nil {
-		if errors.Is(err, errRunning) {
-			return 0
+	exitAt := time.Now().Add(IdleExit)
+	lfd, resumedAt, fresh := resumed()
+	if fresh {
+		exitAt = resumedAt
+	} else {
+		var err error
+		if lfd, err = listen(sock); err != nil {
+			if errors.Is(err, errRunning) {
+				return 0
+			}
+			fmt.Fprintln(os.Stderr, "pinfold-net:", err)
+			return 1
 		}
-		fmt.Fprintln(os.Stderr, "pinfold-net:", err)
-		return 1
 	}
 	lf := os.NewFile(uintptr(lfd), "listener")
 	lrc, err := lf.SyscallConn()
@@ -318,11 +324,11 @@ func daemon(sock string) int {
 			os.Exit(0)
 		}
 	}
-	idle = time.AfterFunc(IdleExit, exitIfIdle)
+	idle = time.AfterFunc(time.Until(exitAt), exitIfIdle)
 	// The trimming loop runs while sandboxes come; once none has been
 	// connected for ReleaseAfter, it stops, so that an idle helper runs
-	// no code at all, and the helper gives back its heap and its
-	// binary's pages (releaseBinary).
+	// no code at all, and the helper starts afresh (reexec) and gives
+	// back its binary's pages (releaseBinary).
 	var stopTrim chan struct{}
 	startTrim := func() {
 		if stopTrim == nil {
@@ -330,28 +336,45 @@ func daemon(sock string) int {
 			go trimWhenQuiet(stopTrim)
 		}
 	}
-	startTrim()
 	// Armed from the start: the run that started the helper serves
-	// itself, and perhaps none follows.
+	// itself, and perhaps none follows. It wakes the accept loop, which
+	// alone may replace the process: no connection is then accepted
+	// and not yet counted.
 	release := time.AfterFunc(ReleaseAfter, func() {
 		mu.Lock()
-		if active > 0 || stopTrim == nil {
-			mu.Unlock()
-			return
+		defer mu.Unlock()
+		if active == 0 && stopTrim != nil {
+			close(stopTrim)
+			stopTrim = nil
+			lf.SetReadDeadline(time.Now())
 		}
-		close(stopTrim)
-		stopTrim = nil
-		mu.Unlock()
-		trim()
-		// Not under a sandbox that came meanwhile: its first packets
-		// would wait for the pages.
-		mu.Lock()
-		if active == 0 {
-			releaseBinary()
-			rehearse()
-		}
-		mu.Unlock()
 	})
+	if fresh {
+		// The new image served nothing: no heap to give back, and the
+		// binary's pages its start touched go (a run already waiting in
+		// the queue is greeted next, and the binary read back for it).
+		release.Stop()
+		mu.Lock()
+		releaseBinary()
+		rehearse()
+		mu.Unlock()
+	} else {
+		startTrim()
+	}
+	// releaseNow starts afresh, or failing that gives back what this
+	// process can: its heap, its idle threads and its binary's pages.
+	releaseNow := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if active > 0 || stopTrim != nil {
+			return // a sandbox came since the release was due
+		}
+		err := reexec(lfd, exitAt)
+		fmt.Fprintln(os.Stderr, "pinfold-net:", err)
+		trim()
+		releaseBinary()
+		rehearse()
+	}
 	uid := os.Getuid()
 	for {
 		var nfd int
@@ -362,6 +385,11 @@ func daemon(sock string) int {
 			err = rerr
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				lf.SetReadDeadline(time.Time{})
+				releaseNow()
+				continue
+			}
 			if err == unix.EINTR || err == unix.ECONNABORTED {
 				continue
 			}
@@ -401,6 +429,7 @@ func daemon(sock string) int {
 			mu.Lock()
 			active--
 			if active == 0 {
+				exitAt = time.Now().Add(IdleExit)
 				idle.Reset(IdleExit)
 				release.Reset(ReleaseAfter)
 			}

@@ -42,6 +42,34 @@ func newRealSandbox(t *testing.T, cfg netpolicy.Config) *realSandbox {
 // first packet when lazy (AttachOnTraffic), as the helper does.
 func newRealSandboxAttached(t *testing.T, cfg netpolicy.Config, lazy bool) *realSandbox {
 	t.Helper()
+	rs, tun := newRealDevice(t)
+	fd, err := unix.Dup(int(tun.Fd()))
+	tun.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *Server
+	if lazy {
+		s = New(netpolicy.NewPolicy(cfg))
+		if err = s.AttachOnTraffic(fd); err != nil {
+			s.Close()
+		}
+		t.Cleanup(func() { unix.Close(fd) }) // after s.Close, below
+	} else {
+		s, err = Serve(netpolicy.NewPolicy(cfg), fd)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.s = s
+	t.Cleanup(func() { s.Close() })
+	return rs
+}
+
+// newRealDevice makes a network namespace whose eth0 is a TUN device, as
+// a sandbox's, and returns the device for a stack to serve.
+func newRealDevice(t *testing.T) (*realSandbox, *os.File) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace with a TUN device needs root")
 	}
@@ -84,27 +112,7 @@ func newRealSandboxAttached(t *testing.T, cfg netpolicy.Config, lazy bool) *real
 			t.Fatalf("ip %s: %v: %s", strings.Join(c, " "), err, out)
 		}
 	}
-	fd, err := unix.Dup(int(tun.Fd()))
-	tun.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s *Server
-	if lazy {
-		s = New(netpolicy.NewPolicy(cfg))
-		if err = s.AttachOnTraffic(fd); err != nil {
-			s.Close()
-		}
-		t.Cleanup(func() { unix.Close(fd) }) // after s.Close, below
-	} else {
-		s, err = Serve(netpolicy.NewPolicy(cfg), fd)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs.s = s
-	t.Cleanup(func() { s.Close() })
-	return rs
+	return rs, tun
 }
 
 // inside runs f on a thread in the namespace; sockets it makes stay there.
