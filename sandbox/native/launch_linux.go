@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -140,6 +141,9 @@ func evalSymlinks(p string) string {
 func (p *Process) record(o *sandbox.HandoffOptions) {
 	rec, sp := o.Record, &p.sb.spec
 	p.writeSpawnHint()
+	if rec != nil {
+		p.writeConfigHint(rec.Prefix, rec.Cwd)
+	}
 	if runtime.GOARCH != "amd64" || sp.Base.Kind != sandbox.BaseHost {
 		return // the launcher is built for amd64, and on the host base only
 	}
@@ -298,4 +302,46 @@ func (p *Process) writeSpawnHint() {
 		return
 	}
 	initp.WriteSpawnHint(storeDir, p.sb.spec.Trace, spawn)
+}
+
+// writeConfigHint stores the spawn and config messages of p's init as the
+// config hint of the run's flags (prefix: the command line through "--")
+// in its directory (initp.ConfigHintFile), from which the launcher
+// pre-spawns the next first run's init with its config: the init builds
+// the root while the Go runtime starts, and the Go side sends only the
+// command when its own config is the same bytes (initp.ErrConfigHint
+// otherwise). Only for a root that the next run may build as it is: on
+// the host base, with nothing of this run's own (no changeset or capture,
+// whose upper directories are this run's, no cgroups, no network device,
+// no writes to the base).
+func (p *Process) writeConfigHint(prefix []string, cwd string) {
+	sp := &p.sb.spec
+	if runtime.GOARCH != "amd64" || cwd == "" || len(prefix) == 0 {
+		return
+	}
+	if sp.Base.Kind != sandbox.BaseHost || sp.Access == sandbox.AccessChangeset || len(sp.Captures) > 0 ||
+		sp.BaseWrites != "" || sp.Scratch != "" || p.inst.cg != nil || p.inst.net != nil || p.sb.net != nil {
+		return
+	}
+	spawn, cfg, _ := p.inst.init.Sent()
+	storeDir, err := p.sb.storeDir()
+	if err != nil {
+		return
+	}
+	initp.WriteConfigHint(storeDir, sp.Trace, prefix, cwd, spawn, cfg)
+}
+
+// writeTraceConfigHint is writeConfigHint for a traced run of pinfold's
+// command line (which records no launch): its flags are os.Args through
+// "--" (a wrong guess only names a hint no launcher reads).
+func (p *Process) writeTraceConfigHint() {
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		return
+	}
+	cmd := slices.Index(os.Args, "--")
+	cwd, err := unix.Getwd()
+	if cmd < 0 || err != nil {
+		return
+	}
+	p.writeConfigHint(os.Args[1:cmd+1], cwd)
 }

@@ -550,7 +550,18 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
-		if err = in.Configure(&cfg); err != nil {
+		err = in.Configure(&cfg)
+		if errors.Is(err, initp.ErrConfigHint) {
+			// The launcher's init has another config, a stale hint's:
+			// one of our own.
+			in.Discard()
+			if in, err = initp.Spawn(&cfg.SpawnConfig); err == nil {
+				err = in.Configure(&cfg)
+			} else {
+				in = nil
+			}
+		}
+		if err != nil && in != nil {
 			in.Close()
 		}
 	}
@@ -946,7 +957,11 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		if t := p.inst.init.Adopted(); t != 0 {
 			r.Trace = append(r.Trace, sandbox.TracePoint{Step: "pinfold: init adopted from the launcher", Mono: t})
 		}
+		if t := p.inst.init.Hinted(); t != 0 {
+			r.Trace = append(r.Trace, sandbox.TracePoint{Step: "pinfold: config from the launcher's hint", Mono: t})
+		}
 		p.writeSpawnHint()
+		p.writeTraceConfigHint()
 	}
 	for _, m := range st.Marks {
 		r.Trace = append(r.Trace, sandbox.TracePoint{Step: m.Step, Mono: m.Mono})

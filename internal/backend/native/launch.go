@@ -544,8 +544,97 @@ func WriteSpawnHint(store string, trace bool, msg []byte) error {
 	return nil
 }
 
-// RemoveSpawnHints deletes the store's spawn hints (pinfold clean).
+// maxConfigHint is launch.h's LAUNCH_MAX_CONFIG_HINT.
+const maxConfigHint = 64 * 1024
+
+// ConfigHintFile is the config hint of a command line's flags (prefix:
+// os.Args[1:] through "--", as a launch record's key has them) in the
+// directory cwd: the M_SPAWN and M_CONFIG messages of the last run of
+// them there, from which the launcher pre-spawns the next first run's
+// init with its config, so that the init builds the root while the Go
+// runtime starts (initc/launch.c: pre_spawn). It is <store>/hints/HASH,
+// named by a hash of the head of the launch key: the command and the
+// environment are not in it, so a new command line with the same flags in
+// the same directory finds it. A traced run (C_TRACE in its M_SPAWN) has
+// hints of its own (HASH.trace).
+func ConfigHintFile(store string, trace bool, prefix []string, cwd string) string {
+	var b bytes.Buffer
+	b.WriteString(launchKeyMagic)
+	for _, a := range prefix {
+		b.WriteByte('a')
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	b.WriteByte('c')
+	b.WriteString(cwd)
+	b.WriteByte(0)
+	name := fmt.Sprintf("%016x", fnv1a(fnvBasis, b.Bytes()))
+	if trace {
+		name += ".trace"
+	}
+	return filepath.Join(store, "hints", name)
+}
+
+// WriteConfigHint stores spawn and config (an M_SPAWN and an M_CONFIG
+// message) as the config hint of prefix in cwd (ConfigHintFile), unless it
+// holds them already. The caller writes one only for a config that names
+// nothing of one run's own (no changeset, capture, cgroup or network
+// device: the root it builds is the next run's), since the init acts on it
+// before the Go side has checked it.
+func WriteConfigHint(store string, trace bool, prefix []string, cwd string, spawn, config []byte) error {
+	if len(spawn) == 0 || len(spawn) > maxSpawnHint || len(config) == 0 || len(config) > maxConfigHint {
+		return nil
+	}
+	path := ConfigHintFile(store, trace, prefix, cwd)
+	msg := append(slices.Clip(spawn), config...)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	trimLaunches(filepath.Dir(path), maxLaunches)
+	return nil
+}
+
+// splitHint splits the messages the launcher sent a pre-spawned init (an
+// M_SPAWN message, then an M_CONFIG message or nothing) into the two.
+func splitHint(b []byte) (spawn, config []byte) {
+	n := msgLen(b, msgSpawn)
+	if n == 0 {
+		return b, nil
+	}
+	if rest := b[n:]; len(rest) > 0 && msgLen(rest, msgConfig) == len(rest) {
+		return b[:n:n], rest
+	}
+	return b, nil
+}
+
+// msgLen is the length of the message of type typ at the start of b, or 0.
+func msgLen(b []byte, typ uint32) int {
+	if len(b) < 8 || binary.NativeEndian.Uint32(b) != typ {
+		return 0
+	}
+	n := 8 + int(binary.NativeEndian.Uint32(b[4:]))
+	if n > len(b) {
+		return 0
+	}
+	return n
+}
+
+// RemoveSpawnHints deletes the store's spawn and config hints (pinfold
+// clean).
 func RemoveSpawnHints(store string) {
+	os.RemoveAll(filepath.Join(store, "hints"))
 	os.Remove(SpawnHintFile(store, false))
 	os.Remove(SpawnHintFile(store, true))
 	// And a writer's temporary file, left by one that died before its
