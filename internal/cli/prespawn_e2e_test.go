@@ -413,3 +413,37 @@ func TestLaunchConfigHint(t *testing.T) {
 		t.Errorf("pinfold clean left config hints: %v", h)
 	}
 }
+
+// The launcher starts a run's Go runtime with GOMAXPROCS=1 in its
+// environment (launch.c: with_maxprocs), which the Go side takes out
+// before anything reads it: a command asking for the host's value gets
+// the user's, or none.
+func TestLaunchMaxprocsNotPassedOn(t *testing.T) {
+	needLaunchCache(t)
+	ws := t.TempDir()
+	for _, c := range []struct{ env, want string }{{"", "unset"}, {"GOMAXPROCS=3", "3"}} {
+		for i := 0; i < 2; i++ { // a first run, then a replay
+			cmd := exec.Command(pinfold, "run", "--access", "ro", "-e", "GOMAXPROCS", "--", "sh", "-c", "echo ${GOMAXPROCS-unset}")
+			cmd.Dir = ws
+			cmd.Env = slicesDelete(os.Environ(), "GOMAXPROCS=")
+			if c.env != "" {
+				cmd.Env = append(cmd.Env, c.env)
+			}
+			out, err := cmd.Output()
+			if err != nil || strings.TrimSpace(string(out)) != c.want {
+				t.Errorf("with %q, run %d: %q (%v), want %s", c.env, i, out, err, c.want)
+			}
+		}
+	}
+}
+
+// slicesDelete returns env without the variables starting with prefix.
+func slicesDelete(env []string, prefix string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -19,6 +19,18 @@ var launcherSpawn struct {
 	sock, stage1, memfd int64
 	msg                 *byte // the messages sent (M_SPAWN, then M_CONFIG if any), in a mapping of its own
 	len                 int64
+	// maxprocs is 1 when the launcher added GOMAXPROCS=1 to the
+	// environment the runtime started with (launch.c: with_maxprocs).
+	maxprocs int64
+}
+
+// launcherMaxprocs reports once whether the launcher added GOMAXPROCS=1
+// to the environment, for the runtime alone: the caller takes it out.
+func launcherMaxprocs() bool {
+	l := &launcherSpawn
+	added := l.maxprocs == 1
+	l.maxprocs = 0
+	return added
 }
 
 // launcherSpawned returns launcherSpawn's init once, the M_SPAWN message

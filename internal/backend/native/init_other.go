@@ -9,3 +9,6 @@ var initBinary []byte
 func launcherSpawned() (sock, stage1, memfd int, msg, cfg []byte, ok bool) {
 	return 0, 0, 0, nil, nil, false
 }
+
+// launcherMaxprocs: only the amd64 launcher sets GOMAXPROCS.
+func launcherMaxprocs() bool { return false }

@@ -196,6 +196,12 @@ var launcherInit struct {
 const launcherGrace = time.Second
 
 func init() {
+	if launcherMaxprocs() {
+		// The runtime's alone (launch.c: with_maxprocs): nothing this
+		// process starts inherits it, and the environment is the one a
+		// launch record's key was made from.
+		os.Unsetenv("GOMAXPROCS")
+	}
 	sock, stage1, memfd, msg, cfg, ok := launcherSpawned()
 	if !ok {
 		return

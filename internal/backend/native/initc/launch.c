@@ -1120,6 +1120,7 @@ struct prespawn {
 	long memfd;  /* the sealed memfd it was executed from, CLOEXEC */
 	const char *msg; /* the messages sent (M_SPAWN, then M_CONFIG if any), in their own mapping */
 	long len;
+	long maxprocs; /* 1: the launcher gave the runtime GOMAXPROCS=1 (with_maxprocs) */
 };
 
 #define MSG_DONTWAIT 0x40
@@ -1268,13 +1269,54 @@ static int limit_flag(const char *a)
 /* pinfold exec's fast path (fast_exec). */
 #include "fastexec.c"
 
+/* The room entry_amd64.s leaves below the initial stack (ENV_ROOM there). */
+#define ENV_ROOM 16384
+
+/*
+ * with_maxprocs returns a copy of the initial stack (argc, argv, envp,
+ * auxv) in room with GOMAXPROCS=1 added to the environment, for the Go
+ * runtime to start from, or sp when it has the variable already or the
+ * copy does not fit. The Go side runs on one P (cmd/pinfold's main):
+ * set from the start, the runtime starts no thread for a second P, and
+ * main's runtime.GOMAXPROCS(1) stops no world to flush its caches. The
+ * Go side takes it out of its environment before anything reads it
+ * (pre->maxprocs), so no program it starts inherits it.
+ */
+static long *with_maxprocs(long *sp, long *room, struct prespawn *pre)
+{
+	long argc = sp[0], n = 0, i, *d = room, *aux;
+	char **envp = (char **)(sp + 1) + argc + 1, **e = envp;
+	for (; *e; e++)
+		if (!memcmp(*e, "GOMAXPROCS=", 11))
+			return sp;
+	aux = (long *)(e + 1);
+	while (aux[n] != 0) /* AT_NULL ends the pairs */
+		n += 2;
+	n += 2;
+	if (!pre || !room || (u64)(1 + argc + 1 + (e - envp) + 2 + n) * 8 > ENV_ROOM)
+		return sp;
+	*d++ = argc;
+	for (i = 0; i <= argc; i++) /* with argv's NULL */
+		*d++ = sp[1 + i];
+	for (e = envp; *e; e++)
+		*d++ = (long)*e;
+	*d++ = (long)"GOMAXPROCS=1";
+	*d++ = 0;
+	for (i = 0; i < n; i++)
+		*d++ = aux[i];
+	pre->maxprocs = 1;
+	return room;
+}
+
 /*
  * pf_launch is called with the process's initial stack (argc, argv, envp),
- * the embedded init and where a first run's pre-spawned init is handed
- * over. It returns when the Go side must run.
+ * the embedded init, where a first run's pre-spawned init is handed over
+ * and ENV_ROOM bytes of room below the stack. It returns when the Go side
+ * must run, with the stack the runtime starts from: sp, or a copy of it
+ * in room (with_maxprocs).
  */
-__attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const struct goslice *init,
-								struct prespawn *pre)
+__attribute__((section(".text.launch_entry"))) long *pf_launch(long *sp, const struct goslice *init,
+								 struct prespawn *pre, long *room)
 {
 	int argc = (int)sp[0], cmd;
 	char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
@@ -1288,25 +1330,25 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 
 	if (argc >= 4 && streq(argv[1], "exec") && !getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE")) {
 		fast_exec(argc, argv, envp);
-		return;
+		return sp;
 	}
 	if (argc < 4 || !streq(argv[1], "run") || getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE") || init->n <= 0)
-		return;
+		return sp;
 	/*
 	 * A closed 0, 1 or 2 would be taken by our own descriptors and passed
 	 * on as the command's; the Go runtime opens /dev/null there first.
 	 */
 	for (int i = 0; i < 3; i++)
 		if (sys2(__NR_fcntl, i, F_GETFD) < 0)
-			return;
+			return sp;
 	/* The command follows the first "--"; the Go side records no run without one. */
 	for (cmd = 2; cmd < argc && !streq(argv[cmd], "--"); cmd++)
 		if (limit_flag(argv[cmd]))
 			limits = 1;
 	if (++cmd >= argc)
-		return;
+		return sp;
 	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap, &khead)))
-		return;
+		return sp;
 	/* The store is trusted as the Go side trusts it (store.Open): a
 	 * directory of ours that nobody else may write. */
 	if (sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR || st.uid != (u32)sys0(__NR_geteuid) ||
@@ -1366,4 +1408,5 @@ first:
 		pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0, cfghex);
 unmap_key:
 	sys2(__NR_munmap, k, kmap);
+	return with_maxprocs(sp, room, pre);
 }
