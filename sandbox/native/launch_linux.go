@@ -35,6 +35,8 @@ const racyAge = 2 * time.Second
 type launchDeps struct {
 	deps []initp.Dep
 	ok   bool
+	// spec: the root's layout depends on nothing else (specDeps).
+	spec bool
 }
 
 // add reads one dependency; a failure makes the run unrecordable.
@@ -140,9 +142,15 @@ func evalSymlinks(p string) string {
 // otherwise.
 func (p *Process) record(o *sandbox.HandoffOptions) {
 	rec, sp := o.Record, &p.sb.spec
-	p.writeSpawnHint()
-	if rec != nil {
-		p.writeConfigHint(rec.Prefix, rec.Cwd)
+	// An init started from this command line's config hint, whose config
+	// was ours, needs no hint written: the launcher's files hold these
+	// bytes (reading them to compare costs a run's critical path
+	// 0.05-0.1 ms while a short command ends).
+	if p.inst.init.Hinted() == 0 {
+		p.writeSpawnHint()
+		if rec != nil {
+			p.writeConfigHint(rec.Prefix, rec.Cwd)
+		}
 	}
 	if runtime.GOARCH != "amd64" || sp.Base.Kind != sandbox.BaseHost {
 		return // the launcher is built for amd64, and on the host base only
@@ -155,13 +163,25 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		}
 		l.deps = append(l.deps, dep)
 	}
-	l.hostDeps()
-	if !l.specDeps(sp) || !l.ok {
-		return
-	}
+	// The caller read its dependencies before the plan was made: each
+	// must still read the same. The host's are read now, or were while
+	// the command started (prepareRecord).
 	for _, d := range l.deps {
 		now, err := initp.StatDep(d.Kind, d.Path)
-		if err != nil || !now.Same(d) || rec.Started.Sub(d.Changed()) < racyAge {
+		if err != nil || !now.Same(d) {
+			return
+		}
+	}
+	host := p.prepared
+	if host == nil {
+		host = readHostDeps(sp)
+	}
+	if !host.ok || !host.spec {
+		return
+	}
+	l.deps = append(l.deps, host.deps...)
+	for _, d := range l.deps {
+		if rec.Started.Sub(d.Changed()) < racyAge {
 			return
 		}
 	}
@@ -211,7 +231,38 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		}
 		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(storeDir, "runs"), Config: cfgMsg}
 	}
-	initp.WriteLaunch(filepath.Join(storeDir, "launch"), r)
+	dir := filepath.Join(storeDir, "launch")
+	initp.WriteLaunch(dir, r)
+	if p.prepared == nil {
+		initp.TrimLaunches(dir)
+	}
+}
+
+// readHostDeps reads what a record of a sandbox of sp depends on besides
+// what the caller read: the host's system directories and binary, the
+// workspace and the mount sources.
+func readHostDeps(sp *sandbox.Spec) *launchDeps {
+	l := &launchDeps{ok: true}
+	l.hostDeps()
+	l.spec = l.specDeps(sp)
+	return l
+}
+
+// prepareRecord reads the host's dependencies of the launch record that
+// Handoff writes once the command runs, while the init starts it: on a
+// two-core machine the init's fork and exec of the command take longer,
+// and a short command would otherwise end before its waiter exists.
+func (p *Process) prepareRecord() {
+	if runtime.GOARCH != "amd64" || p.sb.spec.Base.Kind != sandbox.BaseHost {
+		return
+	}
+	p.prepared = readHostDeps(&p.sb.spec)
+	// And what the write needs besides: the boot id of its key, and room
+	// among the store's records (the trim reads the directory: 0.1 ms).
+	initp.BootID()
+	if dir, err := p.sb.storeDir(); err == nil {
+		initp.TrimLaunches(filepath.Join(dir, "launch"))
+	}
 }
 
 // launchCgroup describes how a replay makes groups like g, made for l:

@@ -722,7 +722,17 @@ func (s *Sandbox) Start(ctx context.Context, cmd *sandbox.Cmd) (*Process, error)
 		x.Stdio = []int{int(io.files[0].Fd()), int(io.files[1].Fd()), int(io.files[2].Fd())}
 	}
 	p.start = time.Now()
-	pty, err := inst.init.Exec(x)
+	var pty *os.File
+	err = inst.init.SendExec(x)
+	if err == nil {
+		if inst.init.Adopted() != 0 {
+			// The CLI's run, which records its launch once the command
+			// runs: what the record reads of the host is read while the
+			// init starts the command, not after.
+			p.prepareRecord()
+		}
+		pty, err = inst.init.AwaitStarted()
+	}
 	io.started()
 	if err != nil {
 		io.abort()
@@ -829,6 +839,8 @@ type Process struct {
 	timeout  time.Duration
 	timer    *time.Timer
 	timedOut atomic.Bool
+	// prepared is what record reads of the host, read early (prepareRecord).
+	prepared *launchDeps
 	done     chan struct{}
 	waitOnce sync.Once
 	result   *sandbox.Result

@@ -164,3 +164,27 @@ func TestConfigHintFileMatchesLauncher(t *testing.T) {
 		t.Errorf("traced: %s, want %s.trace", got, want)
 	}
 }
+
+func TestBootIDAndReplaceFile(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := BootID(); err != nil || id != string(b[:36]) {
+		t.Errorf("BootID = %q, %v; want %q", id, err, b[:36])
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	for _, data := range []string{"first, longer", "second"} {
+		if err := replaceFile(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		got, _ := os.ReadFile(path)
+		if err != nil || fi.Mode().Perm() != 0o600 || string(got) != data {
+			t.Fatalf("after replaceFile(%q): %q, %v", data, got, err)
+		}
+	}
+	if m, _ := filepath.Glob(path + ".tmp*"); len(m) > 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}

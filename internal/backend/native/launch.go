@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -299,9 +301,9 @@ const ChangesetIDLen = 12
 // LaunchKey is the exact key a record is stored under; launch.c builds the
 // same bytes from its argv, cwd, environment, ids and the boot id.
 func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil || len(boot) < 36 {
-		return nil, fmt.Errorf("reading the boot id: %v", err)
+	boot, err := BootID()
+	if err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString(launchKeyMagic)
@@ -323,8 +325,38 @@ func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
 	for _, id := range []int{os.Getuid(), os.Geteuid(), os.Getgid(), os.Getegid()} {
 		b.Write(binary.NativeEndian.AppendUint32(nil, uint32(id)))
 	}
-	str('b', string(boot[:36]))
+	str('b', boot)
 	return b.Bytes(), nil
+}
+
+var bootID struct {
+	sync.Once
+	id  string
+	err error
+}
+
+// BootID returns the kernel's boot id, read once: launch keys end with it.
+// (Read with plain system calls: os.ReadFile's registration of the file
+// with the runtime's poller costs a first run's hand-off as much again.)
+func BootID() (string, error) {
+	bootID.Do(func() {
+		var b [40]byte
+		fd, err := unix.Open("/proc/sys/kernel/random/boot_id", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			var n int
+			n, err = unix.Read(fd, b[:])
+			unix.Close(fd)
+			if err == nil && n < 36 {
+				err = io.ErrUnexpectedEOF
+			}
+		}
+		if err != nil {
+			bootID.err = fmt.Errorf("reading the boot id: %w", err)
+			return
+		}
+		bootID.id = string(b[:36])
+	})
+	return bootID.id, bootID.err
 }
 
 // FNV-1a offset bases: the file name hashes the key with the first; the
@@ -443,19 +475,42 @@ func WriteLaunch(dir string, r *LaunchRecord) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	path := LaunchFile(dir, key)
+	return replaceFile(LaunchFile(dir, key), data)
+}
+
+// replaceFile writes data to path, mode 0600, through a temporary file
+// renamed over it. (With plain system calls: os.WriteFile registers the
+// file with the runtime's poller, four more calls on a first run's
+// hand-off.)
+func replaceFile(path string, data []byte) error {
 	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		os.Remove(tmp)
-		return err
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: tmp, Err: err}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
+	for b := data; len(b) > 0 && err == nil; {
+		var n int
+		if n, err = unix.Write(fd, b); err == nil {
+			b = b[n:]
+		}
 	}
-	trimLaunches(dir, maxLaunches)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Rename(tmp, path)
+	}
+	if err != nil {
+		unix.Unlink(tmp)
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
 	return nil
 }
+
+// TrimLaunches keeps dir, a store's launch records, at most maxLaunches
+// (see trimLaunches). WriteLaunch does not: a first run trims while its
+// command starts, before it writes its record.
+func TrimLaunches(dir string) { trimLaunches(dir, maxLaunches) }
 
 // maxLaunches bounds the records kept: each distinct command line,
 // directory and environment has its own.
@@ -532,16 +587,7 @@ func WriteSpawnHint(store string, trace bool, msg []byte) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
 		return nil
 	}
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return replaceFile(path, msg)
 }
 
 // maxConfigHint is launch.h's LAUNCH_MAX_CONFIG_HINT.
@@ -593,13 +639,7 @@ func WriteConfigHint(store string, trace bool, prefix []string, cwd string, spaw
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := replaceFile(path, msg); err != nil {
 		return err
 	}
 	trimLaunches(filepath.Dir(path), maxLaunches)

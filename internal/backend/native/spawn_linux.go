@@ -501,11 +501,20 @@ func (in *Init) Ready() error {
 	return nil
 }
 
-// Exec starts the command. With x.TTY it returns the master side of the
-// terminal the command runs on.
+// Exec starts the command: SendExec, then AwaitStarted. With x.TTY it
+// returns the master side of the terminal the command runs on.
 func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
-	if err := in.started(); err != nil {
+	if err := in.SendExec(x); err != nil {
 		return nil, err
+	}
+	return in.AwaitStarted()
+}
+
+// SendExec sends the command; AwaitStarted waits until it runs. What the
+// caller does in between overlaps the init's fork and exec of it.
+func (in *Init) SendExec(x *Exec) error {
+	if err := in.started(); err != nil {
+		return err
 	}
 	if in.cgself {
 		in.mu.Lock()
@@ -513,13 +522,13 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 		in.mu.Unlock()
 		if unreaped {
 			if err := in.Ready(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	msg, err := EncodeExec(x)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	in.sent[2] = msg
 	var oob []byte
@@ -528,10 +537,16 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 	}
 	if err := unix.Sendmsg(in.sock, msg, oob, nil, 0); err != nil {
 		if err == unix.EPIPE || err == unix.ECONNRESET {
-			return nil, in.died()
+			return in.died()
 		}
-		return nil, fmt.Errorf("sending the command: %w", err)
+		return fmt.Errorf("sending the command: %w", err)
 	}
+	return nil
+}
+
+// AwaitStarted waits until the command SendExec sent runs, and returns
+// its terminal's master side for a command on one.
+func (in *Init) AwaitStarted() (pty *os.File, err error) {
 	for {
 		typ, p, fd, err := in.read()
 		switch {
