@@ -421,17 +421,27 @@ func TestLaunchConfigHint(t *testing.T) {
 func TestLaunchMaxprocsNotPassedOn(t *testing.T) {
 	needLaunchCache(t)
 	ws := t.TempDir()
-	for _, c := range []struct{ env, want string }{{"", "unset"}, {"GOMAXPROCS=3", "3"}} {
+	// Also with an environment whose copy with one more variable fills
+	// most of the room below the stack, and one too large for it (the
+	// runtime then starts as it would have, main sets GOMAXPROCS).
+	many := func(n int) []string {
+		var e []string
+		for i := 0; i < n; i++ {
+			e = append(e, "PF_MAXPROCS_TEST_"+strconv.Itoa(i)+"=1")
+		}
+		return e
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{{nil, "unset"}, {[]string{"GOMAXPROCS=3"}, "3"}, {many(1900), "unset"}, {many(2100), "unset"}} {
 		for i := 0; i < 2; i++ { // a first run, then a replay
 			cmd := exec.Command(pinfold, "run", "--access", "ro", "-e", "GOMAXPROCS", "--", "sh", "-c", "echo ${GOMAXPROCS-unset}")
 			cmd.Dir = ws
-			cmd.Env = slicesDelete(os.Environ(), "GOMAXPROCS=")
-			if c.env != "" {
-				cmd.Env = append(cmd.Env, c.env)
-			}
+			cmd.Env = append(slicesDelete(os.Environ(), "GOMAXPROCS="), c.env...)
 			out, err := cmd.Output()
 			if err != nil || strings.TrimSpace(string(out)) != c.want {
-				t.Errorf("with %q, run %d: %q (%v), want %s", c.env, i, out, err, c.want)
+				t.Errorf("with %d more variables, run %d: %q (%v), want %s", len(c.env), i, out, err, c.want)
 			}
 		}
 	}
