@@ -352,7 +352,7 @@ func TestLaunchConfigHint(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(st, "hints", "*"+suffix))
 		return m
 	}
-	traced(t, ws, runRO("hostname")...)
+	traced(t, ws, runRO("uname", "-n")...)
 	h := hints(".trace")
 	if len(h) != 1 {
 		t.Fatalf("a traced --access ro run left %d config hints, want 1", len(h))
@@ -361,7 +361,7 @@ func TestLaunchConfigHint(t *testing.T) {
 		t.Fatalf("the config hint is not of mode 0600: %v", err)
 	}
 	// Another command line, the same flags: the hint is used.
-	out := traced(t, ws, runRO("hostname")...)
+	out := traced(t, ws, runRO("uname", "-n")...)
 	if !strings.Contains(out, hintMark) || !strings.Contains(out, "\nsandbox\n") && !strings.HasPrefix(out, "sandbox\n") {
 		t.Fatalf("a first run of the same flags did not use the config hint: %s", out)
 	}
@@ -384,13 +384,13 @@ func TestLaunchConfigHint(t *testing.T) {
 	if err := os.WriteFile(h[0], stale, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out = traced(t, ws, runRO("hostname")...)
+	out = traced(t, ws, runRO("uname", "-n")...)
 	if strings.Contains(out, hintMark) || strings.Contains(out, "sandbax") || !strings.Contains(out, "sandbox") {
 		t.Fatalf("a stale config hint was used: %s", out)
 	}
 	noLeftovers(t, "a run with a stale config hint")
 	// Written again: used again.
-	if out := traced(t, ws, runRO("hostname")...); !strings.Contains(out, hintMark) {
+	if out := traced(t, ws, runRO("uname", "-n")...); !strings.Contains(out, hintMark) {
 		t.Fatalf("the rewritten config hint was not used: %s", out)
 	}
 	// A plain first run writes the plain hint (with its launch record),
@@ -401,7 +401,7 @@ func TestLaunchConfigHint(t *testing.T) {
 	if h := hints(""); len(h) != 2 { // with the traced runs' one
 		t.Fatalf("a plain run left no config hint of its own: %v", h)
 	}
-	if out, errs, code := pf(t, ws, runRO("hostname")...); code != 0 || out != "sandbox\n" {
+	if out, errs, code := pf(t, ws, runRO("uname", "-n")...); code != 0 || out != "sandbox\n" {
 		t.Fatalf("status %d, output %q: %s", code, out, errs)
 	}
 	noLeftovers(t, "plain runs with a config hint")

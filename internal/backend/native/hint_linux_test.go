@@ -56,7 +56,7 @@ func queuedInit(t *testing.T, c *Config, cfg *Config) *Init {
 	return in
 }
 
-// hostnameOf runs hostname in the configured init and returns its output.
+// hostnameOf runs uname -n in the configured init and returns its output.
 func hostnameOf(t *testing.T, in *Init) string {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -64,7 +64,7 @@ func hostnameOf(t *testing.T, in *Init) string {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	_, err = in.Exec(&Exec{Args: []string{"hostname"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Setsid: true,
+	_, err = in.Exec(&Exec{Args: []string{"uname", "-n"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Setsid: true,
 		Stdio: []int{0, int(w.Fd()), 2}})
 	w.Close()
 	if err != nil {
