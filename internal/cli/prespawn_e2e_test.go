@@ -161,8 +161,19 @@ func TestLaunchPrespawnAdopted(t *testing.T) {
 	noLeftovers(t, "plain first runs")
 }
 
+// dropConfigHints removes the store's config hints, which the launcher
+// prefers to the spawn hint (TestLaunchConfigHint), so that a run meets
+// the spawn hint alone.
+func dropConfigHints(t *testing.T, st string) {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(st, "hints", "*"))
+	for _, f := range m {
+		os.Remove(f)
+	}
+}
+
 func TestLaunchPrespawnMismatchDiscarded(t *testing.T) {
-	needLaunchCache(t)
+	st := needLaunchCache(t)
 	subreaper(t)
 	ws := t.TempDir()
 	tracedFirst(t, ws, runRO("true")...)
@@ -197,6 +208,7 @@ func TestLaunchPrespawnMismatchDiscarded(t *testing.T) {
 	}
 	noLeftovers(t, "a run whose spawn differs")
 	// And back: the hint is now the host network's.
+	dropConfigHints(t, st)
 	if tracedFirst(t, ws, runRO("true")...) {
 		t.Fatal("adopted an init spawned for --network host")
 	}
@@ -264,6 +276,7 @@ func TestLaunchPrespawnHintsIgnoredOrRefused(t *testing.T) {
 			continue // only root gives a file away
 		}
 		write(c.b, c.mode, c.uid)
+		dropConfigHints(t, st)
 		if tracedFirst(t, ws, runRO("true")...) {
 			t.Errorf("%s: adopted", c.name)
 		}
@@ -308,4 +321,139 @@ func TestLaunchPrespawnOtherPathsLeaveNothing(t *testing.T) {
 	if kids := childrenWhileRunning(t, cmd.Process.Pid, "sleep"); len(kids) != 1 {
 		t.Fatalf("pinfold --backend host has %d children, want the command alone (%s)", len(kids), errb.String())
 	}
+}
+
+const hintMark = "pinfold: config from the launcher's hint"
+
+// traced runs args traced in ws and returns its output.
+func traced(t *testing.T, ws string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(pinfold, args...)
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "PINFOLD_TRACE=1")
+	cmd.WaitDelay = 2 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// A first run of flags that ran before in the same directory gets its
+// init pre-spawned with the config too (a config hint), and the init
+// builds the root while the Go runtime starts; the Go side uses it only
+// if it is its own config, byte for byte.
+func TestLaunchConfigHint(t *testing.T) {
+	st := needLaunchCache(t)
+	subreaper(t)
+	ws := t.TempDir()
+	hints := func(suffix string) []string {
+		t.Helper()
+		m, _ := filepath.Glob(filepath.Join(st, "hints", "*"+suffix))
+		return m
+	}
+	traced(t, ws, runRO("uname", "-n")...)
+	h := hints(".trace")
+	if len(h) != 1 {
+		t.Fatalf("a traced --access ro run left %d config hints, want 1", len(h))
+	}
+	if fi, err := os.Stat(h[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the config hint is not of mode 0600: %v", err)
+	}
+	// Another command line, the same flags: the hint is used.
+	out := traced(t, ws, runRO("uname", "-n")...)
+	if !strings.Contains(out, hintMark) || !strings.Contains(out, "\nsandbox\n") && !strings.HasPrefix(out, "sandbox\n") {
+		t.Fatalf("a first run of the same flags did not use the config hint: %s", out)
+	}
+	noLeftovers(t, "a run from a config hint")
+	// A changeset's root is the run's own: no hint.
+	traced(t, ws, "run", "--", "true")
+	if h := hints(".trace"); len(h) != 1 {
+		t.Errorf("a changeset run wrote a config hint: %v", h)
+	}
+	// A hint whose config is not the one the Go side makes (another
+	// hostname): the command runs in a root of the Go side's config.
+	good, err := os.ReadFile(h[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := bytes.Replace(good, []byte("sandbox\x00"), []byte("sandbax\x00"), 1)
+	if bytes.Equal(stale, good) {
+		t.Fatal("no hostname in the config hint")
+	}
+	if err := os.WriteFile(h[0], stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = traced(t, ws, runRO("uname", "-n")...)
+	if strings.Contains(out, hintMark) || strings.Contains(out, "sandbax") || !strings.Contains(out, "sandbox") {
+		t.Fatalf("a stale config hint was used: %s", out)
+	}
+	noLeftovers(t, "a run with a stale config hint")
+	// Written again: used again.
+	if out := traced(t, ws, runRO("uname", "-n")...); !strings.Contains(out, hintMark) {
+		t.Fatalf("the rewritten config hint was not used: %s", out)
+	}
+	// A plain first run writes the plain hint (with its launch record),
+	// and the next one uses it (its output is the command's alone).
+	if _, errs, code := pf(t, ws, runRO("true")...); code != 0 {
+		t.Fatalf("status %d: %s", code, errs)
+	}
+	if h := hints(""); len(h) != 2 { // with the traced runs' one
+		t.Fatalf("a plain run left no config hint of its own: %v", h)
+	}
+	if out, errs, code := pf(t, ws, runRO("uname", "-n")...); code != 0 || out != "sandbox\n" {
+		t.Fatalf("status %d, output %q: %s", code, out, errs)
+	}
+	noLeftovers(t, "plain runs with a config hint")
+	// pinfold clean removes them with the launch records.
+	if _, errs, code := pf(t, ws, "clean"); code != 0 {
+		t.Fatalf("pinfold clean: status %d: %s", code, errs)
+	}
+	if h := hints(""); len(h) != 0 {
+		t.Errorf("pinfold clean left config hints: %v", h)
+	}
+}
+
+// The launcher starts a run's Go runtime with GOMAXPROCS=1 in its
+// environment (launch.c: with_maxprocs), which the Go side takes out
+// before anything reads it: a command asking for the host's value gets
+// the user's, or none.
+func TestLaunchMaxprocsNotPassedOn(t *testing.T) {
+	needLaunchCache(t)
+	ws := t.TempDir()
+	// Also with an environment whose copy with one more variable fills
+	// most of the room below the stack, and one too large for it (the
+	// runtime then starts as it would have, main sets GOMAXPROCS).
+	many := func(n int) []string {
+		var e []string
+		for i := 0; i < n; i++ {
+			e = append(e, "PF_MAXPROCS_TEST_"+strconv.Itoa(i)+"=1")
+		}
+		return e
+	}
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{{nil, "unset"}, {[]string{"GOMAXPROCS=3"}, "3"}, {many(1900), "unset"}, {many(2100), "unset"}} {
+		for i := 0; i < 2; i++ { // a first run, then a replay
+			cmd := exec.Command(pinfold, "run", "--access", "ro", "-e", "GOMAXPROCS", "--", "sh", "-c", "echo ${GOMAXPROCS-unset}")
+			cmd.Dir = ws
+			cmd.Env = append(slicesDelete(os.Environ(), "GOMAXPROCS="), c.env...)
+			out, err := cmd.Output()
+			if err != nil || strings.TrimSpace(string(out)) != c.want {
+				t.Errorf("with %d more variables, run %d: %q (%v), want %s", len(c.env), i, out, err, c.want)
+			}
+		}
+	}
+}
+
+// slicesDelete returns env without the variables starting with prefix.
+func slicesDelete(env []string, prefix string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -34,6 +35,8 @@ const racyAge = 2 * time.Second
 type launchDeps struct {
 	deps []initp.Dep
 	ok   bool
+	// spec: the root's layout depends on nothing else (specDeps).
+	spec bool
 }
 
 // add reads one dependency; a failure makes the run unrecordable.
@@ -139,7 +142,16 @@ func evalSymlinks(p string) string {
 // otherwise.
 func (p *Process) record(o *sandbox.HandoffOptions) {
 	rec, sp := o.Record, &p.sb.spec
-	p.writeSpawnHint()
+	// An init started from this command line's config hint, whose config
+	// was ours, needs no hint written: the launcher's files hold these
+	// bytes (reading them to compare costs a run's critical path
+	// 0.05-0.1 ms while a short command ends).
+	if p.inst.init.Hinted() == 0 {
+		p.writeSpawnHint()
+		if rec != nil {
+			p.writeConfigHint(rec.Prefix, rec.Cwd)
+		}
+	}
 	if runtime.GOARCH != "amd64" || sp.Base.Kind != sandbox.BaseHost {
 		return // the launcher is built for amd64, and on the host base only
 	}
@@ -151,13 +163,25 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		}
 		l.deps = append(l.deps, dep)
 	}
-	l.hostDeps()
-	if !l.specDeps(sp) || !l.ok {
-		return
-	}
+	// The caller read its dependencies before the plan was made: each
+	// must still read the same. The host's are read now, or were while
+	// the command started (prepareRecord).
 	for _, d := range l.deps {
 		now, err := initp.StatDep(d.Kind, d.Path)
-		if err != nil || !now.Same(d) || rec.Started.Sub(d.Changed()) < racyAge {
+		if err != nil || !now.Same(d) {
+			return
+		}
+	}
+	host := p.prepared
+	if host == nil {
+		host = readHostDeps(sp)
+	}
+	if !host.ok || !host.spec {
+		return
+	}
+	l.deps = append(l.deps, host.deps...)
+	for _, d := range l.deps {
+		if rec.Started.Sub(d.Changed()) < racyAge {
 			return
 		}
 	}
@@ -207,7 +231,38 @@ func (p *Process) record(o *sandbox.HandoffOptions) {
 		}
 		r.Net = &initp.LaunchNet{Sock: sock, Runs: filepath.Join(storeDir, "runs"), Config: cfgMsg}
 	}
-	initp.WriteLaunch(filepath.Join(storeDir, "launch"), r)
+	dir := filepath.Join(storeDir, "launch")
+	initp.WriteLaunch(dir, r)
+	if p.prepared == nil {
+		initp.TrimLaunches(dir)
+	}
+}
+
+// readHostDeps reads what a record of a sandbox of sp depends on besides
+// what the caller read: the host's system directories and binary, the
+// workspace and the mount sources.
+func readHostDeps(sp *sandbox.Spec) *launchDeps {
+	l := &launchDeps{ok: true}
+	l.hostDeps()
+	l.spec = l.specDeps(sp)
+	return l
+}
+
+// prepareRecord reads the host's dependencies of the launch record that
+// Handoff writes once the command runs, while the init starts it: on a
+// two-core machine the init's fork and exec of the command take longer,
+// and a short command would otherwise end before its waiter exists.
+func (p *Process) prepareRecord() {
+	if runtime.GOARCH != "amd64" || p.sb.spec.Base.Kind != sandbox.BaseHost {
+		return
+	}
+	p.prepared = readHostDeps(&p.sb.spec)
+	// And what the write needs besides: the boot id of its key, and room
+	// among the store's records (the trim reads the directory: 0.1 ms).
+	initp.BootID()
+	if dir, err := p.sb.storeDir(); err == nil {
+		initp.TrimLaunches(filepath.Join(dir, "launch"))
+	}
 }
 
 // launchCgroup describes how a replay makes groups like g, made for l:
@@ -298,4 +353,46 @@ func (p *Process) writeSpawnHint() {
 		return
 	}
 	initp.WriteSpawnHint(storeDir, p.sb.spec.Trace, spawn)
+}
+
+// writeConfigHint stores the spawn and config messages of p's init as the
+// config hint of the run's flags (prefix: the command line through "--")
+// in its directory (initp.ConfigHintFile), from which the launcher
+// pre-spawns the next first run's init with its config: the init builds
+// the root while the Go runtime starts, and the Go side sends only the
+// command when its own config is the same bytes (initp.ErrConfigHint
+// otherwise). Only for a root that the next run may build as it is: on
+// the host base, with nothing of this run's own (no changeset or capture,
+// whose upper directories are this run's, no cgroups, no network device,
+// no writes to the base).
+func (p *Process) writeConfigHint(prefix []string, cwd string) {
+	sp := &p.sb.spec
+	if runtime.GOARCH != "amd64" || cwd == "" || len(prefix) == 0 {
+		return
+	}
+	if sp.Base.Kind != sandbox.BaseHost || sp.Access == sandbox.AccessChangeset || len(sp.Captures) > 0 ||
+		sp.BaseWrites != "" || sp.Scratch != "" || p.inst.cg != nil || p.inst.net != nil || p.sb.net != nil {
+		return
+	}
+	spawn, cfg, _ := p.inst.init.Sent()
+	storeDir, err := p.sb.storeDir()
+	if err != nil {
+		return
+	}
+	initp.WriteConfigHint(storeDir, sp.Trace, prefix, cwd, spawn, cfg)
+}
+
+// writeTraceConfigHint is writeConfigHint for a traced run of pinfold's
+// command line (which records no launch): its flags are os.Args through
+// "--" (a wrong guess only names a hint no launcher reads).
+func (p *Process) writeTraceConfigHint() {
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		return
+	}
+	cmd := slices.Index(os.Args, "--")
+	cwd, err := unix.Getwd()
+	if cmd < 0 || err != nil {
+		return
+	}
+	p.writeConfigHint(os.Args[1:cmd+1], cwd)
 }

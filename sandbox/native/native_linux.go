@@ -501,9 +501,18 @@ var capLastOnce struct {
 func capLast() uint32 {
 	capLastOnce.Do(func() {
 		capLastOnce.n = uint32(len(capNames) - 1)
-		b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+		// Plain system calls: os.ReadFile's registration with the
+		// runtime's poller is four more on a first run's way to its
+		// command (10-20 µs here).
+		fd, err := unix.Open("/proc/sys/kernel/cap_last_cap", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		var b [16]byte
+		k, err := unix.Read(fd, b[:])
+		unix.Close(fd)
 		if err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n < 64 {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b[:k]))); err == nil && n < 64 {
 				capLastOnce.n = uint32(n)
 			}
 		}
@@ -550,7 +559,18 @@ func (s *Sandbox) newInstance() (*instance, error) {
 		in, err = initp.Spawn(&cfg.SpawnConfig)
 	}
 	if err == nil {
-		if err = in.Configure(&cfg); err != nil {
+		err = in.Configure(&cfg)
+		if errors.Is(err, initp.ErrConfigHint) {
+			// The launcher's init has another config, a stale hint's:
+			// one of our own.
+			in.Discard()
+			if in, err = initp.Spawn(&cfg.SpawnConfig); err == nil {
+				err = in.Configure(&cfg)
+			} else {
+				in = nil
+			}
+		}
+		if err != nil && in != nil {
 			in.Close()
 		}
 	}
@@ -711,7 +731,17 @@ func (s *Sandbox) Start(ctx context.Context, cmd *sandbox.Cmd) (*Process, error)
 		x.Stdio = []int{int(io.files[0].Fd()), int(io.files[1].Fd()), int(io.files[2].Fd())}
 	}
 	p.start = time.Now()
-	pty, err := inst.init.Exec(x)
+	var pty *os.File
+	err = inst.init.SendExec(x)
+	if err == nil {
+		if inst.init.Adopted() != 0 {
+			// The CLI's run, which records its launch once the command
+			// runs: what the record reads of the host is read while the
+			// init starts the command, not after.
+			p.prepareRecord()
+		}
+		pty, err = inst.init.AwaitStarted()
+	}
 	io.started()
 	if err != nil {
 		io.abort()
@@ -818,6 +848,8 @@ type Process struct {
 	timeout  time.Duration
 	timer    *time.Timer
 	timedOut atomic.Bool
+	// prepared is what record reads of the host, read early (prepareRecord).
+	prepared *launchDeps
 	done     chan struct{}
 	waitOnce sync.Once
 	result   *sandbox.Result
@@ -946,7 +978,11 @@ func (p *Process) wait() (*sandbox.Result, error) {
 		if t := p.inst.init.Adopted(); t != 0 {
 			r.Trace = append(r.Trace, sandbox.TracePoint{Step: "pinfold: init adopted from the launcher", Mono: t})
 		}
+		if t := p.inst.init.Hinted(); t != 0 {
+			r.Trace = append(r.Trace, sandbox.TracePoint{Step: "pinfold: config from the launcher's hint", Mono: t})
+		}
 		p.writeSpawnHint()
+		p.writeTraceConfigHint()
 	}
 	for _, m := range st.Marks {
 		r.Trace = append(r.Trace, sandbox.TracePoint{Step: m.Step, Mono: m.Mono})

@@ -17,19 +17,33 @@ var initBinary []byte
 // layout is launch.c's struct prespawn.
 var launcherSpawn struct {
 	sock, stage1, memfd int64
-	msg                 *byte // the M_SPAWN message sent, in a mapping of its own
+	msg                 *byte // the messages sent (M_SPAWN, then M_CONFIG if any), in a mapping of its own
 	len                 int64
+	// maxprocs is 1 when the launcher added GOMAXPROCS=1 to the
+	// environment the runtime started with (launch.c: with_maxprocs).
+	maxprocs int64
 }
 
-// launcherSpawned returns launcherSpawn's init once, and the message it
-// was sent; ok is false when there is none.
-func launcherSpawned() (sock, stage1, memfd int, msg []byte, ok bool) {
+// launcherMaxprocs reports once whether the launcher added GOMAXPROCS=1
+// to the environment, for the runtime alone: the caller takes it out.
+func launcherMaxprocs() bool {
+	l := &launcherSpawn
+	added := l.maxprocs == 1
+	l.maxprocs = 0
+	return added
+}
+
+// launcherSpawned returns launcherSpawn's init once, the M_SPAWN message
+// it was sent and the M_CONFIG message queued after it, if any (a config
+// hint's); ok is false when there is none.
+func launcherSpawned() (sock, stage1, memfd int, msg, cfg []byte, ok bool) {
 	l := &launcherSpawn
 	if l.sock <= 0 || l.stage1 <= 0 || l.msg == nil || l.len <= 0 {
-		return 0, 0, 0, nil, false
+		return 0, 0, 0, nil, nil, false
 	}
-	msg = slices.Clone(unsafe.Slice(l.msg, l.len))
+	all := slices.Clone(unsafe.Slice(l.msg, l.len))
 	sock, stage1, memfd = int(l.sock), int(l.stage1), int(l.memfd)
 	l.sock, l.stage1, l.memfd, l.msg, l.len = 0, 0, 0, nil, 0
-	return sock, stage1, memfd, msg, true
+	msg, cfg = splitHint(all)
+	return sock, stage1, memfd, msg, cfg, true
 }

@@ -6,4 +6,9 @@ package native
 var initBinary []byte
 
 // launcherSpawned: only the amd64 launcher pre-spawns an init.
-func launcherSpawned() (sock, stage1, memfd int, msg []byte, ok bool) { return 0, 0, 0, nil, false }
+func launcherSpawned() (sock, stage1, memfd int, msg, cfg []byte, ok bool) {
+	return 0, 0, 0, nil, nil, false
+}
+
+// launcherMaxprocs: only the amd64 launcher sets GOMAXPROCS.
+func launcherMaxprocs() bool { return false }

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -299,9 +301,9 @@ const ChangesetIDLen = 12
 // LaunchKey is the exact key a record is stored under; launch.c builds the
 // same bytes from its argv, cwd, environment, ids and the boot id.
 func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil || len(boot) < 36 {
-		return nil, fmt.Errorf("reading the boot id: %v", err)
+	boot, err := BootID()
+	if err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString(launchKeyMagic)
@@ -323,8 +325,38 @@ func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
 	for _, id := range []int{os.Getuid(), os.Geteuid(), os.Getgid(), os.Getegid()} {
 		b.Write(binary.NativeEndian.AppendUint32(nil, uint32(id)))
 	}
-	str('b', string(boot[:36]))
+	str('b', boot)
 	return b.Bytes(), nil
+}
+
+var bootID struct {
+	sync.Once
+	id  string
+	err error
+}
+
+// BootID returns the kernel's boot id, read once: launch keys end with it.
+// (Read with plain system calls: os.ReadFile's registration of the file
+// with the runtime's poller costs a first run's hand-off as much again.)
+func BootID() (string, error) {
+	bootID.Do(func() {
+		var b [40]byte
+		fd, err := unix.Open("/proc/sys/kernel/random/boot_id", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			var n int
+			n, err = unix.Read(fd, b[:])
+			unix.Close(fd)
+			if err == nil && n < 36 {
+				err = io.ErrUnexpectedEOF
+			}
+		}
+		if err != nil {
+			bootID.err = fmt.Errorf("reading the boot id: %w", err)
+			return
+		}
+		bootID.id = string(b[:36])
+	})
+	return bootID.id, bootID.err
 }
 
 // FNV-1a offset bases: the file name hashes the key with the first; the
@@ -443,19 +475,42 @@ func WriteLaunch(dir string, r *LaunchRecord) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	path := LaunchFile(dir, key)
+	return replaceFile(LaunchFile(dir, key), data)
+}
+
+// replaceFile writes data to path, mode 0600, through a temporary file
+// renamed over it. (With plain system calls: os.WriteFile registers the
+// file with the runtime's poller, four more calls on a first run's
+// hand-off.)
+func replaceFile(path string, data []byte) error {
 	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		os.Remove(tmp)
-		return err
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: tmp, Err: err}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
+	for b := data; len(b) > 0 && err == nil; {
+		var n int
+		if n, err = unix.Write(fd, b); err == nil {
+			b = b[n:]
+		}
 	}
-	trimLaunches(dir, maxLaunches)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Rename(tmp, path)
+	}
+	if err != nil {
+		unix.Unlink(tmp)
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
 	return nil
 }
+
+// TrimLaunches keeps dir, a store's launch records, at most maxLaunches
+// (see trimLaunches). WriteLaunch does not: a first run trims while its
+// command starts, before it writes its record.
+func TrimLaunches(dir string) { trimLaunches(dir, maxLaunches) }
 
 // maxLaunches bounds the records kept: each distinct command line,
 // directory and environment has its own.
@@ -532,20 +587,94 @@ func WriteSpawnHint(store string, trace bool, msg []byte) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
 		return nil
 	}
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, msg, 0o600); err != nil {
-		os.Remove(tmp)
+	return replaceFile(path, msg)
+}
+
+// maxConfigHint is launch.h's LAUNCH_MAX_CONFIG_HINT.
+const maxConfigHint = 64 * 1024
+
+// ConfigHintFile is the config hint of a command line's flags (prefix:
+// os.Args[1:] through "--", as a launch record's key has them) in the
+// directory cwd: the M_SPAWN and M_CONFIG messages of the last run of
+// them there, from which the launcher pre-spawns the next first run's
+// init with its config, so that the init builds the root while the Go
+// runtime starts (initc/launch.c: pre_spawn). It is <store>/hints/HASH,
+// named by a hash of the head of the launch key: the command and the
+// environment are not in it, so a new command line with the same flags in
+// the same directory finds it. A traced run (C_TRACE in its M_SPAWN) has
+// hints of its own (HASH.trace).
+func ConfigHintFile(store string, trace bool, prefix []string, cwd string) string {
+	var b bytes.Buffer
+	b.WriteString(launchKeyMagic)
+	for _, a := range prefix {
+		b.WriteByte('a')
+		b.WriteString(a)
+		b.WriteByte(0)
+	}
+	b.WriteByte('c')
+	b.WriteString(cwd)
+	b.WriteByte(0)
+	name := fmt.Sprintf("%016x", fnv1a(fnvBasis, b.Bytes()))
+	if trace {
+		name += ".trace"
+	}
+	return filepath.Join(store, "hints", name)
+}
+
+// WriteConfigHint stores spawn and config (an M_SPAWN and an M_CONFIG
+// message) as the config hint of prefix in cwd (ConfigHintFile), unless it
+// holds them already. The caller writes one only for a config that names
+// nothing of one run's own (no changeset, capture, cgroup or network
+// device: the root it builds is the next run's), since the init acts on it
+// before the Go side has checked it.
+func WriteConfigHint(store string, trace bool, prefix []string, cwd string, spawn, config []byte) error {
+	if len(spawn) == 0 || len(spawn) > maxSpawnHint || len(config) == 0 || len(config) > maxConfigHint {
+		return nil
+	}
+	path := ConfigHintFile(store, trace, prefix, cwd)
+	msg := append(slices.Clip(spawn), config...)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, msg) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := replaceFile(path, msg); err != nil {
 		return err
 	}
+	trimLaunches(filepath.Dir(path), maxLaunches)
 	return nil
 }
 
-// RemoveSpawnHints deletes the store's spawn hints (pinfold clean).
+// splitHint splits the messages the launcher sent a pre-spawned init (an
+// M_SPAWN message, then an M_CONFIG message or nothing) into the two.
+func splitHint(b []byte) (spawn, config []byte) {
+	n := msgLen(b, msgSpawn)
+	if n == 0 {
+		return b, nil
+	}
+	if rest := b[n:]; len(rest) > 0 && msgLen(rest, msgConfig) == len(rest) {
+		return b[:n:n], rest
+	}
+	return b, nil
+}
+
+// msgLen is the length of the message of type typ at the start of b, or 0.
+func msgLen(b []byte, typ uint32) int {
+	if len(b) < 8 || binary.NativeEndian.Uint32(b) != typ {
+		return 0
+	}
+	n := 8 + int(binary.NativeEndian.Uint32(b[4:]))
+	if n > len(b) {
+		return 0
+	}
+	return n
+}
+
+// RemoveSpawnHints deletes the store's spawn and config hints (pinfold
+// clean).
 func RemoveSpawnHints(store string) {
+	os.RemoveAll(filepath.Join(store, "hints"))
 	os.Remove(SpawnHintFile(store, false))
 	os.Remove(SpawnHintFile(store, true))
 	// And a writer's temporary file, left by one that died before its

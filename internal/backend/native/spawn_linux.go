@@ -70,6 +70,13 @@ type Init struct {
 	// adopted is when SpawnFirst adopted the launcher's init
 	// (CLOCK_MONOTONIC ns), 0 for an init spawned here.
 	adopted int64
+	// queued is the config the launcher queued after the spawn message
+	// (a config hint), which the init acts on unasked: Configure sends
+	// nothing when it is the one it would send, and refuses otherwise.
+	queued []byte
+	// hinted is when Configure found the queued config to be its own
+	// (CLOCK_MONOTONIC ns), 0 otherwise.
+	hinted int64
 
 	mu     sync.Mutex
 	reaped bool
@@ -181,6 +188,7 @@ var launcherInit struct {
 	sync.Mutex
 	in  *Init
 	msg []byte // the M_SPAWN message it was sent
+	cfg []byte // the M_CONFIG message queued after it, if any
 }
 
 // launcherGrace bounds how long an init the launcher pre-spawned may wait
@@ -188,12 +196,18 @@ var launcherInit struct {
 const launcherGrace = time.Second
 
 func init() {
-	sock, stage1, memfd, msg, ok := launcherSpawned()
+	if launcherMaxprocs() {
+		// The runtime's alone (launch.c: with_maxprocs): nothing this
+		// process starts inherits it, and the environment is the one a
+		// launch record's key was made from.
+		os.Unsetenv("GOMAXPROCS")
+	}
+	sock, stage1, memfd, msg, cfg, ok := launcherSpawned()
 	if !ok {
 		return
 	}
 	launcherInit.in = &Init{sock: sock, stage1: stage1, pending: true}
-	launcherInit.msg = msg
+	launcherInit.msg, launcherInit.cfg = msg, cfg
 	// The main goroutine stays on the main thread, the init's parent
 	// (see SpawnFirst): package inits run there, and a lock taken in
 	// one holds for main.
@@ -206,12 +220,12 @@ func init() {
 	time.AfterFunc(launcherGrace, DiscardLauncherInit)
 }
 
-func takeLauncherInit() (*Init, []byte) {
+func takeLauncherInit() (*Init, []byte, []byte) {
 	launcherInit.Lock()
 	defer launcherInit.Unlock()
-	in, msg := launcherInit.in, launcherInit.msg
-	launcherInit.in, launcherInit.msg = nil, nil
-	return in, msg
+	in, msg, cfg := launcherInit.in, launcherInit.msg, launcherInit.cfg
+	launcherInit.in, launcherInit.msg, launcherInit.cfg = nil, nil, nil
+	return in, msg, cfg
 }
 
 // DiscardLauncherInit kills the init the launcher pre-spawned, if nobody
@@ -219,10 +233,21 @@ func takeLauncherInit() (*Init, []byte) {
 // must not wait for namespaces it does not use (an init stopped or slow
 // to clone would hold it up).
 func DiscardLauncherInit() {
-	if in, _ := takeLauncherInit(); in != nil {
+	if in, _, _ := takeLauncherInit(); in != nil {
 		in.discard()
 	}
 }
+
+// Discard kills an init that was never configured, or whose queued
+// config Configure refused (ErrConfigHint), and reaps it in the
+// background.
+func (in *Init) Discard() { in.discard() }
+
+// ErrConfigHint is Configure's refusal of a config other than the one the
+// launcher queued for the init it adopted (a config hint, see
+// ConfigHintFile): that init acts on the queued one, so the caller
+// discards it (Discard) and spawns another.
+var ErrConfigHint = errors.New("the pre-spawned sandbox init was sent another config")
 
 // discard kills an init that was never configured without waiting for
 // its report: its first stage's process group, which the second stage
@@ -266,7 +291,7 @@ func (in *Init) discard() {
 // is byte for byte the one Spawn would send and the caller runs on the
 // main thread; otherwise it kills that init and spawns as Spawn does.
 func SpawnFirst(s *SpawnConfig) (*Init, error) {
-	pre, sent := takeLauncherInit()
+	pre, sent, cfg := takeLauncherInit()
 	if pre == nil {
 		return Spawn(s)
 	}
@@ -281,6 +306,7 @@ func SpawnFirst(s *SpawnConfig) (*Init, error) {
 		pre.sent[0] = msg
 		pre.cgself = len(s.CgroupSelf) > 0
 		pre.adopted = monotonic()
+		pre.queued = cfg
 		return pre, nil
 	}
 	// Killed, and reaped meanwhile: a hand-off's exec that comes first
@@ -292,6 +318,10 @@ func SpawnFirst(s *SpawnConfig) (*Init, error) {
 // Adopted returns when the init was adopted from the launcher
 // (CLOCK_MONOTONIC ns), or 0.
 func (in *Init) Adopted() int64 { return in.adopted }
+
+// Hinted returns when Configure found that the launcher had queued the
+// init's config already (a config hint's; CLOCK_MONOTONIC ns), or 0.
+func (in *Init) Hinted() int64 { return in.hinted }
 
 func monotonic() int64 {
 	var ts unix.Timespec
@@ -335,6 +365,16 @@ func (in *Init) Configure(c *Config) error {
 	msg, err := EncodeConfig(c)
 	if err != nil {
 		return err
+	}
+	if q := in.queued; q != nil {
+		in.queued = nil
+		if !bytes.Equal(q, msg) {
+			return ErrConfigHint
+		}
+		in.cfg = c
+		in.sent[1] = msg
+		in.hinted = monotonic()
+		return nil // the init has it already
 	}
 	in.cfg = c
 	in.sent[1] = msg
@@ -461,11 +501,20 @@ func (in *Init) Ready() error {
 	return nil
 }
 
-// Exec starts the command. With x.TTY it returns the master side of the
-// terminal the command runs on.
+// Exec starts the command: SendExec, then AwaitStarted. With x.TTY it
+// returns the master side of the terminal the command runs on.
 func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
-	if err := in.started(); err != nil {
+	if err := in.SendExec(x); err != nil {
 		return nil, err
+	}
+	return in.AwaitStarted()
+}
+
+// SendExec sends the command; AwaitStarted waits until it runs. What the
+// caller does in between overlaps the init's fork and exec of it.
+func (in *Init) SendExec(x *Exec) error {
+	if err := in.started(); err != nil {
+		return err
 	}
 	if in.cgself {
 		in.mu.Lock()
@@ -473,13 +522,13 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 		in.mu.Unlock()
 		if unreaped {
 			if err := in.Ready(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	msg, err := EncodeExec(x)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	in.sent[2] = msg
 	var oob []byte
@@ -488,10 +537,16 @@ func (in *Init) Exec(x *Exec) (pty *os.File, err error) {
 	}
 	if err := unix.Sendmsg(in.sock, msg, oob, nil, 0); err != nil {
 		if err == unix.EPIPE || err == unix.ECONNRESET {
-			return nil, in.died()
+			return in.died()
 		}
-		return nil, fmt.Errorf("sending the command: %w", err)
+		return fmt.Errorf("sending the command: %w", err)
 	}
+	return nil
+}
+
+// AwaitStarted waits until the command SendExec sent runs, and returns
+// its terminal's master side for a command on one.
+func (in *Init) AwaitStarted() (pty *os.File, err error) {
 	for {
 		typ, p, fd, err := in.read()
 		switch {

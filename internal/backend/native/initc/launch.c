@@ -106,8 +106,12 @@ static void *map_anon(size_t n)
 	return p < 0 && p > -4096 ? 0 : (void *)p;
 }
 
-/* key builds the record's key (launch.go: key) into a fresh mapping. */
-static char *key(int argc, char **argv, int cmd, char **envp, size_t *len, size_t *mapped)
+/*
+ * key builds the record's key (launch.go: key) into a fresh mapping;
+ * *head is the length of its head (the magic, the arguments through "--"
+ * and the directory), which names a config hint (launch.go: ConfigHintFile).
+ */
+static char *key(int argc, char **argv, int cmd, char **envp, size_t *len, size_t *mapped, size_t *head)
 {
 	char cwd[4096], boot[40], *k, *p, *end;
 	size_t need = 256 + sizeof cwd;
@@ -137,6 +141,7 @@ static char *key(int argc, char **argv, int cmd, char **envp, size_t *len, size_
 	for (int i = 1; i < cmd && i < argc; i++)
 		puts0(&p, end, 'a', argv[i]);
 	puts0(&p, end, 'c', cwd);
+	*head = (size_t)(p - k);
 	for (char **e = envp; *e; e++)
 		if (**e)
 			puts0(&p, end, 'e', *e);
@@ -1122,56 +1127,112 @@ struct prespawn {
 	long sock;   /* the init's socket, CLOEXEC */
 	long stage1; /* the init's first stage, this process's child */
 	long memfd;  /* the sealed memfd it was executed from, CLOEXEC */
-	const char *msg; /* the M_SPAWN message sent, in its own mapping */
+	const char *msg; /* the messages sent (M_SPAWN, then M_CONFIG if any), in their own mapping */
 	long len;
+	long maxprocs; /* 1: the launcher gave the runtime GOMAXPROCS=1 (with_maxprocs) */
 };
 
-/*
- * pre_spawn starts a first run's init before the Go runtime does: the
- * store's spawn hint (<store>/spawn-hint, the last first run's M_SPAWN,
- * or spawn-hint.trace for a traced run; trusted like a record) is sent to a new init, which makes the namespaces
- * and id maps meanwhile and then waits for a config. It runs nothing. The
- * Go side adopts it only if the message is the one it would have sent,
- * and kills it otherwise; it dies with this process (its parent-death
- * signal, its socket's end of file). It returns without waiting; a
- * failure leaves out zero, and the Go side spawns as before.
- */
-static void pre_spawn(char *dir, size_t cap, const struct goslice *init, struct prespawn *out, int trace)
-{
-	char exe[40], child_stack[8192], *msg;
-	struct kstat st;
-	struct child c;
-	int sv[2];
-	long fd, memfd, pid;
-	u32 hdr[2];
+#define MSG_DONTWAIT 0x40
 
-	if (!out || scat(dir, cap, trace ? "/spawn-hint.trace" : "/spawn-hint") < 0)
-		return;
-	fd = sys3(__NR_open, dir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+/* read_hint reads a hint file into a fresh mapping: trusted like a record
+ * (a regular file of ours that nobody else may write), 8 to max bytes. */
+static char *read_hint(const char *path, long max, long *size)
+{
+	struct kstat st;
+	char *msg;
+	long fd = sys3(__NR_open, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	if (fd < 0)
-		return;
+		return 0;
 	if (sys2(__NR_fstat, fd, &st) < 0 || (st.mode & S_IFMT) != S_IFREG || st.uid != (u32)sys0(__NR_geteuid) ||
-	    (st.mode & 022) || st.size < 8 || st.size > LAUNCH_MAX_SPAWN) {
+	    (st.mode & 022) || st.size < 8 || st.size > max) {
 		sys1(__NR_close, fd);
-		return;
+		return 0;
 	}
 	if (!(msg = map_anon((size_t)st.size)) || sys3(__NR_read, fd, msg, st.size) != st.size) {
 		sys1(__NR_close, fd);
 		if (msg)
 			sys2(__NR_munmap, msg, st.size);
-		return;
+		return 0;
 	}
 	sys1(__NR_close, fd);
-	memcpy(hdr, msg, 8);
-	if (hdr[0] != M_SPAWN || (long)hdr[1] != st.size - 8)
-		goto unmap;
+	*size = st.size;
+	return msg;
+}
+
+/* msg_len is the length of the message of type t at the start of m (n
+ * bytes), or 0 if there is none. */
+static long msg_len(const char *m, long n, u32 t)
+{
+	u32 hdr[2];
+	if (n < 8)
+		return 0;
+	memcpy(hdr, m, 8);
+	return hdr[0] == t && (long)hdr[1] <= n - 8 ? 8 + (long)hdr[1] : 0;
+}
+
+/*
+ * pre_spawn starts a first run's init before the Go runtime does, from a
+ * hint (trusted like a record), and returns without waiting. The hint is
+ * the command line's config hint (<store>/hints/HASH, cfg naming it:
+ * the M_SPAWN and M_CONFIG messages of the last run of these flags in
+ * this directory, for a root that names nothing of one run's) or else
+ * the store's spawn hint (<store>/spawn-hint, the last first run's
+ * M_SPAWN); a traced run's have a ".trace" suffix (its M_SPAWN differs). The init makes the
+ * namespaces and id maps meanwhile, and with a config builds the root
+ * too; then it waits for M_EXEC. It runs nothing. The Go side adopts it
+ * only if the messages are the ones it would have sent, and kills it
+ * otherwise; it dies with this process (its parent-death signal, its
+ * socket's end of file). A failure leaves out zero, and the Go side
+ * spawns as before.
+ */
+static void pre_spawn(char *dir, size_t cap, const struct goslice *init, struct prespawn *out, int trace,
+		      const char *cfg)
+{
+	char exe[40], child_stack[8192], *msg = 0;
+	struct child c;
+	int sv[2];
+	long memfd, pid, size = 0, first = 0;
+	size_t dlen = slen(dir);
+
+	if (!out)
+		return;
+	if (cfg && scat(dir, cap, "/hints/") == 0 && scat(dir, cap, cfg) == 0 &&
+	    scat(dir, cap, trace ? ".trace" : "") == 0 &&
+	    (msg = read_hint(dir, LAUNCH_MAX_SPAWN + LAUNCH_MAX_CONFIG_HINT, &size)) != 0) {
+		/* Exactly one M_SPAWN, then one M_CONFIG. */
+		first = msg_len(msg, size, M_SPAWN);
+		if (!first || first > LAUNCH_MAX_SPAWN || msg_len(msg + first, size - first, M_CONFIG) != size - first) {
+			sys2(__NR_munmap, msg, size);
+			msg = 0;
+		}
+	}
+	dir[dlen] = 0;
+	if (!msg) {
+		if (scat(dir, cap, trace ? "/spawn-hint.trace" : "/spawn-hint") < 0 ||
+		    !(msg = read_hint(dir, LAUNCH_MAX_SPAWN, &size)))
+			return;
+		if ((first = msg_len(msg, size, M_SPAWN)) != size)
+			goto unmap;
+	}
 	if ((memfd = init_memfd(init)) < 0)
 		goto unmap;
 	fdpath(exe, memfd);
 	if (sys4(__NR_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		goto close_memfd;
-	if (send_fds(sv[0], msg, (size_t)st.size, 0, 0) < 0) /* queued before the init exists */
+	/* Queued before the init exists; the config without blocking (a
+	 * socket buffer too small for it: sent without it, the Go side sends
+	 * its own). */
+	if (send_fds(sv[0], msg, (size_t)first, 0, 0) < 0)
 		goto close_socks;
+	if (size > first) {
+		struct iovec iov = {msg + first, (size_t)(size - first)};
+		struct msghdr m;
+		memset(&m, 0, sizeof m);
+		m.iov = &iov;
+		m.iovlen = 1;
+		if (sys3(__NR_sendmsg, sv[0], &m, MSG_NOSIGNAL | MSG_DONTWAIT) != size - first)
+			size = first;
+	}
 	c.exe = exe, c.sock = sv[1];
 	pid = pf_clone(CLONE_VM | CLONE_VFORK | SIGCHLD, child_stack + sizeof child_stack, child_main, &c);
 	sys1(__NR_close, sv[1]);
@@ -1179,7 +1240,7 @@ static void pre_spawn(char *dir, size_t cap, const struct goslice *init, struct 
 		sys1(__NR_close, sv[0]);
 		goto close_memfd;
 	}
-	out->sock = sv[0], out->stage1 = pid, out->memfd = memfd, out->msg = msg, out->len = st.size;
+	out->sock = sv[0], out->stage1 = pid, out->memfd = memfd, out->msg = msg, out->len = size;
 	return;
 close_socks:
 	sys1(__NR_close, sv[0]);
@@ -1187,7 +1248,7 @@ close_socks:
 close_memfd:
 	sys1(__NR_close, memfd);
 unmap:
-	sys2(__NR_munmap, msg, st.size);
+	sys2(__NR_munmap, msg, size);
 }
 
 /*
@@ -1217,18 +1278,59 @@ static int limit_flag(const char *a)
 /* pinfold exec's fast path (fast_exec). */
 #include "fastexec.c"
 
+/* The room entry_amd64.s leaves below the initial stack (ENV_ROOM there). */
+#define ENV_ROOM 16384
+
+/*
+ * with_maxprocs returns a copy of the initial stack (argc, argv, envp,
+ * auxv) in room with GOMAXPROCS=1 added to the environment, for the Go
+ * runtime to start from, or sp when it has the variable already or the
+ * copy does not fit. The Go side runs on one P (cmd/pinfold's main):
+ * set from the start, the runtime starts no thread for a second P, and
+ * main's runtime.GOMAXPROCS(1) stops no world to flush its caches. The
+ * Go side takes it out of its environment before anything reads it
+ * (pre->maxprocs), so no program it starts inherits it.
+ */
+static long *with_maxprocs(long *sp, long *room, struct prespawn *pre)
+{
+	long argc = sp[0], n = 0, i, *d = room, *aux;
+	char **envp = (char **)(sp + 1) + argc + 1, **e = envp;
+	for (; *e; e++)
+		if (!memcmp(*e, "GOMAXPROCS=", 11))
+			return sp;
+	aux = (long *)(e + 1);
+	while (aux[n] != 0) /* AT_NULL ends the pairs */
+		n += 2;
+	n += 2;
+	if (!pre || !room || (u64)(1 + argc + 1 + (e - envp) + 2 + n) * 8 > ENV_ROOM)
+		return sp;
+	*d++ = argc;
+	for (i = 0; i <= argc; i++) /* with argv's NULL */
+		*d++ = sp[1 + i];
+	for (e = envp; *e; e++)
+		*d++ = (long)*e;
+	*d++ = (long)"GOMAXPROCS=1";
+	*d++ = 0;
+	for (i = 0; i < n; i++)
+		*d++ = aux[i];
+	pre->maxprocs = 1;
+	return room;
+}
+
 /*
  * pf_launch is called with the process's initial stack (argc, argv, envp),
- * the embedded init and where a first run's pre-spawned init is handed
- * over. It returns when the Go side must run.
+ * the embedded init, where a first run's pre-spawned init is handed over
+ * and ENV_ROOM bytes of room below the stack. It returns when the Go side
+ * must run, with the stack the runtime starts from: sp, or a copy of it
+ * in room (with_maxprocs).
  */
-__attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const struct goslice *init,
-								struct prespawn *pre)
+__attribute__((section(".text.launch_entry"))) long *pf_launch(long *sp, const struct goslice *init,
+								 struct prespawn *pre, long *room)
 {
 	int argc = (int)sp[0], cmd;
 	char **argv = (char **)(sp + 1), **envp = argv + argc + 1;
-	char dir[4096], hex[17], *k, *exec, *rec;
-	size_t klen = 0, kmap = 0, exec_len = 0, dlen;
+	char dir[4096], hex[17], cfghex[17], *k, *exec, *rec;
+	size_t klen = 0, kmap = 0, khead = 0, exec_len = 0, dlen;
 	int limits = 0;
 	long fd;
 	struct kstat st;
@@ -1237,25 +1339,25 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 
 	if (argc >= 4 && streq(argv[1], "exec") && !getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE")) {
 		fast_exec(argc, argv, envp);
-		return;
+		return sp;
 	}
 	if (argc < 4 || !streq(argv[1], "run") || getenv_(envp, "PINFOLD_NO_LAUNCH_CACHE") || init->n <= 0)
-		return;
+		return sp;
 	/*
 	 * A closed 0, 1 or 2 would be taken by our own descriptors and passed
 	 * on as the command's; the Go runtime opens /dev/null there first.
 	 */
 	for (int i = 0; i < 3; i++)
 		if (sys2(__NR_fcntl, i, F_GETFD) < 0)
-			return;
+			return sp;
 	/* The command follows the first "--"; the Go side records no run without one. */
 	for (cmd = 2; cmd < argc && !streq(argv[cmd], "--"); cmd++)
 		if (limit_flag(argv[cmd]))
 			limits = 1;
 	if (++cmd >= argc)
-		return;
-	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap)))
-		return;
+		return sp;
+	if (storedir(dir, sizeof dir, envp) < 0 || !(k = key(argc, argv, cmd, envp, &klen, &kmap, &khead)))
+		return sp;
 	/* The store is trusted as the Go side trusts it (store.Open): a
 	 * directory of ours that nobody else may write. */
 	if (sys2(__NR_stat, dir, &st) < 0 || (st.mode & S_IFMT) != S_IFDIR || st.uid != (u32)sys0(__NR_geteuid) ||
@@ -1266,6 +1368,10 @@ __attribute__((section(".text.launch_entry"))) void pf_launch(long *sp, const st
 	for (int i = 15; i >= 0; i--, h >>= 4)
 		hex[i] = "0123456789abcdef"[h & 15];
 	hex[16] = 0;
+	h = fnv1a(FNV_BASIS, k, khead);
+	for (int i = 15; i >= 0; i--, h >>= 4)
+		cfghex[i] = "0123456789abcdef"[h & 15];
+	cfghex[16] = 0;
 	if (scat(dir, sizeof dir, "/launch/") < 0 || scat(dir, sizeof dir, hex) < 0)
 		goto first;
 	fd = sys3(__NR_open, dir, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -1308,7 +1414,8 @@ first:
 	/* Not replayed: the Go side runs it, the init started meanwhile. */
 	dir[dlen] = 0;
 	if (!limits)
-		pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0);
+		pre_spawn(dir, sizeof dir, init, pre, getenv_(envp, "PINFOLD_TRACE") != 0, cfghex);
 unmap_key:
 	sys2(__NR_munmap, k, kmap);
+	return with_maxprocs(sp, room, pre);
 }

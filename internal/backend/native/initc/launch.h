@@ -17,6 +17,10 @@
 #define LAUNCH_MAX_MESSAGE (200 * 1024)
 /* The spawn hint, <store>/spawn-hint: an M_SPAWN message, no more. */
 #define LAUNCH_MAX_SPAWN 4096
+/* A config hint, <store>/hints/HASH: an M_SPAWN message, then an
+ * M_CONFIG message of at most this many bytes (queued on the init's
+ * socket before the init runs: well within a socket's buffer). */
+#define LAUNCH_MAX_CONFIG_HINT (64 * 1024)
 
 #define R_KEY 1    /* u64 length, u64 FNV-1a, u64 FNV-1a with another basis of the key */
 #define R_DEP 2    /* struct launch_dep, the path, for DEP_LINK the target */
