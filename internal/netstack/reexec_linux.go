@@ -3,6 +3,7 @@ package netstack
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,9 @@ func resumed() (fd int, exitAt time.Time, ok bool) {
 		return -1, time.Time{}, false // not a listening socket
 	}
 	unix.CloseOnExec(fd)
+	// Exec'd as /proc/self/exe, the process is named "exe": it takes its
+	// binary's name back, as ps and pgrep show it.
+	os.WriteFile("/proc/self/comm", []byte(filepath.Base(os.Args[0])), 0)
 	return fd, time.Unix(0, at), true
 }
 

@@ -223,6 +223,9 @@ func TestReleaseAfterBurstStartsAfresh(t *testing.T) {
 		s.Close()
 	}
 	after, _ := released("after the burst", image)
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "exe" {
+		t.Errorf("the helper started afresh is named %q", comm)
+	}
 	t.Logf("the helper's anonymous memory: %d KiB released before the burst, %d KiB with %d sandboxes, %d KiB released after", base, busy, boxes, after)
 	if busy < base+1024 {
 		t.Logf("the burst added only %d KiB: it tests little", busy-base)

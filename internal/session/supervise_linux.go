@@ -494,16 +494,17 @@ func setPaused(st *Store, r *Record, on bool) (*Record, error) {
 	if !on {
 		from, to, verb = StatePaused, StateRunning, "resume"
 	}
-	if r.State != from {
-		return nil, fault.New(fault.SessionEnded, "cannot "+verb+" session "+r.ID+": it is "+r.State, "",
+	notFrom := func(state string) error {
+		return fault.New(fault.SessionEnded, "cannot "+verb+" session "+r.ID+": it is "+state, "",
 			map[bool]string{true: "only a running session pauses (pinfold session ls)", false: "only a paused session resumes (pinfold session ls)"}[on], nil)
 	}
-	if err := freeze(r.Freezer, r.FreezerV2, on); err != nil {
-		return nil, fault.New(fault.SessionRefused, "cannot "+verb+" session "+r.ID, err.Error(),
-			"pause needs the native runtime and a cgroup freezer pinfold may write (run as root)", err)
+	if r.State != from {
+		return nil, notFrom(r.State)
 	}
-	// Under the session's lock: a check that records its end meanwhile
-	// is not overwritten with a live state.
+	// Under the session's lock, on the record as it is now: a check that
+	// records its end (and thaws it, so that its killed processes die)
+	// is neither undone by a freeze nor overwritten with a live state,
+	// and a pause and a resume at once end in the state of the last.
 	unlock, err := st.lock(r.ID)
 	if err != nil {
 		return nil, err
@@ -513,9 +514,20 @@ func setPaused(st *Store, r *Record, on bool) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cur.Live() {
-		cur.State = to
-		st.Save(cur)
+	if cur.State != from || cur.Pid > 0 && !supervisorAlive(cur) {
+		state := cur.State
+		if cur.State == from {
+			state = "ending (its supervisor is gone)"
+		}
+		return nil, notFrom(state)
+	}
+	if err := freeze(cur.Freezer, cur.FreezerV2, on); err != nil {
+		return nil, fault.New(fault.SessionRefused, "cannot "+verb+" session "+r.ID, err.Error(),
+			"pause needs the native runtime and a cgroup freezer pinfold may write (run as root)", err)
+	}
+	cur.State = to
+	if err := st.Save(cur); err != nil {
+		return nil, err
 	}
 	return cur, nil
 }

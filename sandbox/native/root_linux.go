@@ -431,7 +431,9 @@ func (l *layout) overlays(p *rootPlan) {
 	if l.clone {
 		// Mounted before anything is made under it: the directories
 		// below are the tmpfs's, never the host's.
-		l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: stage, C: "tmpfs", D: "mode=0700,size=16k,nr_inodes=64",
+		// Two directories an overlay, and the root's inode.
+		inodes := strconv.Itoa(2*len(p.overlays) + 8)
+		l.add(initp.Op{Kind: initp.OpMount, A: "tmpfs", B: stage, C: "tmpfs", D: "mode=0700,size=16k,nr_inodes=" + inodes,
 			MountFlags: syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC, What: "staging the overlays"})
 	}
 	for i, o := range p.overlays {
