@@ -33,21 +33,29 @@ func AgentMain(args []string) int {
 			idle = d
 		}
 	}
+	var stdio *bufio.Reader
 	if len(args) > 1 && args[1] == EnvFromStdin {
 		// The session's environment, NUL-separated, on stdin (a pod of
 		// the kubernetes runtime, whose spec holds none, so that a warm
 		// pod made before the session serves it).
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, maxEnv))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "pinfold agent: reading the environment: %v\n", err)
 			return 1
 		}
-		os.Clearenv()
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-				os.Setenv(k, v)
-			}
+		setEnv(strings.Split(string(b), "\x00"))
+	}
+	if len(args) > 1 && args[1] == EnvAttach {
+		// main's own command in a kubernetes pod: the environment comes
+		// in the attach's envelope. A stdin that ends first was never
+		// attached to (the runtime started the agent by exec instead):
+		// nothing to serve.
+		stdio = bufio.NewReaderSize(os.Stdin, 64<<10)
+		env, err := ReadEnv(stdio)
+		if err != nil {
+			return 0
 		}
+		setEnv(env)
 	}
 	// Caught before the socket shows: whoever sees it may signal the
 	// agent at once, and a TERM must end the session as stopped.
@@ -69,6 +77,9 @@ func AgentMain(args []string) int {
 		go a.reap(idle)
 	}
 	go a.serve()
+	if stdio != nil {
+		go stdioBridge(stdio, os.Stdout, sock)
+	}
 	code := <-a.done
 	l.Close()
 	os.Remove(sock)
@@ -80,6 +91,55 @@ func AgentMain(args []string) int {
 	}
 	writeMarker(filepath.Join(RunDir, ExitMarker), reason)
 	return code
+}
+
+func setEnv(env []string) {
+	os.Clearenv()
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			os.Setenv(k, v)
+		}
+	}
+}
+
+// stdioBridge serves the attach's stream (in, out) as a connection to
+// the agent's socket, as a spare bridge does (attach.go's framing): the
+// stream is the session's first connection.
+func stdioBridge(in *bufio.Reader, out io.Writer, sock string) {
+	cw := ChunkWriter{W: out}
+	defer cw.Close()
+	if _, err := io.WriteString(out, BridgeReady); err != nil {
+		return
+	}
+	if _, err := in.Peek(1); err != nil {
+		return // closed unused
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+		return
+	}
+	uc := c.(*net.UnixConn)
+	defer uc.Close()
+	go func() {
+		io.Copy(uc, in)
+		uc.CloseWrite()
+	}()
+	io.Copy(cw, uc)
+}
+
+// waitStatus waits for StatusFile in RunDir and returns the status it
+// holds (BridgeWait).
+func waitStatus() int {
+	p := filepath.Join(RunDir, StatusFile)
+	for {
+		if b, err := os.ReadFile(p); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // writeMarker replaces whatever the sandbox left at path (a link, a FIFO
@@ -421,6 +481,9 @@ const BridgeReady = "pinfold-bridge-ready\n"
 // connection would; it returns once the agent closes its side.
 func BridgeMain(args []string) int {
 	var first []byte
+	if len(args) > 0 && args[0] == BridgeWait {
+		return waitStatus()
+	}
 	if len(args) > 0 && args[0] == BridgeSpare {
 		os.Stdout.WriteString(BridgeReady)
 		b := make([]byte, 64<<10)

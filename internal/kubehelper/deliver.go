@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 )
 
@@ -69,6 +70,16 @@ func (s *session) deliverable() bool {
 		s.copier() == mainName && os.Getenv("PINFOLD_KUBE_DELIVERY") != "exec"
 }
 
+// attachable reports whether main, given its files through its volumes,
+// runs the agent itself and serves the session's first connection on an
+// attach to it (no exec after main runs: an exec's start, runc exec in
+// the pod, is what an attach spares); PINFOLD_KUBE_ATTACH=off keeps the
+// agent's exec and the bridge's exec spare.
+func (s *session) attachable() bool {
+	r := &s.req
+	return len(r.Args) > 1 && os.Getenv("PINFOLD_KUBE_ATTACH") != "off"
+}
+
 // deliver makes the ConfigMaps pod needs (the agent's, when the namespace
 // lacks them; the workspace's) and changes pod to mount them and unpack
 // them in main. It returns the workspace's ConfigMap, which the caller
@@ -76,11 +87,11 @@ func (s *session) deliverable() bool {
 // exec.
 func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigMap, error) {
 	r, c := &s.req, s.c
-	agent, err := os.ReadFile(agentBinary(r.Session.Agent))
+	bin, err := os.ReadFile(agentBinary(r.Session.Agent))
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(agent)
+	sum := sha256.Sum256(bin)
 	agentSum := hex.EncodeToString(sum[:])
 	var ws []byte
 	if r.Workspace != "" && r.Access != "none" {
@@ -90,7 +101,7 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 		}
 		ws = b.Bytes()
 	}
-	parts, err := s.agentMaps(ctx, agent, agentSum[:16])
+	parts, err := s.agentMaps(ctx, bin, agentSum[:16])
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +138,15 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 			continue
 		}
 		ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: "in", MountPath: inDir, ReadOnly: true})
-		ct.Command = append([]string{"/bin/sh", "-c", unpackScript(stage), agentSum, wsSum}, files...)
+		ct.Command = append([]string{"/bin/sh", "-c", unpackScript(stage), agentSum, wsSum, strconv.Itoa(len(files))}, files...)
+		if s.attachable() {
+			// main's command ends in the agent, whose first connection is
+			// an attach to main (openAttach): its stdin is the attach's.
+			ct.Command = append(ct.Command, r.Args[1:]...)
+			ct.Command = append(ct.Command, agent.EnvAttach)
+			ct.Stdin, ct.StdinOnce = true, true
+			s.attaching = true
+		}
 		// The script's complaint is the pod's status, which the start
 		// reports.
 		ct.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
@@ -137,18 +156,27 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 }
 
 // unpackScript is main's command when the pod gets its agent and
-// workspace through volumes (root: the stage, where main sees them): $0 the agent's sha256, $1 the workspace
-// tar's (or ""), then the agent's parts in order. The agent's hash is
-// checked in the pod, against the bytes the kubelet mounted: whoever
-// replaced a ConfigMap of the agent's gets a pod that refuses to start,
-// not a session running what they wrote. It exits 97 with its reason;
-// once all is in, it writes the marker the agent's exec and the bridge
-// wait for (awaitAgent), and sleeps as main does otherwise.
+// workspace through volumes (root: the stage, where main sees them): $0
+// the agent's sha256, $1 the workspace tar's (or ""), $2 how many of the
+// agent's parts follow, then those parts in order, then the agent's
+// arguments when main runs the agent itself (attach mode). The agent's
+// hash is checked in the pod, against the bytes the kubelet mounted:
+// whoever replaced a ConfigMap of the agent's gets a pod that refuses to
+// start, not a session running what they wrote. It exits 97 with its
+// reason; once all is in, it writes the marker the agent's exec and the
+// bridge wait for (awaitAgent). It writes nothing to stdout: in attach
+// mode the attach reads it. Then it runs the agent (attach mode; its
+// status into the run directory, for the bridge's wait) and sleeps, as
+// main does otherwise, so that the workspace can still be packed.
 func unpackScript(root string) string {
 	return `die() { echo "pinfold: $*" >&2; exit 97; }
-want=$0 wssum=$1; shift
+want=$0 wssum=$1 n=$2; shift 2
 a=` + root + `/agent/` + agentFile + `
-cat "$@" > "$a" || die "cannot assemble the agent from its configmaps in $a"
+: > "$a" || die "cannot write the agent to $a"
+while [ "$n" -gt 0 ]; do
+	cat "$1" >> "$a" || die "cannot assemble the agent from its configmaps in $a"
+	shift; n=$((n-1))
+done
 got=$(sha256sum "$a") || die "the image has no sha256sum to check the agent with (PINFOLD_KUBE_DELIVERY=exec copies it by exec)"
 [ "${got%% *}" = "$want" ] || die "the agent in configmaps ` + "pinfold-agent-" + `${want%${want#????????????????}}-* is not pinfold's (sha256 ${got%% *}, not $want)"
 chmod 755 "$a" || die "cannot make the agent executable"
@@ -157,6 +185,10 @@ if [ -n "$wssum" ]; then
 	(umask 0 && exec tar -x -f ` + root + `/in/ws -C ` + root + `) || die "cannot unpack the workspace (tar)"
 fi
 : > ` + root + `/agent/` + agentDone + ` || die "cannot write the agent's marker"
+if [ $# -gt 0 ]; then
+	"$a" "$@"
+	echo $? > ` + root + `/run/` + agent.StatusFile + `
+fi
 exec sleep 2147483647`
 }
 
@@ -164,10 +196,10 @@ exec sleep 2147483647`
 // (pinfold-agent-HASH-N, immutable) and returns their names. Which exist
 // is one metadata list; the missing ones are created. Their content is
 // not trusted here: the pod checks the agent's hash (unpackScript).
-func (s *session) agentMaps(ctx context.Context, agent []byte, hash string) ([]string, error) {
+func (s *session) agentMaps(ctx context.Context, bin []byte, hash string) ([]string, error) {
 	c := s.c
 	var names []string
-	for i := 0; i*partSize < len(agent); i++ {
+	for i := 0; i*partSize < len(bin); i++ {
 		names = append(names, "pinfold-agent-"+hash+"-"+strconv.Itoa(i))
 	}
 	mc, err := metadata.NewForConfig(c.cfg)
@@ -192,7 +224,7 @@ func (s *session) agentMaps(ctx context.Context, agent []byte, hash string) ([]s
 		if have[name] {
 			continue
 		}
-		part := agent[i*partSize : min(len(agent), (i+1)*partSize)]
+		part := bin[i*partSize : min(len(bin), (i+1)*partSize)]
 		wg.Go(func() {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
 				Labels: map[string]string{labelAgent: hash, "app.kubernetes.io/managed-by": "pinfold"}},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestUnpackScript(t *testing.T) {
 			os.Mkdir(filepath.Join(root, d), 0o755)
 		}
 		os.WriteFile(filepath.Join(root, "in", "ws"), tarb.Bytes(), 0o444)
-		args := []string{"-c", strings.Replace(unpackScript(root), "exec sleep 2147483647", "exit 0", 1), agentSum, tarSum}
+		args := []string{"-c", strings.Replace(unpackScript(root), "exec sleep 2147483647", "exit 0", 1), agentSum, tarSum, strconv.Itoa(len(parts))}
 		for i, p := range parts {
 			f := filepath.Join(root, "in", "a"+string(rune('0'+i)))
 			os.WriteFile(f, p, 0o444)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -75,7 +76,13 @@ type session struct {
 	// (deliver), nothing is copied by exec before the command.
 	delivered bool
 	// spareUp is closed once the bridge's first spare is ready.
-	spareUp chan struct{}
+	spareUp   chan struct{}
+	spareOnce sync.Once
+	// took asks the bridge for one more spare.
+	took chan struct{}
+	// attaching: main runs the agent, and the session's first connection
+	// is an attach to it (deliver, openAttach).
+	attaching bool
 }
 
 func (s *session) send(ev kube.Event) {
@@ -311,6 +318,10 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
 		go func() {
+			if s.attaching {
+				agentRes <- s.attachAgent(runCtx, runCmd)
+				return
+			}
 			code, err := runCmd()
 			agentRes <- result{code, err}
 		}()
@@ -635,6 +646,21 @@ func (s *session) exec(ctx context.Context, container string, args []string, std
 	req := s.c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.c.ns).Name(s.pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: args, Stdin: stdin != nil, Stdout: stdout != nil,
 			Stderr: stderr != nil && !tty, TTY: tty}, scheme.ParameterCodec)
+	return s.stream(ctx, req, stdin, stdout, stderr, tty)
+}
+
+// attach joins stdin and stdout to those of container's own process (no
+// terminal, no stderr): it starts nothing in the pod.
+func (s *session) attach(ctx context.Context, container string, stdin io.Reader, stdout io.Writer) error {
+	req := s.c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.c.ns).Name(s.pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: container, Stdin: true, Stdout: true}, scheme.ParameterCodec)
+	_, err := s.stream(ctx, req, stdin, stdout, nil, false)
+	return err
+}
+
+// stream runs an exec's or attach's streams and returns the exit status
+// the API server reports.
+func (s *session) stream(ctx context.Context, req *rest.Request, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error) {
 	ws, err := remotecommand.NewWebSocketExecutor(s.c.cfg, "POST", req.URL().String())
 	if err != nil {
 		return 0, err

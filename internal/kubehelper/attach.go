@@ -1,0 +1,112 @@
+package kubehelper
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/pinfold/pinfold/internal/agent"
+)
+
+// attachWait bounds the wait for the agent's answer once the attach's
+// stream runs (main's unpack comes first: milliseconds).
+const attachWait = 10 * time.Second
+
+// openAttach attaches to main, whose command ends in the agent (deliver
+// in attach mode), hands the agent the session's environment and returns
+// the stream as the bridge's first spare once the agent answers. An
+// attach runs nothing in the pod (an exec is a runc exec there, the
+// first connection's fixed cost otherwise). Nothing main writes before
+// the attach is seen; it writes nothing before the environment is in.
+func (s *session) openAttach(ctx context.Context) (*spare, error) {
+	actx, cancel := context.WithCancel(ctx)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	sp := &spare{in: inW, done: make(chan struct{}), end: cancel}
+	connected := make(chan struct{})
+	var once sync.Once
+	var aerr error
+	go func() {
+		aerr = s.whenStarted(actx, func() error {
+			return s.attach(actx, mainName, &firstRead{r: inR, f: func() { once.Do(func() { close(connected) }) }}, outW)
+		})
+		if aerr == nil {
+			aerr = errors.New("main's stream ended (did main end?)")
+		}
+		outW.CloseWithError(aerr)
+		inR.CloseWithError(aerr)
+		close(sp.done)
+	}()
+	go agent.WriteEnv(inW, s.req.Session.Env)
+	br := bufio.NewReaderSize(outR, 64<<10)
+	ready := make(chan error, 1)
+	go func() {
+		b := make([]byte, len(agent.BridgeReady))
+		_, err := io.ReadFull(br, b)
+		if err == nil && string(b) != agent.BridgeReady {
+			err = fmt.Errorf("main wrote %q, not the agent's ready line", b)
+		}
+		ready <- err
+	}()
+	var timeout <-chan time.Time
+	var err error
+wait:
+	for {
+		select {
+		case err = <-ready:
+			if err == nil {
+				sp.out = &agent.ChunkReader{R: br}
+				return sp, nil
+			}
+			break wait
+		case <-connected:
+			connected, timeout = nil, time.After(attachWait)
+		case <-timeout:
+			err = fmt.Errorf("the agent in main did not answer within %v of the attach", attachWait)
+			break wait
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		}
+	}
+	cancel()
+	inW.Close()
+	outR.Close()
+	<-sp.done
+	return nil, err
+}
+
+// attachAgent serves a cold session whose main runs the agent: the attach
+// is the bridge's first spare, and the agent's end is a wait in the pod
+// for its status (the bridge's wait mode). Should the attach fail (a
+// user who may not create pods/attach, say), the agent is started by exec
+// as without attach mode, with exec spares: main's agent, never handed
+// its environment, serves nothing.
+func (s *session) attachAgent(ctx context.Context, execAgent func() (int, error)) result {
+	sp, err := s.openAttach(ctx)
+	if err == nil {
+		s.mark("agent by attach")
+		s.spareReady(sp)
+		var code int
+		err := s.whenStarted(ctx, func() error {
+			var err error
+			code, err = s.exec(ctx, mainName, []string{s.agentExe(), agent.BridgeCommand, agent.BridgeWait}, nil, io.Discard, io.Discard, false)
+			return err
+		})
+		return result{code, err}
+	}
+	if e := s.startErr(); e != nil || ctx.Err() != nil {
+		if e == nil {
+			e = ctx.Err()
+		}
+		return result{0, e}
+	}
+	s.mark("agent by exec: " + err.Error())
+	s.took <- struct{}{}
+	code, err := execAgent()
+	return result{code, err}
+}
