@@ -31,8 +31,14 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	var once sync.Once
 	var aerr error
 	go func() {
+		last := ""
 		aerr = s.whenStarted(actx, func() error {
-			return s.attach(actx, mainName, &firstRead{r: inR, f: func() { once.Do(func() { close(connected) }) }}, outW)
+			err := s.attach(actx, mainName, &firstRead{r: inR, f: func() { once.Do(func() { close(connected) }) }}, outW)
+			if err != nil && err.Error() != last {
+				last = err.Error()
+				s.mark("attach: " + last)
+			}
+			return err
 		})
 		if aerr == nil {
 			aerr = errors.New("main's stream ended (did main end?)")
