@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,17 @@ func AgentMain(args []string) int {
 			return 0
 		}
 		setEnv(env)
+		// Then the workspace's tar, in chunks (none: the end's alone),
+		// unpacked into the directory named after EnvAttach.
+		dir := ""
+		if len(args) > 2 {
+			dir = args[2]
+		}
+		if err := untarChunks(&ChunkReader{R: stdio}, dir); err != nil {
+			fmt.Fprintf(os.Stdout, "%s%v\n", AttachError, err)
+			fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+			return 1
+		}
 	}
 	// Caught before the socket shows: whoever sees it may signal the
 	// agent at once, and a TERM must end the session as stopped.
@@ -126,6 +138,31 @@ func stdioBridge(in *bufio.Reader, out io.Writer, sock string) {
 		uc.CloseWrite()
 	}()
 	io.Copy(cw, uc)
+}
+
+// untarChunks unpacks the tar r holds (nothing if it is empty) into dir
+// with the system's tar, as the runtime's copy by exec does (umask 0:
+// the modes as they were on the host).
+func untarChunks(r io.Reader, dir string) error {
+	first := make([]byte, 64<<10)
+	n, err := io.ReadAtLeast(r, first, 1)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the workspace: %w", err)
+	}
+	if dir == "" {
+		return errors.New("a workspace came with no directory to unpack it in")
+	}
+	cmd := exec.Command("/bin/sh", "-c", `umask 0 && exec tar -x -f - -C "$0"`, dir)
+	cmd.Stdin = io.MultiReader(bytes.NewReader(first[:n]), r)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("unpacking the workspace: %v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return nil
 }
 
 // waitStatus waits for StatusFile in RunDir and returns the status it

@@ -24,9 +24,15 @@ import (
 // length 0 for the connection's end.
 
 // EnvAttach, as the agent's second argument, makes it read its
-// environment in an envelope from stdin and then serve stdin and stdout
+// environment in an envelope from stdin, then a workspace's tar in
+// chunks (the end's chunk alone: none), which it unpacks into the
+// directory its third argument names, and then serve stdin and stdout
 // as one connection besides its socket (the attach's framing, above).
+// It answers BridgeReady, or AttachError and why, on a line.
 const EnvAttach = "env-attach"
+
+// AttachError begins the agent's answer when it cannot serve the attach.
+const AttachError = "pinfold-attach-error: "
 
 // BridgeWait, as the bridge's argument, makes it wait until the agent
 // that is main's command ended (the command's shell writes StatusFile in

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pinfold/pinfold/internal/agent"
+	"github.com/pinfold/pinfold/internal/kube"
 )
 
 // attachWait bounds the wait for the agent's answer once the attach's
@@ -34,7 +36,7 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		last := ""
 		aerr = s.whenStarted(actx, func() error {
 			err := s.attach(actx, mainName, &firstRead{r: inR, f: func() { once.Do(func() { close(connected) }) }}, outW)
-			if err != nil && err.Error() != last {
+			if err != nil && err.Error() != last && actx.Err() == nil {
 				last = err.Error()
 				s.mark("attach: " + last)
 			}
@@ -47,14 +49,30 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		inR.CloseWithError(aerr)
 		close(sp.done)
 	}()
-	go agent.WriteEnv(inW, s.req.Session.Env)
+	go func() {
+		// The environment, then the workspace (a claimed pod's), in
+		// chunks: buffered, the stream sends each write as a frame.
+		if agent.WriteEnv(inW, s.req.Session.Env) != nil {
+			return
+		}
+		bw := bufio.NewWriterSize(inW, 1<<20)
+		cw := agent.ChunkWriter{W: bw}
+		if s.wsByAttach {
+			if err := kube.WriteTar(cw, s.copyDirs()); err != nil {
+				inW.CloseWithError(err)
+				return
+			}
+		}
+		if cw.Close() == nil {
+			bw.Flush()
+		}
+	}()
 	br := bufio.NewReaderSize(outR, 64<<10)
 	ready := make(chan error, 1)
 	go func() {
-		b := make([]byte, len(agent.BridgeReady))
-		_, err := io.ReadFull(br, b)
-		if err == nil && string(b) != agent.BridgeReady {
-			err = fmt.Errorf("main wrote %q, not the agent's ready line", b)
+		line, err := br.ReadString('\n')
+		if err == nil && line != agent.BridgeReady {
+			err = fmt.Errorf("the agent in main: %s", strings.TrimSpace(strings.TrimPrefix(line, agent.AttachError)))
 		}
 		ready <- err
 	}()
@@ -112,6 +130,14 @@ func (s *session) attachAgent(ctx context.Context, execAgent func() (int, error)
 		return result{0, e}
 	}
 	s.mark("agent by exec: " + err.Error())
+	if s.wsByAttach {
+		// The workspace by exec, before any spare: the session is ready
+		// once a spare is.
+		if err := s.copyIn(ctx, s.copyDirs()); err != nil {
+			return result{0, err}
+		}
+		s.mark("copied in")
+	}
 	s.took <- struct{}{}
 	code, err := execAgent()
 	return result{code, err}

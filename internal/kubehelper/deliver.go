@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,36 @@ func (s *session) deliverable() bool {
 func (s *session) attachable() bool {
 	r := &s.req
 	return len(r.Args) > 1 && os.Getenv("PINFOLD_KUBE_ATTACH") != "off"
+}
+
+// warmAgent reports whether a pod a pool may hold runs the agent in main,
+// for the claimer's attach (agentMain): the pool's keeper and the
+// claimer build the same pod, the keeper from a template without the
+// session's arguments, so the agent's are the engine's own (agentArgs).
+func (s *session) warmAgent() bool {
+	r := &s.req
+	if !s.poolable() || r.WorkspaceParent || r.Session.AgentImage != "" || s.copier() != mainName || os.Getenv("PINFOLD_KUBE_ATTACH") == "off" {
+		return false
+	}
+	return r.Args == nil || slices.Equal(r.Args[1:], agentArgs)
+}
+
+// agentArgs are the arguments the engine gives a session's agent.
+var agentArgs = []string{agent.AgentCommand, "0"}
+
+// agentMain is main's command in a pod a pool may hold: once the agent's
+// binary is in (the keeper's copy, or a cold start's), the agent, which
+// waits for an attach (agent.EnvAttach; a session that does not attach
+// runs its own by exec, and this one serves nothing); its status for the
+// bridge's wait; then sleep, as main does otherwise.
+func agentMain() []string {
+	script := `while [ ! -e "$0" ]; do sleep 0.01 2>/dev/null || sleep 1; done
+a=$1; shift
+"$a" "$@"
+echo $? > ` + kube.SessionRun + `/` + agent.StatusFile + `
+exec sleep 2147483647`
+	return append([]string{"/bin/sh", "-c", script, kube.AgentDir + "/" + agentDone, kube.AgentDir + "/" + agentFile},
+		append(append([]string(nil), agentArgs...), agent.EnvAttach, stage)...)
 }
 
 // deliver makes the ConfigMaps pod needs (the agent's, when the namespace
@@ -167,7 +198,7 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 			// main's command ends in the agent, whose first connection is
 			// an attach to main (openAttach): its stdin is the attach's.
 			ct.Command = append(ct.Command, r.Args[1:]...)
-			ct.Command = append(ct.Command, agent.EnvAttach)
+			ct.Command = append(ct.Command, agent.EnvAttach, stage)
 			ct.Stdin, ct.StdinOnce = true, true
 			s.attaching = true
 		}

@@ -140,6 +140,10 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	}
 	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
 		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}
+	if s.warmAgent() {
+		main.Command, main.Stdin, main.StdinOnce = agentMain(), true, true
+		s.mainAgent = true
+	}
 	if r.Memory > 0 || r.CPUs > 0 {
 		main.Resources.Limits = corev1.ResourceList{}
 		if r.Memory > 0 {

@@ -81,8 +81,10 @@ type session struct {
 	// took asks the bridge for one more spare.
 	took chan struct{}
 	// attaching: main runs the agent, and the session's first connection
-	// is an attach to it (deliver, openAttach).
-	attaching bool
+	// is an attach to it (deliver, openAttach); mainAgent: main runs the
+	// agent, waiting for an attach (warmAgent), which a claimed pod's
+	// session makes, and that carries its workspace (wsByAttach).
+	attaching, mainAgent, wsByAttach bool
 }
 
 func (s *session) send(ev kube.Event) {
@@ -187,6 +189,11 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	if r.Session != nil {
 		go s.tellPool(pod)
 		if claimed := s.claim(ctx, pod); claimed != "" {
+			if s.mainAgent {
+				// The claimed pod's agent waits for the attach, which
+				// brings the workspace too: no exec before it is ready.
+				s.attaching, s.wsByAttach = true, true
+			}
 			return s.command(ctx, controls, claimed)
 		}
 	}
@@ -336,7 +343,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	if r.NetOff && claimed == "" {
 		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
-	if dirs := s.copyDirs(); len(dirs) > 0 {
+	if dirs := s.copyDirs(); len(dirs) > 0 && !s.wsByAttach {
 		if err := s.whenStarted(ctx, func() error { return s.copyIn(ctx, dirs) }); err != nil {
 			lcancel()
 			links.Wait()
@@ -345,7 +352,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		}
 		s.mark("copied in")
 	}
-	if s.delivered {
+	if s.delivered || s.wsByAttach {
 		// Nothing was copied: the session is ready once the agent and the
 		// workspace are in, which the bridge's first spare waits for.
 		if err := s.agentUp(ctx, agentRes); err != nil {
@@ -456,6 +463,9 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 // is main's termination message).
 func (s *session) agentUp(ctx context.Context, agentRes chan result) error {
 	st := s.starting
+	if st == nil {
+		st = &podStart{done: make(chan struct{})} // a claimed pod: it runs
+	}
 	for {
 		select {
 		case <-s.spareUp:
