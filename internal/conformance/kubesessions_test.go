@@ -55,7 +55,8 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 		os.Chmod(ws, 0o755)
 		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
 		os.WriteFile(filepath.Join(ws, "in.txt"), []byte("from the host\n"), 0o644)
-		env := append(os.Environ(), "PINFOLD_STORE="+store)
+		trace := filepath.Join(t.TempDir(), "trace")
+		env := append(os.Environ(), "PINFOLD_STORE="+store, "PINFOLD_KUBE_TRACE_FILE="+trace)
 		serve := exec.Command(tg.Pinfold, "serve", "--kube-pool", "2")
 		serve.Env = env
 		var log syncBuf
@@ -148,6 +149,12 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 			t.Errorf("%d claimed pods, want 2: %q", n, claimed)
 		}
 		t.Logf("session start: cold %v; together %v", cold, times)
+		// Every session's first connection was an attach to main, the
+		// claimed pods' with their workspace (in.txt, below): no exec
+		// before a session was ready.
+		if b, _ := os.ReadFile(trace); strings.Count(string(b), "agent by attach") != 4 || strings.Count(string(b), "pod claimed") != 2 {
+			t.Errorf("4 sessions, 2 of them claimed, each served first by an attach to main; the trace:\n%s", b)
+		}
 		// The pool refills.
 		ready(2)
 
