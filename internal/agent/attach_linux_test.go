@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +103,42 @@ func TestEnvelope(t *testing.T) {
 	}
 	if _, err := ReadEnv(strings.NewReader("")); err == nil {
 		t.Error("an empty stdin gave an environment")
+	}
+}
+
+// TestUntarChunks: a workspace's tar in chunks is unpacked with its
+// modes (a claimed pod's over the attach); none is nothing; a broken tar
+// is an error that says so.
+func TestUntarChunks(t *testing.T) {
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "ws/", Typeflag: tar.TypeDir, Mode: 0o755})
+	body := strings.Repeat("x", 200000)
+	tw.WriteHeader(&tar.Header{Name: "ws/run.sh", Typeflag: tar.TypeReg, Mode: 0o750, Size: int64(len(body))})
+	tw.Write([]byte(body))
+	tw.Close()
+	var chunks bytes.Buffer
+	cw := ChunkWriter{W: &chunks}
+	cw.Write(tb.Bytes())
+	cw.Close()
+	dir := t.TempDir()
+	if err := untarChunks(&ChunkReader{R: bufio.NewReader(&chunks)}, dir); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ws", "run.sh"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "ws", "run.sh")); err != nil || string(b) != body || fi.Mode().Perm() != 0o750 {
+		t.Errorf("unpacked: %v %v", fi, err)
+	}
+	var none bytes.Buffer
+	ChunkWriter{W: &none}.Close()
+	if err := untarChunks(&ChunkReader{R: bufio.NewReader(&none)}, ""); err != nil {
+		t.Errorf("no workspace: %v", err)
+	}
+	var bad bytes.Buffer
+	bw := ChunkWriter{W: &bad}
+	bw.Write([]byte("not a tar at all"))
+	bw.Close()
+	if err := untarChunks(&ChunkReader{R: bufio.NewReader(&bad)}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "unpacking the workspace") {
+		t.Errorf("a broken tar: %v", err)
 	}
 }
