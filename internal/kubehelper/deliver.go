@@ -82,13 +82,15 @@ func (s *session) attachable() bool {
 	return len(r.Args) > 1 && os.Getenv("PINFOLD_KUBE_ATTACH") != "off"
 }
 
-// warmAgent reports whether a pod a pool may hold runs the agent in main,
-// for the claimer's attach (agentMain): the pool's keeper and the
-// claimer build the same pod, the keeper from a template without the
-// session's arguments, so the agent's are the engine's own (agentArgs).
+// warmAgent reports whether a session's pod runs the agent in main, for
+// the session's attach (agentMain): a pool's pod, whose claimer attaches,
+// and a cold one whose files are copied by exec (deliver's pods run it
+// from their own command). The pool's keeper and the claimer build the
+// same pod, the keeper from a template without the session's arguments,
+// so the agent's are the engine's own (agentArgs).
 func (s *session) warmAgent() bool {
 	r := &s.req
-	if !s.poolable() || r.WorkspaceParent || r.Session.AgentImage != "" || s.copier() != mainName || os.Getenv("PINFOLD_KUBE_ATTACH") == "off" {
+	if r.Session == nil || r.WorkspaceParent || r.Session.AgentImage != "" || s.copier() != mainName || os.Getenv("PINFOLD_KUBE_ATTACH") == "off" {
 		return false
 	}
 	return r.Args == nil || slices.Equal(r.Args[1:], agentArgs)

@@ -207,6 +207,12 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 			s.made = append(s.made, func(ctx context.Context) { core.ConfigMaps(c.ns).Delete(ctx, m.Name, metav1.DeleteOptions{}) })
 		}
 	}
+	if s.mainAgent && !s.delivered {
+		// main runs the agent once the copy has put it in (a pool's kind
+		// of pod, started cold with its files copied by exec): the first
+		// connection is an attach to it all the same.
+		s.attaching = true
+	}
 	if secret != nil {
 		if _, err := core.Secrets(c.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			return s.fail(kube.ErrCluster, fmt.Errorf("creating the run's secret: %w", err))
@@ -352,9 +358,9 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		}
 		s.mark("copied in")
 	}
-	if s.delivered || s.wsByAttach {
-		// Nothing was copied: the session is ready once the agent and the
-		// workspace are in, which the bridge's first spare waits for.
+	if s.delivered || s.attaching {
+		// The session is ready once the agent and the workspace are in,
+		// which the bridge's first spare (the attach, if any) waits for.
 		if err := s.agentUp(ctx, agentRes); err != nil {
 			lcancel()
 			links.Wait()

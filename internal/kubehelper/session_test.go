@@ -164,8 +164,8 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
-// TestWarmAgent: a pod a pool may hold runs the agent in main, which
-// waits for the claimer's attach (stdin, once), the same for the keeper,
+// TestWarmAgent: a session's pod runs the agent in main, which waits for
+// the session's attach (stdin, once), the same for a pool's keeper,
 // whose template has no arguments, and for the claimer; not with
 // PINFOLD_KUBE_ATTACH=off, for a tenant's workspace, an agent image, or
 // a session whose agent has other arguments (their pod holds main's
@@ -194,6 +194,11 @@ func TestWarmAgent(t *testing.T) {
 	if !slices.Contains(c.Command, agent.EnvAttach) || !slices.Contains(c.Command, agent.AgentCommand) {
 		t.Errorf("main does not run the agent for an attach: %q", c.Command)
 	}
+	noPool := sessionRequest()
+	noPool.Session.Pool = ""
+	if c, s := main(noPool); !s.mainAgent || !slices.Equal(c.Command, agentMain()) {
+		t.Errorf("a session without a pool: main %q", c.Command)
+	}
 	keeper := sessionRequest()
 	keeper.Args = nil
 	if kc, _ := main(keeper); !slices.Equal(kc.Command, c.Command) {
@@ -205,7 +210,7 @@ func TestWarmAgent(t *testing.T) {
 		"tenant": func(r *kube.Request) {
 			r.Workspace, r.Dir, r.WorkspaceParent = "/store/tenants/a/ws-1", "/store/tenants/a/ws-1", true
 		},
-		"no pool": func(r *kube.Request) { r.Session.Pool = "" },
+		"a run": func(r *kube.Request) { r.Session = nil },
 	} {
 		r := sessionRequest()
 		change(&r)
