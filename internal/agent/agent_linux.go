@@ -68,6 +68,11 @@ func AgentMain(args []string) int {
 			fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
 			return 1
 		}
+		if len(args) > 3 && args[3] == AttachLinks {
+			// Network none by a netoff container: serve nothing until
+			// every link but loopback is down, and say what was seen.
+			fmt.Fprintf(os.Stdout, "%s%s\n", LinksLine, waitLinksDown("/sys/class/net", time.Minute))
+		}
 	}
 	// Caught before the socket shows: whoever sees it may signal the
 	// agent at once, and a TERM must end the session as stopped.
@@ -163,6 +168,32 @@ func untarChunks(r io.Reader, dir string) error {
 		return fmt.Errorf("unpacking the workspace: %v: %s", err, strings.TrimSpace(errb.String()))
 	}
 	return nil
+}
+
+// waitLinksDown waits, for at most max, until every link in dir (sysfs's
+// class/net) but loopback is down, and returns each link's flags as
+// "NAME FLAGS" joined by ";", for the runtime to check.
+func waitLinksDown(dir string, max time.Duration) string {
+	for end := time.Now().Add(max); ; time.Sleep(10 * time.Millisecond) {
+		ents, _ := os.ReadDir(dir)
+		var list []string
+		up := len(ents) == 0
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name(), "flags"))
+			f := strings.TrimSpace(string(b))
+			if err != nil {
+				f = "unreadable"
+			}
+			list = append(list, e.Name()+" "+f)
+			v, err := strconv.ParseUint(strings.TrimPrefix(f, "0x"), 16, 32)
+			if e.Name() != "lo" && (err != nil || v&1 != 0) {
+				up = true
+			}
+		}
+		if !up || time.Now().After(end) {
+			return strings.Join(list, ";")
+		}
+	}
 }
 
 // waitStatus waits for StatusFile in RunDir and returns the status it

@@ -34,6 +34,15 @@ const EnvAttach = "env-attach"
 // AttachError begins the agent's answer when it cannot serve the attach.
 const AttachError = "pinfold-attach-error: "
 
+// AttachLinks, as the agent's fourth argument (after EnvAttach's
+// directory), makes it wait before it serves until every link but
+// loopback is down (a netoff container's work) and answer LinksLine with
+// each link's flags ("NAME FLAGS", joined by ";") before BridgeReady.
+const AttachLinks = "links-down"
+
+// LinksLine begins the line of the links' flags.
+const LinksLine = "pinfold-links: "
+
 // BridgeWait, as the bridge's argument, makes it wait until the agent
 // that is main's command ended (the command's shell writes StatusFile in
 // RunDir) and exit with its status: that agent's end, for the runtime,

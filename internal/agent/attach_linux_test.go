@@ -142,3 +142,29 @@ func TestUntarChunks(t *testing.T) {
 		t.Errorf("a broken tar: %v", err)
 	}
 }
+
+// TestWaitLinksDown: main's agent waits until every link but loopback is
+// down (netoff's work, seen in sysfs's flags), and lists them; a link
+// that stays up is listed up once the wait is over.
+func TestWaitLinksDown(t *testing.T) {
+	dir := t.TempDir()
+	set := func(name, flags string) {
+		os.MkdirAll(filepath.Join(dir, name), 0o755)
+		os.WriteFile(filepath.Join(dir, name, "flags"), []byte(flags+"\n"), 0o644)
+	}
+	set("lo", "0x9")
+	set("eth0", "0x1003")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		set("eth0", "0x1002")
+	}()
+	start := time.Now()
+	got := waitLinksDown(dir, 10*time.Second)
+	if got != "eth0 0x1002;lo 0x9" || time.Since(start) < 100*time.Millisecond {
+		t.Errorf("after %v: %q", time.Since(start), got)
+	}
+	set("eth1", "0x1003")
+	if got := waitLinksDown(dir, 50*time.Millisecond); !strings.Contains(got, "eth1 0x1003") {
+		t.Errorf("a link that stays up: %q", got)
+	}
+}

@@ -71,6 +71,16 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	ready := make(chan error, 1)
 	go func() {
 		line, err := br.ReadString('\n')
+		if l, ok := strings.CutPrefix(line, agent.LinksLine); ok && err == nil {
+			// Network none by netoff: main's agent waited for every link
+			// but loopback to be down; what it saw is checked here.
+			if up, which := linksUp(strings.Split(strings.TrimSpace(l), ";")); up {
+				ready <- &linksError{fmt.Errorf("pod %s: its links are not down after 60 s (%s): network none cannot be given", s.pod, which)}
+				return
+			}
+			s.mark("links down")
+			line, err = br.ReadString('\n')
+		}
 		if err == nil && line != agent.BridgeReady {
 			err = fmt.Errorf("the agent in main: %s", strings.TrimSpace(strings.TrimPrefix(line, agent.AttachError)))
 		}
@@ -104,6 +114,9 @@ wait:
 	return nil, err
 }
 
+// linksError: main's agent saw a link up; the session must not start.
+type linksError struct{ error }
+
 // attachAgent serves a cold session whose main runs the agent: the attach
 // is the bridge's first spare, and the agent's end is a wait in the pod
 // for its status (the bridge's wait mode). Should the attach fail (a
@@ -123,13 +136,24 @@ func (s *session) attachAgent(ctx context.Context, execAgent func() (int, error)
 		})
 		return result{code, err}
 	}
-	if e := s.startErr(); e != nil || ctx.Err() != nil {
+	var le *linksError
+	if e := s.startErr(); e != nil || ctx.Err() != nil || errors.As(err, &le) {
 		if e == nil {
 			e = ctx.Err()
+		}
+		if le != nil {
+			e = le.error
 		}
 		return result{0, e}
 	}
 	s.mark("agent by exec: " + err.Error())
+	if s.req.NetOff && !s.warm {
+		// Nothing is served before the links are down.
+		if err := s.linksDown(ctx); err != nil {
+			return result{0, err}
+		}
+		s.mark("links down")
+	}
 	if s.wsByAttach {
 		// The workspace by exec, before any spare: the session is ready
 		// once a spare is.

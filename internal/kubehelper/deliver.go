@@ -104,14 +104,17 @@ var agentArgs = []string{agent.AgentCommand, "0"}
 // waits for an attach (agent.EnvAttach; a session that does not attach
 // runs its own by exec, and this one serves nothing); its status for the
 // bridge's wait; then sleep, as main does otherwise.
-func agentMain() []string {
+func agentMain(netoff bool) []string {
 	script := `while [ ! -e "$0" ]; do sleep 0.01 2>/dev/null || sleep 1; done
 a=$1; shift
 "$a" "$@"
 echo $? > ` + kube.SessionRun + `/` + agent.StatusFile + `
 exec sleep 2147483647`
-	return append([]string{"/bin/sh", "-c", script, kube.AgentDir + "/" + agentDone, kube.AgentDir + "/" + agentFile},
-		append(append([]string(nil), agentArgs...), agent.EnvAttach, stage)...)
+	args := append(append([]string(nil), agentArgs...), agent.EnvAttach, stage)
+	if netoff {
+		args = append(args, agent.AttachLinks)
+	}
+	return append([]string{"/bin/sh", "-c", script, kube.AgentDir + "/" + agentDone, kube.AgentDir + "/" + agentFile}, args...)
 }
 
 // deliver makes the ConfigMaps pod needs (the agent's, when the namespace
@@ -201,6 +204,9 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 			// an attach to main (openAttach): its stdin is the attach's.
 			ct.Command = append(ct.Command, r.Args[1:]...)
 			ct.Command = append(ct.Command, agent.EnvAttach, stage)
+			if r.NetOff {
+				ct.Command = append(ct.Command, agent.AttachLinks)
+			}
 			ct.Stdin, ct.StdinOnce = true, true
 			s.attaching = true
 		}

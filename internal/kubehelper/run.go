@@ -346,7 +346,9 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// A failed copy ends the links' wait (which retries for a minute).
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
-	if r.NetOff && claimed == "" {
+	if r.NetOff && claimed == "" && !s.attaching {
+		// (main's agent, attached to, checks them itself before it
+		// answers: openAttach.)
 		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
 	if dirs := s.copyDirs(); len(dirs) > 0 && !s.wsByAttach {
@@ -373,7 +375,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		stop()
 		return s.fail(kube.ErrCluster, linksErr)
 	}
-	if r.NetOff && claimed == "" {
+	if r.NetOff && claimed == "" && !s.attaching {
 		s.mark("links down")
 	}
 	s.send(kube.Event{Started: true, Pod: s.pod})
@@ -551,6 +553,22 @@ func (s *session) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
+// linksUp reports whether any link but loopback of the "NAME FLAGS"
+// lines is up (or unreadable), and which.
+func linksUp(lines []string) (bool, string) {
+	for _, l := range lines {
+		name, flags, ok := strings.Cut(l, " ")
+		v, err := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32)
+		if !ok || err != nil {
+			return true, "unreadable link flags: " + l
+		}
+		if name != "lo" && v&1 != 0 {
+			return true, "link " + name + " is up"
+		}
+	}
+	return false, ""
+}
+
 // linksScript waits in main, for at most a minute, until every link but
 // loopback is down (the netoff container's work), then lists each link's
 // flags: one exec, whose wait is a poll in the pod rather than round
@@ -628,19 +646,8 @@ func (s *session) linksDown(ctx context.Context) error {
 			}
 			continue
 		}
-		up := false
-		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-			name, flags, ok := strings.Cut(l, " ")
-			v, perr := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32)
-			if !ok || perr != nil {
-				up, last = true, "unreadable link flags: "+l
-				break
-			}
-			if name != "lo" && v&1 != 0 {
-				up, last = true, "link "+name+" is up"
-			}
-		}
-		if !up {
+		var up bool
+		if up, last = linksUp(strings.Split(strings.TrimSpace(out.String()), "\n")); !up {
 			return nil
 		}
 		break // the script waited its minute

@@ -188,7 +188,7 @@ func TestWarmAgent(t *testing.T) {
 	}
 	claimer := sessionRequest()
 	c, s := main(claimer)
-	if !s.mainAgent || !c.Stdin || !c.StdinOnce || !slices.Equal(c.Command, agentMain()) {
+	if !s.mainAgent || !c.Stdin || !c.StdinOnce || !slices.Equal(c.Command, agentMain(false)) {
 		t.Errorf("a pool's pod's main: agent %v, stdin %v/%v, %q", s.mainAgent, c.Stdin, c.StdinOnce, c.Command)
 	}
 	if !slices.Contains(c.Command, agent.EnvAttach) || !slices.Contains(c.Command, agent.AgentCommand) {
@@ -196,7 +196,7 @@ func TestWarmAgent(t *testing.T) {
 	}
 	noPool := sessionRequest()
 	noPool.Session.Pool = ""
-	if c, s := main(noPool); !s.mainAgent || !slices.Equal(c.Command, agentMain()) {
+	if c, s := main(noPool); !s.mainAgent || !slices.Equal(c.Command, agentMain(false)) {
 		t.Errorf("a session without a pool: main %q", c.Command)
 	}
 	keeper := sessionRequest()
