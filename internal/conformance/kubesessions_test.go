@@ -158,6 +158,23 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 		// The pool refills.
 		ready(2)
 
+		// Network none (netoff here): the cold session's pod and a
+		// claimed one see every link but loopback down (main's agent
+		// answers only then).
+		for _, id := range []string{first.ID, ids[0]} {
+			res, err := c.Exec(ctx, id, client.ExecRequest{Args: []string{"sh", "-c", `for l in /sys/class/net/*; do [ "${l##*/}" = lo ] || echo "${l##*/} $(cat $l/flags)"; done`}})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Stdout) == "" {
+				t.Errorf("links of %s: %+v %v", id, res, err)
+				continue
+			}
+			for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+				name, flags, _ := strings.Cut(l, " ")
+				if v, err := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32); err != nil || v&1 != 0 {
+					t.Errorf("session %s: link %s is up (%s)", id, name, flags)
+				}
+			}
+		}
+
 		// A warm session is a session: the workspace, exec, files, ports,
 		// the changeset when it stops.
 		id := ids[0]
