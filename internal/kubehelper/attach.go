@@ -15,7 +15,8 @@ import (
 )
 
 // attachWait bounds the wait for the agent's answer once the attach's
-// stream runs (main's unpack comes first: milliseconds).
+// stream runs and the agent's files are in (main's unpack, or the copy by
+// exec, come first); netoff's links get their minute more.
 const attachWait = 10 * time.Second
 
 // openAttach attaches to main, whose command ends in the agent (deliver
@@ -24,6 +25,9 @@ const attachWait = 10 * time.Second
 // attach runs nothing in the pod (an exec is a runc exec there, the
 // first connection's fixed cost otherwise). Nothing main writes before
 // the attach is seen; it writes nothing before the environment is in.
+//
+// The error is an attachError once the stream ran: the environment may
+// be in main's agent, and the session must not start another.
 func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	actx, cancel := context.WithCancel(ctx)
 	inR, inW := io.Pipe()
@@ -31,6 +35,10 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	sp := &spare{in: inW, done: make(chan struct{}), end: cancel}
 	connected := make(chan struct{})
 	var once sync.Once
+	d := attachWait
+	if s.req.NetOff {
+		d += time.Minute
+	}
 	var aerr error
 	go func() {
 		last := ""
@@ -49,7 +57,9 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		inR.CloseWithError(aerr)
 		close(sp.done)
 	}()
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		// The environment, then the workspace (a claimed pod's), in
 		// chunks: buffered, the stream sends each write as a frame.
 		if agent.WriteEnv(inW, s.req.Session.Env) != nil {
@@ -86,6 +96,10 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		}
 		ready <- err
 	}()
+	// The wait begins once the stream runs, the agent's files are in
+	// (filesIn: a copy by exec may take long) and the workspace sent.
+	filesIn := s.filesIn
+	ran := false
 	var timeout <-chan time.Time
 	var err error
 wait:
@@ -98,21 +112,35 @@ wait:
 			}
 			break wait
 		case <-connected:
-			connected, timeout = nil, time.After(attachWait)
+			connected, ran = nil, true
+		case <-filesIn:
+			filesIn = nil
+		case <-sent:
+			sent = nil
 		case <-timeout:
-			err = fmt.Errorf("the agent in main did not answer within %v of the attach", attachWait)
+			err = fmt.Errorf("the agent in main did not answer within %v of the attach", d)
 			break wait
 		case <-ctx.Done():
 			err = ctx.Err()
 			break wait
+		}
+		if ran && filesIn == nil && sent == nil && timeout == nil {
+			timeout = time.After(d)
 		}
 	}
 	cancel()
 	inW.Close()
 	outR.Close()
 	<-sp.done
+	var le *linksError
+	if ran && !errors.As(err, &le) {
+		err = &attachError{err}
+	}
 	return nil, err
 }
+
+// attachError: the attach failed after its stream ran.
+type attachError struct{ error }
 
 // linksError: main's agent saw a link up; the session must not start.
 type linksError struct{ error }
@@ -137,12 +165,17 @@ func (s *session) attachAgent(ctx context.Context, execAgent func() (int, error)
 		return result{code, err}
 	}
 	var le *linksError
-	if e := s.startErr(); e != nil || ctx.Err() != nil || errors.As(err, &le) {
-		if e == nil {
+	var ae *attachError
+	if e := s.startErr(); e != nil || ctx.Err() != nil || errors.As(err, &le) || errors.As(err, &ae) {
+		// Not refused but failed (or the pod's end): no other agent.
+		switch {
+		case e != nil:
+		case ctx.Err() != nil:
 			e = ctx.Err()
-		}
-		if le != nil {
+		case le != nil:
 			e = le.error
+		default:
+			e = fmt.Errorf("the session's agent in pod %s: %w", s.pod, ae.error)
 		}
 		return result{0, e}
 	}

@@ -85,6 +85,9 @@ type session struct {
 	// agent, waiting for an attach (warmAgent), which a claimed pod's
 	// session makes, and that carries its workspace (wsByAttach).
 	attaching, mainAgent, wsByAttach bool
+	// filesIn is closed once the agent's files are in the pod (after a
+	// copy by exec, if any).
+	filesIn chan struct{}
 }
 
 func (s *session) send(ev kube.Event) {
@@ -328,6 +331,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// once told the command started, after the copy. (A tenant's agent
 	// starts in the workspace's directory, which the copy makes.)
 	var agentRes chan result
+	s.filesIn = make(chan struct{})
 	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
 		go func() {
@@ -360,6 +364,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		}
 		s.mark("copied in")
 	}
+	close(s.filesIn)
 	if s.delivered || s.attaching {
 		// The session is ready once the agent and the workspace are in,
 		// which the bridge's first spare (the attach, if any) waits for.
