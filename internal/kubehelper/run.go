@@ -34,7 +34,7 @@ import (
 
 // Container names in the pod.
 const (
-	mainName = "main" // runs the command (by exec), holds nothing else
+	mainName = "main" // runs the command (by exec); a session's runs the agent itself (attach)
 	copyName = "copy" // unpacks and packs the copied directories
 	netName  = "netoff"
 	// stage is where the copy container sees the copied directories.

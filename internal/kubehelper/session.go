@@ -92,7 +92,8 @@ func awaitFile(done string, args []string) []string {
 
 // bridge listens on sock (this machine) and joins every connection to the
 // agent's socket in the pod: an exec of the agent's bridge, whose stdin
-// and stdout are the connection. Execs are opened ahead (spares), so that
+// and stdout are the connection (the first, when main runs the agent,
+// the attach to main: attachAgent). Execs are opened ahead (spares), so that
 // a connection, a session's command, does not wait for one through the
 // API server. stop closes the listener and removes the socket;
 // connections open then end with the pod.
