@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -33,20 +34,44 @@ func AgentMain(args []string) int {
 			idle = d
 		}
 	}
+	var stdio *bufio.Reader
 	if len(args) > 1 && args[1] == EnvFromStdin {
 		// The session's environment, NUL-separated, on stdin (a pod of
 		// the kubernetes runtime, whose spec holds none, so that a warm
 		// pod made before the session serves it).
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, maxEnv))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "pinfold agent: reading the environment: %v\n", err)
 			return 1
 		}
-		os.Clearenv()
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-				os.Setenv(k, v)
-			}
+		setEnv(strings.Split(string(b), "\x00"))
+	}
+	if len(args) > 1 && args[1] == EnvAttach {
+		// main's own command in a kubernetes pod: the environment comes
+		// in the attach's envelope. A stdin that ends first was never
+		// attached to (the runtime started the agent by exec instead):
+		// nothing to serve.
+		stdio = bufio.NewReaderSize(os.Stdin, 64<<10)
+		env, err := ReadEnv(stdio)
+		if err != nil {
+			return 0
+		}
+		setEnv(env)
+		// Then the workspace's tar, in chunks (none: the end's alone),
+		// unpacked into the directory named after EnvAttach.
+		dir := ""
+		if len(args) > 2 {
+			dir = args[2]
+		}
+		if err := untarChunks(&ChunkReader{R: stdio}, dir); err != nil {
+			fmt.Fprintf(os.Stdout, "%s%v\n", AttachError, err)
+			fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+			return 1
+		}
+		if len(args) > 3 && args[3] == AttachLinks {
+			// Network none by a netoff container: serve nothing until
+			// every link but loopback is down, and say what was seen.
+			fmt.Fprintf(os.Stdout, "%s%s\n", LinksLine, waitLinksDown("/sys/class/net", time.Minute))
 		}
 	}
 	// Caught before the socket shows: whoever sees it may signal the
@@ -69,6 +94,9 @@ func AgentMain(args []string) int {
 		go a.reap(idle)
 	}
 	go a.serve()
+	if stdio != nil {
+		go stdioBridge(stdio, os.Stdout, sock)
+	}
 	code := <-a.done
 	l.Close()
 	os.Remove(sock)
@@ -80,6 +108,106 @@ func AgentMain(args []string) int {
 	}
 	writeMarker(filepath.Join(RunDir, ExitMarker), reason)
 	return code
+}
+
+func setEnv(env []string) {
+	os.Clearenv()
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			os.Setenv(k, v)
+		}
+	}
+}
+
+// stdioBridge serves the attach's stream (in, out) as a connection to
+// the agent's socket, as a spare bridge does (attach.go's framing): the
+// stream is the session's first connection.
+func stdioBridge(in *bufio.Reader, out io.Writer, sock string) {
+	cw := ChunkWriter{W: out}
+	defer cw.Close()
+	if _, err := io.WriteString(out, BridgeReady); err != nil {
+		return
+	}
+	if _, err := in.Peek(1); err != nil {
+		return // closed unused
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfold agent: %v\n", err)
+		return
+	}
+	uc := c.(*net.UnixConn)
+	defer uc.Close()
+	go func() {
+		io.Copy(uc, in)
+		uc.CloseWrite()
+	}()
+	io.Copy(cw, uc)
+}
+
+// untarChunks unpacks the tar r holds (nothing if it is empty) into dir
+// with the system's tar, as the runtime's copy by exec does (umask 0:
+// the modes as they were on the host).
+func untarChunks(r io.Reader, dir string) error {
+	first := make([]byte, 64<<10)
+	n, err := io.ReadAtLeast(r, first, 1)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the workspace: %w", err)
+	}
+	if dir == "" {
+		return errors.New("a workspace came with no directory to unpack it in")
+	}
+	cmd := exec.Command("/bin/sh", "-c", `umask 0 && exec tar -x -f - -C "$0"`, dir)
+	cmd.Stdin = io.MultiReader(bytes.NewReader(first[:n]), r)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("unpacking the workspace: %v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	return nil
+}
+
+// waitLinksDown waits, for at most max, until every link in dir (sysfs's
+// class/net) but loopback is down, and returns each link's flags as
+// "NAME FLAGS" joined by ";", for the runtime to check.
+func waitLinksDown(dir string, max time.Duration) string {
+	for end := time.Now().Add(max); ; time.Sleep(10 * time.Millisecond) {
+		ents, _ := os.ReadDir(dir)
+		var list []string
+		up := len(ents) == 0
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name(), "flags"))
+			f := strings.TrimSpace(string(b))
+			if err != nil {
+				f = "unreadable"
+			}
+			list = append(list, e.Name()+" "+f)
+			v, err := strconv.ParseUint(strings.TrimPrefix(f, "0x"), 16, 32)
+			if e.Name() != "lo" && (err != nil || v&1 != 0) {
+				up = true
+			}
+		}
+		if !up || time.Now().After(end) {
+			return strings.Join(list, ";")
+		}
+	}
+}
+
+// waitStatus waits for StatusFile in RunDir and returns the status it
+// holds (BridgeWait).
+func waitStatus() int {
+	p := filepath.Join(RunDir, StatusFile)
+	for {
+		if b, err := os.ReadFile(p); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // writeMarker replaces whatever the sandbox left at path (a link, a FIFO
@@ -421,6 +549,9 @@ const BridgeReady = "pinfold-bridge-ready\n"
 // connection would; it returns once the agent closes its side.
 func BridgeMain(args []string) int {
 	var first []byte
+	if len(args) > 0 && args[0] == BridgeWait {
+		return waitStatus()
+	}
 	if len(args) > 0 && args[0] == BridgeSpare {
 		os.Stdout.WriteString(BridgeReady)
 		b := make([]byte, 64<<10)

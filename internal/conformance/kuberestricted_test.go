@@ -63,7 +63,8 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 	t.Run("session", func(t *testing.T) {
 		pinfold(enforced, "discard") // the run's changeset, open in the workspace
 		c := exec.Command(tg.Pinfold, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
-		c.Dir, c.Env = ws, enforced
+		trace := filepath.Join(t.TempDir(), "trace")
+		c.Dir, c.Env = ws, append(enforced, "PINFOLD_KUBE_TRACE_FILE="+trace)
 		out, err := c.Output()
 		var rec struct{ ID, Changeset string }
 		if err != nil || json.Unmarshal(out, &rec) != nil || rec.Changeset == "" {
@@ -109,6 +110,15 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		if agents, _ := kc("", "get", "configmaps", "-l", "pinfold.agent", "-o", "name"); agents == "" {
 			t.Errorf("no configmap of the agent's")
 		}
+		// main runs the agent, and the session's first connection was an
+		// attach to it (no exec before the session was ready); its stdin
+		// is the attach's, once.
+		if b, _ := os.ReadFile(trace); !strings.Contains(string(b), "agent by attach") {
+			t.Errorf("the session's first connection was not an attach to main:\n%s", b)
+		}
+		if in, _ := kc("", "get", "pod", pod, "-o", `jsonpath={.spec.containers[0].stdin} {.spec.containers[0].stdinOnce}`); pod != "" && in != "true true" {
+			t.Errorf("main's stdin and stdinOnce: %q", in)
+		}
 		// A running session's changeset is read by its id (a pod's
 		// writes come back when the session stops); pinfold diff without
 		// one names it.
@@ -120,6 +130,89 @@ func kubeRestricted(t *testing.T, tg conformance.Target, kubectl, kubeconfig str
 		}
 		// A running pod's changeset comes back when the session stops.
 		if out, err := pinfold(enforced, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {
+			t.Errorf("session stop: %v %s", err, out)
+		}
+	})
+
+	// A user who may not attach (no pods/attach in its Role) still gets
+	// a cold session: the attach is refused, the agent is started by
+	// exec and the connections go through exec spares. Its first
+	// command's output and the changeset are whole.
+	t.Run("session-attach-refused", func(t *testing.T) {
+		role := `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: no-attach}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: no-attach}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create, get, list, watch, patch, delete, deletecollection]
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [create, get]
+- apiGroups: [""]
+  resources: [secrets, configmaps]
+  verbs: [create, patch, list, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [create, patch, list, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: no-attach}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: no-attach}
+subjects:
+- {kind: ServiceAccount, name: no-attach}
+`
+		if out, err := kc(role, "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		defer kc("", "delete", "rolebinding,role,serviceaccount", "no-attach", "--ignore-not-found")
+		token, err := kc("", "create", "token", "no-attach")
+		if err != nil {
+			t.Fatalf("%v %s", err, token)
+		}
+		b, err := os.ReadFile(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(t.TempDir(), "kubeconfig")
+		os.WriteFile(cfg, b, 0o600)
+		kcfg := func(args ...string) {
+			if out, err := exec.Command(kubectl, append([]string{"--kubeconfig", cfg}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+		}
+		kcfg("config", "set-credentials", "no-attach", "--token="+token)
+		kcfg("config", "set-context", "--current", "--user=no-attach")
+		trace := filepath.Join(t.TempDir(), "trace")
+		e := append(enforced, "PINFOLD_KUBECONFIG="+cfg, "PINFOLD_KUBE_TRACE_FILE="+trace)
+		own := t.TempDir()
+		os.Chmod(own, 0o755)
+		pinfold := func(env []string, args ...string) (string, error) {
+			c := exec.Command(tg.Pinfold, args...)
+			c.Dir, c.Env = own, env
+			b, err := c.CombinedOutput()
+			return string(b), err
+		}
+		out, err := pinfold(e, "session", "start", "--json", "--backend", "kubernetes", "--base", tg.Base)
+		var rec struct{ ID string }
+		if err != nil || json.Unmarshal([]byte(out), &rec) != nil {
+			tr, _ := os.ReadFile(trace)
+			t.Fatalf("session start without pods/attach: %v\n%s\n%s", err, out, tr)
+		}
+		defer pinfold(e, "session", "stop", rec.ID)
+		if tr, _ := os.ReadFile(trace); !strings.Contains(string(tr), "agent by exec") || !strings.Contains(string(tr), "forbidden") {
+			t.Errorf("the attach was not refused, or no fallback to the agent's exec:\n%s", tr)
+		}
+		want := strings.Repeat("0123456789", 20000)
+		if out, err := pinfold(e, "exec", rec.ID, "--", "sh", "-c", `i=0; while [ $i -lt 20000 ]; do printf 0123456789; i=$((i+1)); done; echo w > w.txt`); err != nil || out != want {
+			t.Errorf("exec: %v, %d bytes of output (want %d)", err, len(out), len(want))
+		}
+		if out, err := pinfold(e, "session", "stop", rec.ID); err != nil || !strings.Contains(out, "1 added") {
 			t.Errorf("session stop: %v %s", err, out)
 		}
 	})

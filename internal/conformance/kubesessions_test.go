@@ -55,7 +55,8 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 		os.Chmod(ws, 0o755)
 		os.WriteFile(filepath.Join(ws, "pinfold.yaml"), []byte("version: 1\n"), 0o644)
 		os.WriteFile(filepath.Join(ws, "in.txt"), []byte("from the host\n"), 0o644)
-		env := append(os.Environ(), "PINFOLD_STORE="+store)
+		trace := filepath.Join(t.TempDir(), "trace")
+		env := append(os.Environ(), "PINFOLD_STORE="+store, "PINFOLD_KUBE_TRACE_FILE="+trace)
 		serve := exec.Command(tg.Pinfold, "serve", "--kube-pool", "2")
 		serve.Env = env
 		var log syncBuf
@@ -148,8 +149,31 @@ func kubeSessions(t *testing.T, tg conformance.Target, rt *kubernetes.Runtime, k
 			t.Errorf("%d claimed pods, want 2: %q", n, claimed)
 		}
 		t.Logf("session start: cold %v; together %v", cold, times)
+		// Every session's first connection was an attach to main, the
+		// claimed pods' with their workspace (in.txt, below): no exec
+		// before a session was ready.
+		if b, _ := os.ReadFile(trace); strings.Count(string(b), "agent by attach") != 4 || strings.Count(string(b), "pod claimed") != 2 {
+			t.Errorf("4 sessions, 2 of them claimed, each served first by an attach to main; the trace:\n%s", b)
+		}
 		// The pool refills.
 		ready(2)
+
+		// Network none (netoff here): the cold session's pod and a
+		// claimed one see every link but loopback down (main's agent
+		// answers only then).
+		for _, id := range []string{first.ID, ids[0]} {
+			res, err := c.Exec(ctx, id, client.ExecRequest{Args: []string{"sh", "-c", `for l in /sys/class/net/*; do [ "${l##*/}" = lo ] || echo "${l##*/} $(cat $l/flags)"; done`}})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Stdout) == "" {
+				t.Errorf("links of %s: %+v %v", id, res, err)
+				continue
+			}
+			for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+				name, flags, _ := strings.Cut(l, " ")
+				if v, err := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32); err != nil || v&1 != 0 {
+					t.Errorf("session %s: link %s is up (%s)", id, name, flags)
+				}
+			}
+		}
 
 		// A warm session is a session: the workspace, exec, files, ports,
 		// the changeset when it stops.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 )
 
@@ -28,7 +31,7 @@ import (
 // every session of the namespace, named by the agent's hash, the
 // workspace as a tar in a ConfigMap of the session's, created before the
 // pod and deleted with it. main's own command assembles the agent,
-// checks its sha256 and unpacks the workspace before it sleeps.
+// checks its sha512 and unpacks the workspace before it sleeps.
 const (
 	// partSize keeps each of the agent's ConfigMaps under the API
 	// server's 1 MiB for a ConfigMap's data.
@@ -69,6 +72,51 @@ func (s *session) deliverable() bool {
 		s.copier() == mainName && os.Getenv("PINFOLD_KUBE_DELIVERY") != "exec"
 }
 
+// attachable reports whether main, given its files through its volumes,
+// runs the agent itself and serves the session's first connection on an
+// attach to it (no exec after main runs: an exec's start, runc exec in
+// the pod, is what an attach spares); PINFOLD_KUBE_ATTACH=off keeps the
+// agent's exec and the bridge's exec spare.
+func (s *session) attachable() bool {
+	r := &s.req
+	return len(r.Args) > 1 && os.Getenv("PINFOLD_KUBE_ATTACH") != "off"
+}
+
+// warmAgent reports whether a session's pod runs the agent in main, for
+// the session's attach (agentMain): a pool's pod, whose claimer attaches,
+// and a cold one whose files are copied by exec (deliver's pods run it
+// from their own command). The pool's keeper and the claimer build the
+// same pod, the keeper from a template without the session's arguments,
+// so the agent's are the engine's own (agentArgs).
+func (s *session) warmAgent() bool {
+	r := &s.req
+	if r.Session == nil || r.WorkspaceParent || r.Session.AgentImage != "" || s.copier() != mainName || os.Getenv("PINFOLD_KUBE_ATTACH") == "off" {
+		return false
+	}
+	return r.Args == nil || slices.Equal(r.Args[1:], agentArgs)
+}
+
+// agentArgs are the arguments the engine gives a session's agent.
+var agentArgs = []string{agent.AgentCommand, "0"}
+
+// agentMain is main's command in a pod a pool may hold: once the agent's
+// binary is in (the keeper's copy, or a cold start's), the agent, which
+// waits for an attach (agent.EnvAttach; a session that does not attach
+// runs its own by exec, and this one serves nothing); its status for the
+// bridge's wait; then sleep, as main does otherwise.
+func agentMain(netoff bool) []string {
+	script := `while [ ! -e "$0" ]; do sleep 0.01 2>/dev/null || sleep 1; done
+a=$1; shift
+"$a" "$@"
+echo $? > ` + kube.SessionRun + `/` + agent.StatusFile + `
+exec sleep 2147483647`
+	args := append(append([]string(nil), agentArgs...), agent.EnvAttach, stage)
+	if netoff {
+		args = append(args, agent.AttachLinks)
+	}
+	return append([]string{"/bin/sh", "-c", script, kube.AgentDir + "/" + agentDone, kube.AgentDir + "/" + agentFile}, args...)
+}
+
 // deliver makes the ConfigMaps pod needs (the agent's, when the namespace
 // lacks them; the workspace's) and changes pod to mount them and unpack
 // them in main. It returns the workspace's ConfigMap, which the caller
@@ -76,12 +124,20 @@ func (s *session) deliverable() bool {
 // exec.
 func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigMap, error) {
 	r, c := &s.req, s.c
-	agent, err := os.ReadFile(agentBinary(r.Session.Agent))
+	bin, err := os.ReadFile(agentBinary(r.Session.Agent))
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(agent)
-	agentSum := hex.EncodeToString(sum[:])
+	// The ConfigMaps are named by the sha256; the pod checks the sha512,
+	// which busybox computes twice as fast (~30 against ~70 ms for the
+	// 3 MB agent on the kit's loaded node: on the session's path).
+	sum := sha256.Sum256(bin)
+	agentHash := hex.EncodeToString(sum[:])[:16]
+	sum512 := make(chan string, 1)
+	go func() {
+		h := sha512.Sum512(bin)
+		sum512 <- hex.EncodeToString(h[:])
+	}()
 	var ws []byte
 	if r.Workspace != "" && r.Access != "none" {
 		b := &cappedBuffer{max: wsVolumeMax}
@@ -90,13 +146,33 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 		}
 		ws = b.Bytes()
 	}
-	parts, err := s.agentMaps(ctx, agent, agentSum[:16])
-	if err != nil {
-		return nil, err
-	}
-	s.mark("agent's configmaps there")
+	// The workspace's ConfigMap is created while the agent's are looked
+	// for (two round trips to the API server side by side).
 	var cm *corev1.ConfigMap
 	t := true
+	made := make(chan error, 1)
+	if ws != nil {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: pod.Labels}, Immutable: &t,
+			BinaryData: map[string][]byte{"ws": ws}}
+		go func() {
+			_, err := c.cs.CoreV1().ConfigMaps(c.ns).Create(ctx, cm, metav1.CreateOptions{})
+			made <- err
+		}()
+	} else {
+		made <- nil
+	}
+	parts, err := s.agentMaps(ctx, bin, agentHash)
+	werr := <-made
+	if err != nil || werr != nil {
+		if werr == nil && cm != nil {
+			c.cs.CoreV1().ConfigMaps(c.ns).Delete(context.WithoutCancel(ctx), cm.Name, metav1.DeleteOptions{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("creating the workspace's configmap: %w", werr)
+	}
+	s.mark("agent's configmaps there")
 	sources := make([]corev1.VolumeProjection, 0, len(parts)+1)
 	var files []string
 	for i, name := range parts {
@@ -107,15 +183,10 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 	}
 	wsSum := ""
 	if ws != nil {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Labels: pod.Labels}, Immutable: &t,
-			BinaryData: map[string][]byte{"ws": ws}}
-		if _, err := c.cs.CoreV1().ConfigMaps(c.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("creating the workspace's configmap: %w", err)
-		}
 		s.mark("workspace's configmap created")
 		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}, Items: []corev1.KeyToPath{{Key: "ws", Path: "ws"}}}})
-		h := sha256.Sum256(ws)
+		h := sha512.Sum512(ws)
 		wsSum = hex.EncodeToString(h[:])
 	}
 	mode := int32(0o444)
@@ -127,7 +198,18 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 			continue
 		}
 		ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: "in", MountPath: inDir, ReadOnly: true})
-		ct.Command = append([]string{"/bin/sh", "-c", unpackScript(stage), agentSum, wsSum}, files...)
+		ct.Command = append([]string{"/bin/sh", "-c", unpackScript(stage), <-sum512, wsSum, "pinfold-agent-" + agentHash, strconv.Itoa(len(files))}, files...)
+		if s.attachable() {
+			// main's command ends in the agent, whose first connection is
+			// an attach to main (openAttach): its stdin is the attach's.
+			ct.Command = append(ct.Command, r.Args[1:]...)
+			ct.Command = append(ct.Command, agent.EnvAttach, stage)
+			if r.NetOff {
+				ct.Command = append(ct.Command, agent.AttachLinks)
+			}
+			ct.Stdin, ct.StdinOnce = true, true
+			s.attaching = true
+		}
 		// The script's complaint is the pod's status, which the start
 		// reports.
 		ct.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
@@ -137,26 +219,40 @@ func (s *session) deliver(ctx context.Context, pod *corev1.Pod) (*corev1.ConfigM
 }
 
 // unpackScript is main's command when the pod gets its agent and
-// workspace through volumes (root: the stage, where main sees them): $0 the agent's sha256, $1 the workspace
-// tar's (or ""), then the agent's parts in order. The agent's hash is
-// checked in the pod, against the bytes the kubelet mounted: whoever
-// replaced a ConfigMap of the agent's gets a pod that refuses to start,
-// not a session running what they wrote. It exits 97 with its reason;
-// once all is in, it writes the marker the agent's exec and the bridge
-// wait for (awaitAgent), and sleeps as main does otherwise.
+// workspace through volumes (root: the stage, where main sees them): $0
+// the agent's sha512, $1 the workspace tar's (or ""), $2 the agent's
+// ConfigMaps' name (without the part's number), $3 how many of the
+// agent's parts follow, then those parts in order, then the agent's
+// arguments when main runs the agent itself (attach mode). The agent's
+// hash is checked in the pod, against the bytes the kubelet mounted:
+// whoever replaced a ConfigMap of the agent's gets a pod that refuses to
+// start, not a session running what they wrote. It exits 97 with its
+// reason; once all is in, it writes the marker the agent's exec and the
+// bridge wait for (awaitAgent). It writes nothing to stdout: in attach
+// mode the attach reads it. Then it runs the agent (attach mode; its
+// status into the run directory, for the bridge's wait) and sleeps, as
+// main does otherwise, so that the workspace can still be packed.
 func unpackScript(root string) string {
 	return `die() { echo "pinfold: $*" >&2; exit 97; }
-want=$0 wssum=$1; shift
+want=$0 wssum=$1 name=$2 n=$3; shift 3
 a=` + root + `/agent/` + agentFile + `
-cat "$@" > "$a" || die "cannot assemble the agent from its configmaps in $a"
-got=$(sha256sum "$a") || die "the image has no sha256sum to check the agent with (PINFOLD_KUBE_DELIVERY=exec copies it by exec)"
-[ "${got%% *}" = "$want" ] || die "the agent in configmaps ` + "pinfold-agent-" + `${want%${want#????????????????}}-* is not pinfold's (sha256 ${got%% *}, not $want)"
+: > "$a" || die "cannot write the agent to $a"
+while [ "$n" -gt 0 ]; do
+	cat "$1" >> "$a" || die "cannot assemble the agent from its configmaps in $a"
+	shift; n=$((n-1))
+done
+got=$(sha512sum "$a") || die "the image has no sha512sum to check the agent with (PINFOLD_KUBE_DELIVERY=exec copies it by exec)"
+[ "${got%% *}" = "$want" ] || die "the agent in configmaps $name-* is not pinfold's (sha512 ${got%% *}, not $want)"
 chmod 755 "$a" || die "cannot make the agent executable"
 if [ -n "$wssum" ]; then
-	got=$(sha256sum ` + root + `/in/ws) && [ "${got%% *}" = "$wssum" ] || die "the workspace's configmap is not the one pinfold made"
+	got=$(sha512sum ` + root + `/in/ws) && [ "${got%% *}" = "$wssum" ] || die "the workspace's configmap is not the one pinfold made"
 	(umask 0 && exec tar -x -f ` + root + `/in/ws -C ` + root + `) || die "cannot unpack the workspace (tar)"
 fi
 : > ` + root + `/agent/` + agentDone + ` || die "cannot write the agent's marker"
+if [ $# -gt 0 ]; then
+	"$a" "$@"
+	echo $? > ` + root + `/run/` + agent.StatusFile + `
+fi
 exec sleep 2147483647`
 }
 
@@ -164,10 +260,10 @@ exec sleep 2147483647`
 // (pinfold-agent-HASH-N, immutable) and returns their names. Which exist
 // is one metadata list; the missing ones are created. Their content is
 // not trusted here: the pod checks the agent's hash (unpackScript).
-func (s *session) agentMaps(ctx context.Context, agent []byte, hash string) ([]string, error) {
+func (s *session) agentMaps(ctx context.Context, bin []byte, hash string) ([]string, error) {
 	c := s.c
 	var names []string
-	for i := 0; i*partSize < len(agent); i++ {
+	for i := 0; i*partSize < len(bin); i++ {
 		names = append(names, "pinfold-agent-"+hash+"-"+strconv.Itoa(i))
 	}
 	mc, err := metadata.NewForConfig(c.cfg)
@@ -192,7 +288,7 @@ func (s *session) agentMaps(ctx context.Context, agent []byte, hash string) ([]s
 		if have[name] {
 			continue
 		}
-		part := agent[i*partSize : min(len(agent), (i+1)*partSize)]
+		part := bin[i*partSize : min(len(bin), (i+1)*partSize)]
 		wg.Go(func() {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
 				Labels: map[string]string{labelAgent: hash, "app.kubernetes.io/managed-by": "pinfold"}},

@@ -2,12 +2,13 @@ package kubehelper
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,21 +22,21 @@ import (
 // it with 97 and its reason, and no marker.
 func TestUnpackScript(t *testing.T) {
 	agent := bytes.Repeat([]byte("#!/bin/sh\n# agent\n"), 1000)
-	sum := sha256.Sum256(agent)
+	sum := sha512.Sum512(agent)
 	src := t.TempDir()
 	os.WriteFile(filepath.Join(src, "run.sh"), []byte("x"), 0o750)
 	var tarb bytes.Buffer
 	if err := kube.WriteTar(&tarb, []kube.Dir{{Src: src, Name: "ws"}}); err != nil {
 		t.Fatal(err)
 	}
-	wsSum := sha256.Sum256(tarb.Bytes())
+	wsSum := sha512.Sum512(tarb.Bytes())
 	run := func(t *testing.T, agentSum, tarSum string, parts ...[]byte) (string, string, error) {
 		root := t.TempDir()
 		for _, d := range []string{"agent", "in", "ws"} {
 			os.Mkdir(filepath.Join(root, d), 0o755)
 		}
 		os.WriteFile(filepath.Join(root, "in", "ws"), tarb.Bytes(), 0o444)
-		args := []string{"-c", strings.Replace(unpackScript(root), "exec sleep 2147483647", "exit 0", 1), agentSum, tarSum}
+		args := []string{"-c", strings.Replace(unpackScript(root), "exec sleep 2147483647", "exit 0", 1), agentSum, tarSum, "pinfold-agent-x", strconv.Itoa(len(parts))}
 		for i, p := range parts {
 			f := filepath.Join(root, "in", "a"+string(rune('0'+i)))
 			os.WriteFile(f, p, 0o444)
@@ -70,7 +71,7 @@ func TestUnpackScript(t *testing.T) {
 	}{
 		"tampered agent":     {good, "", "is not pinfold's", [][]byte{bad}},
 		"a part missing":     {good, "", "is not pinfold's", [][]byte{agent[:5000]}},
-		"tampered workspace": {good, strings.Repeat("0", 64), "workspace's configmap is not", [][]byte{agent}},
+		"tampered workspace": {good, strings.Repeat("0", 128), "workspace's configmap is not", [][]byte{agent}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			root, msg, err := run(t, c.sum, c.ws, c.parts...)

@@ -140,6 +140,10 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 	}
 	main := corev1.Container{Name: mainName, Image: r.Image, ImagePullPolicy: pull, Command: holder, Env: env, WorkingDir: dir,
 		VolumeMounts: mainMounts, SecurityContext: restricted(), Stdin: false, TTY: false}
+	if s.warmAgent() {
+		main.Command, main.Stdin, main.StdinOnce = agentMain(r.NetOff), true, true
+		s.mainAgent = true
+	}
 	if r.Memory > 0 || r.CPUs > 0 {
 		main.Resources.Limits = corev1.ResourceList{}
 		if r.Memory > 0 {
@@ -164,9 +168,15 @@ func (s *session) objects() (*corev1.Pod, *corev1.Secret, *networkingv1.NetworkP
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
 				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}})
 	}
-	containers = append(containers, main)
 	nw := s.network(name, labels, pull)
-	if nw.container != nil {
+	if nw.container != nil && s.mainAgent {
+		// Before main: its links are down by the time main's agent
+		// looks (it serves nothing until they are), so that a session's
+		// start waits for netoff's start, not for its end after main's.
+		containers = append(containers, *nw.container)
+	}
+	containers = append(containers, main)
+	if nw.container != nil && !s.mainAgent {
 		containers = append(containers, *nw.container)
 	}
 	term := int64(1)

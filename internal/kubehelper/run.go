@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -33,7 +34,7 @@ import (
 
 // Container names in the pod.
 const (
-	mainName = "main" // runs the command (by exec), holds nothing else
+	mainName = "main" // runs the command (by exec); a session's runs the agent itself (attach)
 	copyName = "copy" // unpacks and packs the copied directories
 	netName  = "netoff"
 	// stage is where the copy container sees the copied directories.
@@ -75,7 +76,18 @@ type session struct {
 	// (deliver), nothing is copied by exec before the command.
 	delivered bool
 	// spareUp is closed once the bridge's first spare is ready.
-	spareUp chan struct{}
+	spareUp   chan struct{}
+	spareOnce sync.Once
+	// took asks the bridge for one more spare.
+	took chan struct{}
+	// attaching: main runs the agent, and the session's first connection
+	// is an attach to it (deliver, openAttach); mainAgent: main runs the
+	// agent, waiting for an attach (warmAgent), which a claimed pod's
+	// session makes, and that carries its workspace (wsByAttach).
+	attaching, mainAgent, wsByAttach bool
+	// filesIn is closed once the agent's files are in the pod (after a
+	// copy by exec, if any).
+	filesIn chan struct{}
 }
 
 func (s *session) send(ev kube.Event) {
@@ -180,6 +192,11 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 	if r.Session != nil {
 		go s.tellPool(pod)
 		if claimed := s.claim(ctx, pod); claimed != "" {
+			if s.mainAgent {
+				// The claimed pod's agent waits for the attach, which
+				// brings the workspace too: no exec before it is ready.
+				s.attaching, s.wsByAttach = true, true
+			}
 			return s.command(ctx, controls, claimed)
 		}
 	}
@@ -192,6 +209,12 @@ func (s *session) serve(ctx context.Context, controls <-chan kube.Control) int {
 			wsMap = m
 			s.made = append(s.made, func(ctx context.Context) { core.ConfigMaps(c.ns).Delete(ctx, m.Name, metav1.DeleteOptions{}) })
 		}
+	}
+	if s.mainAgent && !s.delivered {
+		// main runs the agent once the copy has put it in (a pool's kind
+		// of pod, started cold with its files copied by exec): the first
+		// connection is an attach to it all the same.
+		s.attaching = true
 	}
 	if secret != nil {
 		if _, err := core.Secrets(c.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
@@ -308,9 +331,14 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// once told the command started, after the copy. (A tenant's agent
 	// starts in the workspace's directory, which the copy makes.)
 	var agentRes chan result
+	s.filesIn = make(chan struct{})
 	if r.Session != nil && !r.WorkspaceParent {
 		agentRes = make(chan result, 1)
 		go func() {
+			if s.attaching {
+				agentRes <- s.attachAgent(runCtx, runCmd)
+				return
+			}
 			code, err := runCmd()
 			agentRes <- result{code, err}
 		}()
@@ -322,10 +350,12 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 	// A failed copy ends the links' wait (which retries for a minute).
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
-	if r.NetOff && claimed == "" {
+	if r.NetOff && claimed == "" && !s.attaching {
+		// (main's agent, attached to, checks them itself before it
+		// answers: openAttach.)
 		links.Go(func() { linksErr = s.linksDown(lctx) })
 	}
-	if dirs := s.copyDirs(); len(dirs) > 0 {
+	if dirs := s.copyDirs(); len(dirs) > 0 && !s.wsByAttach {
 		if err := s.whenStarted(ctx, func() error { return s.copyIn(ctx, dirs) }); err != nil {
 			lcancel()
 			links.Wait()
@@ -334,9 +364,10 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		}
 		s.mark("copied in")
 	}
-	if s.delivered {
-		// Nothing was copied: the session is ready once the agent and the
-		// workspace are in, which the bridge's first spare waits for.
+	close(s.filesIn)
+	if s.delivered || s.attaching {
+		// The session is ready once the agent and the workspace are in,
+		// which the bridge's first spare (the attach, if any) waits for.
 		if err := s.agentUp(ctx, agentRes); err != nil {
 			lcancel()
 			links.Wait()
@@ -349,7 +380,7 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 		stop()
 		return s.fail(kube.ErrCluster, linksErr)
 	}
-	if r.NetOff && claimed == "" {
+	if r.NetOff && claimed == "" && !s.attaching {
 		s.mark("links down")
 	}
 	s.send(kube.Event{Started: true, Pod: s.pod})
@@ -445,6 +476,9 @@ func (s *session) command(ctx context.Context, controls <-chan kube.Control, cla
 // is main's termination message).
 func (s *session) agentUp(ctx context.Context, agentRes chan result) error {
 	st := s.starting
+	if st == nil {
+		st = &podStart{done: make(chan struct{})} // a claimed pod: it runs
+	}
 	for {
 		select {
 		case <-s.spareUp:
@@ -524,6 +558,22 @@ func (s *session) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
+// linksUp reports whether any link but loopback of the "NAME FLAGS"
+// lines is up (or unreadable), and which.
+func linksUp(lines []string) (bool, string) {
+	for _, l := range lines {
+		name, flags, ok := strings.Cut(l, " ")
+		v, err := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32)
+		if !ok || err != nil {
+			return true, "unreadable link flags: " + l
+		}
+		if name != "lo" && v&1 != 0 {
+			return true, "link " + name + " is up"
+		}
+	}
+	return false, ""
+}
+
 // linksScript waits in main, for at most a minute, until every link but
 // loopback is down (the netoff container's work), then lists each link's
 // flags: one exec, whose wait is a poll in the pod rather than round
@@ -601,19 +651,8 @@ func (s *session) linksDown(ctx context.Context) error {
 			}
 			continue
 		}
-		up := false
-		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-			name, flags, ok := strings.Cut(l, " ")
-			v, perr := strconv.ParseUint(strings.TrimPrefix(flags, "0x"), 16, 32)
-			if !ok || perr != nil {
-				up, last = true, "unreadable link flags: "+l
-				break
-			}
-			if name != "lo" && v&1 != 0 {
-				up, last = true, "link "+name+" is up"
-			}
-		}
-		if !up {
+		var up bool
+		if up, last = linksUp(strings.Split(strings.TrimSpace(out.String()), "\n")); !up {
 			return nil
 		}
 		break // the script waited its minute
@@ -635,6 +674,21 @@ func (s *session) exec(ctx context.Context, container string, args []string, std
 	req := s.c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.c.ns).Name(s.pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: args, Stdin: stdin != nil, Stdout: stdout != nil,
 			Stderr: stderr != nil && !tty, TTY: tty}, scheme.ParameterCodec)
+	return s.stream(ctx, req, stdin, stdout, stderr, tty)
+}
+
+// attach joins stdin and stdout to those of container's own process (no
+// terminal, no stderr): it starts nothing in the pod.
+func (s *session) attach(ctx context.Context, container string, stdin io.Reader, stdout io.Writer) error {
+	req := s.c.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(s.c.ns).Name(s.pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: container, Stdin: true, Stdout: true}, scheme.ParameterCodec)
+	_, err := s.stream(ctx, req, stdin, stdout, nil, false)
+	return err
+}
+
+// stream runs an exec's or attach's streams and returns the exit status
+// the API server reports.
+func (s *session) stream(ctx context.Context, req *rest.Request, stdin io.Reader, stdout, stderr io.Writer, tty bool) (int, error) {
 	ws, err := remotecommand.NewWebSocketExecutor(s.c.cfg, "POST", req.URL().String())
 	if err != nil {
 		return 0, err

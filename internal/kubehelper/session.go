@@ -92,7 +92,8 @@ func awaitFile(done string, args []string) []string {
 
 // bridge listens on sock (this machine) and joins every connection to the
 // agent's socket in the pod: an exec of the agent's bridge, whose stdin
-// and stdout are the connection. Execs are opened ahead (spares), so that
+// and stdout are the connection (the first, when main runs the agent,
+// the attach to main: attachAgent). Execs are opened ahead (spares), so that
 // a connection, a session's command, does not wait for one through the
 // API server. stop closes the listener and removes the socket;
 // connections open then end with the pod.
@@ -104,9 +105,14 @@ func (s *session) bridge(ctx context.Context, sock, container string) (stop func
 	s.spares = make(chan *spare, spares)
 	s.spareUp = make(chan struct{})
 	took := make(chan struct{}, spares)
+	s.took = took
 	// One spare first, for the session's first connection (pinfold's
-	// ping); the others once it is ready, not competing with it.
-	took <- struct{}{}
+	// ping); the others once it is ready, not competing with it. When
+	// main runs the agent, the first is the attach to it (attachAgent),
+	// which asks for the others.
+	if !s.attaching {
+		took <- struct{}{}
+	}
 	go s.keepSpares(ctx, container, took)
 	go func() {
 		for {
@@ -128,14 +134,27 @@ const spares = 3
 // client of the agent's).
 type spare struct {
 	in   *io.PipeWriter // its stdin
-	out  *io.PipeReader // its stdout, after its ready line
+	out  io.Reader      // its stdout, after its ready line
 	done chan struct{}  // closed when the exec ended
+	end  func()         // ends the stream once out ended (an attach's: nil for an exec)
+}
+
+// spareReady offers sp to the bridge's connections; the first ready one
+// has the others opened.
+func (s *session) spareReady(sp *spare) {
+	s.mark("spare ready")
+	s.spares <- sp
+	s.spareOnce.Do(func() {
+		close(s.spareUp)
+		for range spares - 1 {
+			s.took <- struct{}{}
+		}
+	})
 }
 
 // keepSpares opens a spare for each token on took, side by side, until
 // ctx ends; once the first is ready, it opens the others.
 func (s *session) keepSpares(ctx context.Context, container string, took chan struct{}) {
-	var first sync.Once
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,14 +164,7 @@ func (s *session) keepSpares(ctx context.Context, container string, took chan st
 		go func() {
 			for ctx.Err() == nil {
 				if sp := s.openSpare(ctx, container); sp != nil {
-					s.mark("spare ready")
-					s.spares <- sp
-					first.Do(func() {
-						close(s.spareUp)
-						for range spares - 1 {
-							took <- struct{}{}
-						}
-					})
+					s.spareReady(sp)
 					return
 				}
 				// Not ready (an agent that does not know of spares, a pod
@@ -235,6 +247,9 @@ func (s *session) join(ctx context.Context, conn *net.UnixConn, container string
 			sp.in.Close()
 		}()
 		io.Copy(conn, sp.out)
+		if sp.end != nil {
+			sp.end()
+		}
 		return
 	}
 }

@@ -1,8 +1,12 @@
 package kubehelper
 
 import (
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pinfold/pinfold/internal/agent"
 	"github.com/pinfold/pinfold/internal/kube"
 )
 
@@ -157,5 +161,65 @@ func TestTemplate(t *testing.T) {
 		if got := (&session{req: r}).poolable(); got != c.want {
 			t.Errorf("%s: poolable %v", name, got)
 		}
+	}
+}
+
+// TestWarmAgent: a session's pod runs the agent in main, which waits for
+// the session's attach (stdin, once), the same for a pool's keeper,
+// whose template has no arguments, and for the claimer; not with
+// PINFOLD_KUBE_ATTACH=off, for a tenant's workspace, an agent image, or
+// a session whose agent has other arguments (their pod holds main's
+// sleep, so that no pool pod of the other kind matches).
+func TestWarmAgent(t *testing.T) {
+	main := func(r kube.Request) (*corev1.Container, *session) {
+		t.Helper()
+		s := &session{req: r}
+		pod, _, _, err := s.objects()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == mainName {
+				return &pod.Spec.Containers[i], s
+			}
+		}
+		t.Fatal("no main")
+		return nil, nil
+	}
+	claimer := sessionRequest()
+	c, s := main(claimer)
+	if !s.mainAgent || !c.Stdin || !c.StdinOnce || !slices.Equal(c.Command, agentMain(false)) {
+		t.Errorf("a pool's pod's main: agent %v, stdin %v/%v, %q", s.mainAgent, c.Stdin, c.StdinOnce, c.Command)
+	}
+	if !slices.Contains(c.Command, agent.EnvAttach) || !slices.Contains(c.Command, agent.AgentCommand) {
+		t.Errorf("main does not run the agent for an attach: %q", c.Command)
+	}
+	noPool := sessionRequest()
+	noPool.Session.Pool = ""
+	if c, s := main(noPool); !s.mainAgent || !slices.Equal(c.Command, agentMain(false)) {
+		t.Errorf("a session without a pool: main %q", c.Command)
+	}
+	keeper := sessionRequest()
+	keeper.Args = nil
+	if kc, _ := main(keeper); !slices.Equal(kc.Command, c.Command) {
+		t.Errorf("the keeper's main %q, the claimer's %q", kc.Command, c.Command)
+	}
+	for name, change := range map[string]func(*kube.Request){
+		"other arguments": func(r *kube.Request) { r.Args = []string{"/.pinfold/agent", "__session-agent", "5m"} },
+		"agent image":     func(r *kube.Request) { r.Session.AgentImage = "img" },
+		"tenant": func(r *kube.Request) {
+			r.Workspace, r.Dir, r.WorkspaceParent = "/store/tenants/a/ws-1", "/store/tenants/a/ws-1", true
+		},
+		"a run": func(r *kube.Request) { r.Session = nil },
+	} {
+		r := sessionRequest()
+		change(&r)
+		if c, s := main(r); s.mainAgent || c.Stdin || slices.Contains(c.Command, agent.EnvAttach) {
+			t.Errorf("%s: main runs the agent: %q", name, c.Command)
+		}
+	}
+	t.Setenv("PINFOLD_KUBE_ATTACH", "off")
+	if c, s := main(sessionRequest()); s.mainAgent || c.Stdin {
+		t.Errorf("PINFOLD_KUBE_ATTACH=off: main runs the agent: %q", c.Command)
 	}
 }

@@ -114,7 +114,7 @@ func (s *session) startErr() error {
 // ran (so nothing of its stdin was read), and it may be tried again.
 func notStarted(err error) bool {
 	msg := err.Error()
-	for _, s := range []string{"pod does not exist", "container not found", "does not have a host assigned", "is not running", "not in running state", "ContainerCreating"} {
+	for _, s := range []string{"pod does not exist", "container not found", "not found in pod", "does not have a host assigned", "is not running", "not in running state", "ContainerCreating"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
