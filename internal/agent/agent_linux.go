@@ -201,13 +201,31 @@ func waitLinksDown(dir string, max time.Duration) string {
 func waitStatus() int {
 	p := filepath.Join(RunDir, StatusFile)
 	for {
-		if b, err := os.ReadFile(p); err == nil {
+		// The run directory is the session's too: only a regular file
+		// counts, read without following a link or blocking on a FIFO.
+		if b, err := readStatus(p); err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				return n
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// readStatus reads the small regular file at path, never a link, FIFO or
+// device the session's code put there.
+func readStatus(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	b := make([]byte, 32)
+	n, err := f.Read(b)
+	return b[:n], err
 }
 
 // writeMarker replaces whatever the sandbox left at path (a link, a FIFO

@@ -59,6 +59,10 @@ const maxEnv = 4 << 20
 // WriteEnv writes env's envelope.
 func WriteEnv(w io.Writer, env []string) error {
 	b := []byte(strings.Join(env, "\x00"))
+	if len(b) > maxEnv {
+		// The agent would refuse it, and say so only in main's log.
+		return fmt.Errorf("the session's environment is %d bytes, more than %d", len(b), maxEnv)
+	}
 	var h [4]byte
 	binary.BigEndian.PutUint32(h[:], uint32(len(b)))
 	_, err := w.Write(append(h[:], b...))

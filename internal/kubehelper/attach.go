@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pinfold/pinfold/internal/agent"
@@ -35,6 +36,7 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	sp := &spare{in: inW, done: make(chan struct{}), end: cancel}
 	connected := make(chan struct{})
 	var once sync.Once
+	var streamed atomic.Bool // the stream's first read of stdin came: it ran
 	d := attachWait
 	if s.req.NetOff {
 		d += time.Minute
@@ -43,7 +45,10 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 	go func() {
 		last := ""
 		aerr = s.whenStarted(actx, func() error {
-			err := s.attach(actx, mainName, &firstRead{r: inR, f: func() { once.Do(func() { close(connected) }) }}, outW)
+			err := s.attach(actx, mainName, &firstRead{r: inR, f: func() {
+				streamed.Store(true)
+				once.Do(func() { close(connected) })
+			}}, outW)
 			if err != nil && err.Error() != last && actx.Err() == nil {
 				last = err.Error()
 				s.mark("attach: " + last)
@@ -58,14 +63,17 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		close(sp.done)
 	}()
 	sent := make(chan struct{})
+	progress := make(chan struct{}, 1)
+	pw := progressWriter{w: inW, progress: progress}
 	go func() {
 		defer close(sent)
 		// The environment, then the workspace (a claimed pod's), in
 		// chunks: buffered, the stream sends each write as a frame.
-		if agent.WriteEnv(inW, s.req.Session.Env) != nil {
+		if err := agent.WriteEnv(pw, s.req.Session.Env); err != nil {
+			inW.CloseWithError(err)
 			return
 		}
-		bw := bufio.NewWriterSize(inW, 1<<20)
+		bw := bufio.NewWriterSize(pw, 1<<20)
 		cw := agent.ChunkWriter{W: bw}
 		if s.wsByAttach {
 			if err := kube.WriteTar(cw, s.copyDirs()); err != nil {
@@ -78,9 +86,23 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 		}
 	}()
 	br := bufio.NewReaderSize(outR, 64<<10)
+	// A line main writes is read within the reader's buffer: whatever
+	// writes to main's stdout first is not buffered here without bound.
+	readLine := func() (string, error) {
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			err = fmt.Errorf("main wrote a line of more than %d bytes before the agent answered", br.Size())
+		}
+		return string(b), err
+	}
 	ready := make(chan error, 1)
 	go func() {
-		line, err := br.ReadString('\n')
+		line, err := readLine()
+		if err == nil && s.req.NetOff && !strings.HasPrefix(line, agent.LinksLine) {
+			// Network none by netoff: no answer counts before the links'.
+			ready <- &linksError{fmt.Errorf("pod %s: the agent answered without its links: network none cannot be given", s.pod)}
+			return
+		}
 		if l, ok := strings.CutPrefix(line, agent.LinksLine); ok && err == nil {
 			// Network none by netoff: main's agent waited for every link
 			// but loopback to be down; what it saw is checked here.
@@ -89,7 +111,7 @@ func (s *session) openAttach(ctx context.Context) (*spare, error) {
 				return
 			}
 			s.mark("links down")
-			line, err = br.ReadString('\n')
+			line, err = readLine()
 		}
 		if err == nil && line != agent.BridgeReady {
 			err = fmt.Errorf("the agent in main: %s", strings.TrimSpace(strings.TrimPrefix(line, agent.AttachError)))
@@ -116,7 +138,16 @@ wait:
 		case <-filesIn:
 			filesIn = nil
 		case <-sent:
+			// The answer's bound starts once all is sent.
 			sent = nil
+			if timeout != nil {
+				timeout = time.After(d)
+			}
+		case <-progress:
+			// The workspace moves: its send is bounded per write.
+			if timeout != nil && sent != nil {
+				timeout = time.After(d)
+			}
 		case <-timeout:
 			err = fmt.Errorf("the agent in main did not answer within %v of the attach", d)
 			break wait
@@ -124,7 +155,9 @@ wait:
 			err = ctx.Err()
 			break wait
 		}
-		if ran && filesIn == nil && sent == nil && timeout == nil {
+		// Armed once the stream runs and the files are in: a main that
+		// stops reading its stdin fails the start too.
+		if ran && filesIn == nil && timeout == nil {
 			timeout = time.After(d)
 		}
 	}
@@ -132,11 +165,31 @@ wait:
 	inW.Close()
 	outR.Close()
 	<-sp.done
+	// The stream may have run though the loop never saw it (its failure
+	// came first): then too the environment may be in main's agent.
+	ran = ran || streamed.Load()
 	var le *linksError
 	if ran && !errors.As(err, &le) {
 		err = &attachError{err}
 	}
 	return nil, err
+}
+
+// progressWriter tells, without blocking, that a write went through.
+type progressWriter struct {
+	w        io.Writer
+	progress chan struct{}
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if n > 0 {
+		select {
+		case p.progress <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }
 
 // attachError: the attach failed after its stream ran.

@@ -108,7 +108,8 @@ func agentMain(netoff bool) []string {
 	script := `while [ ! -e "$0" ]; do sleep 0.01 2>/dev/null || sleep 1; done
 a=$1; shift
 "$a" "$@"
-echo $? > ` + kube.SessionRun + `/` + agent.StatusFile + `
+s=$?; f=` + kube.SessionRun + `/` + agent.StatusFile + `
+rm -rf "$f" "$f.w"; echo $s > "$f.w" && mv -f "$f.w" "$f"
 exec sleep 2147483647`
 	args := append(append([]string(nil), agentArgs...), agent.EnvAttach, stage)
 	if netoff {
@@ -251,7 +252,8 @@ fi
 : > ` + root + `/agent/` + agentDone + ` || die "cannot write the agent's marker"
 if [ $# -gt 0 ]; then
 	"$a" "$@"
-	echo $? > ` + root + `/run/` + agent.StatusFile + `
+	s=$?; f=` + root + `/run/` + agent.StatusFile + `
+	rm -rf "$f" "$f.w"; echo $s > "$f.w" && mv -f "$f.w" "$f"
 fi
 exec sleep 2147483647`
 }
