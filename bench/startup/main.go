@@ -134,6 +134,9 @@ func main() {
 		{name: "pinfold run --access ro (no launch cache)", run: commandEnv([]string{"PINFOLD_NO_LAUNCH_CACHE=1"},
 			bin, "run", "--access", "ro", "--", "/bin/true")},
 		{name: "pinfold run --access ro (first run)", run: commandFirst(bin, "run", "--access", "ro", "--", "/bin/true")},
+		// A control: bwrap against itself shows what the per-round
+		// ratios' spread is under the machine's load, for any peer.
+		{name: "bwrap again (control)", run: command("bwrap", bwrapArgs...)},
 	}
 	if *podman {
 		if p, err := podmanRunner(ws); err != nil {
@@ -148,6 +151,7 @@ func main() {
 	ratio(cli, 4, 1)
 	ratio(cli, 5, 1)
 	ratio(cli, 5, 0)
+	ratio(cli, 6, 1)
 
 	if *library {
 		lib, cleanup, err := libraryRunner(ws)
