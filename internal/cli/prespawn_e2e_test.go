@@ -28,15 +28,7 @@ const adoptedMark = "pinfold: init adopted from the launcher"
 // was adopted.
 func tracedFirst(t *testing.T, ws string, args ...string) bool {
 	t.Helper()
-	cmd := exec.Command(pinfold, args...)
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "PINFOLD_TRACE=1")
-	cmd.WaitDelay = 2 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %v: %s", args, err, out)
-	}
-	return strings.Contains(string(out), adoptedMark)
+	return strings.Contains(traced(t, ws, args...), adoptedMark)
 }
 
 // subreaper makes the test process the reaper of whatever pinfold leaves

@@ -224,7 +224,8 @@ func (s *Sandbox) planSpawn() error {
 // instance.
 func (s *Sandbox) configure(ctx context.Context) error {
 	sp := &s.spec
-	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch,
+	scratch := scratchDir()
+	plan := rootPlan{tmpSize: sp.Limits.TmpSize, scratch: sp.Scratch, rootDir: scratch,
 		resolver: s.net != nil && s.net.Mode != netpolicy.None}
 	var app *appRoot
 	switch sp.Base.Kind {
@@ -337,7 +338,7 @@ func (s *Sandbox) configure(ctx context.Context) error {
 		IDMapGID:     ids.idmapGID,
 		Ops:          ops,
 		Hostname:     sp.Hostname,
-		Scratch:      scratchDir(),
+		Scratch:      scratch,
 		LoopbackUp:   sp.Network != sandbox.NetworkHost,
 		Seccomp:      seccomp.Encode(prog),
 		Caps:         caps,
@@ -504,13 +505,8 @@ func capLast() uint32 {
 		// Plain system calls: os.ReadFile's registration with the
 		// runtime's poller is four more on a first run's way to its
 		// command (10-20 µs here).
-		fd, err := unix.Open("/proc/sys/kernel/cap_last_cap", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return
-		}
 		var b [16]byte
-		k, err := unix.Read(fd, b[:])
-		unix.Close(fd)
+		k, err := initp.ReadFileRaw("/proc/sys/kernel/cap_last_cap", b[:])
 		if err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(string(b[:k]))); err == nil && n < 64 {
 				capLastOnce.n = uint32(n)

@@ -199,7 +199,10 @@ type rootPlan struct {
 	overlays []overlay
 	idmap    bool // binds are idmapped (root supervisors)
 	tmpSize  int64
-	scratch  string    // host directory for /tmp instead of a tmpfs
+	scratch  string // host directory for /tmp instead of a tmpfs
+	// rootDir is the init's scratch directory (Config.Scratch), which the
+	// new root is mounted on; scratchDir() when not set.
+	rootDir  string
 	hideExe  string    // the host's pinfold binary, when the base shows it
 	hide     []string  // directories inside shown empty (pinfold's store)
 	resolver bool      // /etc/resolv.conf names pinfold's DNS server
@@ -420,14 +423,19 @@ func sortBinds(b []bind) {
 // detach takes the layers with it. Each unmount waits for an RCU grace
 // period, the slowest step of a changeset run on a busy machine; a stage
 // in the new root cost two more.
-func stageTmpfs() string { return "/.old" + scratchDir() }
+func (p *rootPlan) stageTmpfs() string {
+	if p.rootDir == "" {
+		return "/.old" + scratchDir()
+	}
+	return "/.old" + p.rootDir
+}
 
 // overlays mounts the overlays of p at their own paths.
 func (l *layout) overlays(p *rootPlan) {
 	if len(p.overlays) == 0 {
 		return
 	}
-	stage := stageTmpfs()
+	stage := p.stageTmpfs()
 	if l.clone {
 		// Mounted before anything is made under it: the directories
 		// below are the tmpfs's, never the host's.

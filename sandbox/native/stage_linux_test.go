@@ -16,7 +16,7 @@ func TestOverlayLayersStagedUnderTheOldRoot(t *testing.T) {
 	p := rootPlan{baseRoot: "/", hostBase: true, tmpSize: 1 << 20, idmap: true,
 		overlays: []overlay{{lower: ws, upper: cs + "/upper", work: cs + "/work"}}}
 	ops, _ := buildRoot(&p)
-	stage := stageTmpfs()
+	stage := p.stageTmpfs()
 	if !strings.HasPrefix(stage, "/.old/") {
 		t.Fatalf("stage %s is not under the old root", stage)
 	}

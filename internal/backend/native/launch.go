@@ -329,6 +329,18 @@ func LaunchKey(prefix []string, cwd string, environ []string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// ReadFileRaw reads the start of the small file at path into b with
+// plain system calls: os.ReadFile's registration of the file with the
+// runtime's poller costs a first run's path more than the read.
+func ReadFileRaw(path string, b []byte) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.Read(fd, b)
+}
+
 var bootID struct {
 	sync.Once
 	id  string
@@ -341,14 +353,9 @@ var bootID struct {
 func BootID() (string, error) {
 	bootID.Do(func() {
 		var b [40]byte
-		fd, err := unix.Open("/proc/sys/kernel/random/boot_id", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			var n int
-			n, err = unix.Read(fd, b[:])
-			unix.Close(fd)
-			if err == nil && n < 36 {
-				err = io.ErrUnexpectedEOF
-			}
+		n, err := ReadFileRaw("/proc/sys/kernel/random/boot_id", b[:])
+		if err == nil && n < 36 {
+			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
 			bootID.err = fmt.Errorf("reading the boot id: %w", err)
