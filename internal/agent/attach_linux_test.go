@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -166,5 +167,38 @@ func TestWaitLinksDown(t *testing.T) {
 	set("eth1", "0x1003")
 	if got := waitLinksDown(dir, 50*time.Millisecond); !strings.Contains(got, "eth1 0x1003") {
 		t.Errorf("a link that stays up: %q", got)
+	}
+}
+
+// The agent's status file is in the run directory, which the session's
+// code may write: only a regular file is read, never through a link (to
+// a file holding another status), a FIFO (which would block) or a
+// directory.
+func TestReadStatusOnlyARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, []byte("7\n"), 0o600)
+	for name, plant := range map[string]func(string) error{
+		"link":      func(p string) error { return os.Symlink(other, p) },
+		"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"directory": func(p string) error { return os.Mkdir(p, 0o700) },
+	} {
+		p := filepath.Join(dir, name)
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := readStatus(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("a %s was read as the status", name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("reading a %s blocked", name)
+		}
+	}
+	if b, err := readStatus(other); err != nil || string(b) != "7\n" {
+		t.Errorf("the regular file: %q %v", b, err)
 	}
 }
